@@ -1,0 +1,37 @@
+"""The `xlvin` command: one sub-command per module in `xlvin.commands`."""
+
+import argparse
+import sys
+
+from xlvin.errors import UserError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from xlvin.commands import executor, train
+
+    parser = argparse.ArgumentParser(
+        prog="xlvin",
+        description="XLVIN: eXecuted Latent Value Iteration Networks and baselines.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (executor, train):
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except UserError as err:
+        print(f"xlvin: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("xlvin: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

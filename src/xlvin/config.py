@@ -1,0 +1,109 @@
+"""Typed dataclass configs and the argparse options generated from them.
+
+Every config field is declared with `option(default, "help text")`; `add_options` turns the fields
+into `--kebab-case` flags whose `--help` text is that help, and `from_args` builds the config back.
+"""
+
+import argparse
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from xlvin.errors import UserError
+
+C = TypeVar("C")
+
+
+def option(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
+    """A dataclass field with a help text (shown by --help) and optional allowed values."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+def _base_type(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return args[0]
+    return tp
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_options(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
+    """Add one `--flag` per field of dataclass `cls` (defaults left as None: unset)."""
+    hints = typing.get_type_hints(cls)
+    group = parser.add_argument_group(f"{cls.__name__} options")
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        tp = _base_type(hints[f.name])
+        kwargs: dict[str, Any] = {
+            "dest": f.name,
+            "default": None,
+            "help": f"{f.metadata.get('help', '')} (default: {f.default})",
+        }
+        if f.metadata.get("choices"):
+            kwargs["choices"] = f.metadata["choices"]
+        kwargs["type"] = _parse_bool if tp is bool else tp
+        kwargs["metavar"] = tp.__name__.upper() if not f.metadata.get("choices") else None
+        group.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+
+
+def from_args(cls: type[C], args: argparse.Namespace, base: C | None = None) -> C:
+    """Build `cls` from parsed args: flags that were given override `base` (or the defaults)."""
+    config = base if base is not None else cls()
+    given = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(cls)
+        if getattr(args, f.name, None) is not None
+    }
+    return dataclasses.replace(config, **given)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def from_dict(cls: type[C], data: dict[str, Any], source: str = "config") -> C:
+    """Build `cls` from a dict, rejecting unknown fields and values of the wrong type."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise UserError(f"{source}: unknown field(s) {', '.join(unknown)} for {cls.__name__}")
+    values = {}
+    for key, value in data.items():
+        tp = _base_type(hints[key])
+        ok = isinstance(value, tp) and not (tp is not bool and isinstance(value, bool))
+        if tp is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok = float(value), True
+        if value is None and hints[key] is not tp:
+            ok = True
+        if not ok:
+            raise UserError(
+                f"{source}: field {key!r} must be {tp.__name__}, got {type(value).__name__}"
+            )
+        values[key] = value
+    return cls(**values)
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    """Read a JSON object from `path`, with one clear error for a missing or corrupt file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"file not found: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UserError(f"corrupt JSON in {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"corrupt JSON in {path}: expected an object")
+    return data

@@ -1,0 +1,35 @@
+"""The interface every agent (XLVIN, PPO baseline, later VIN, GVIN, ATreeC) gives the PPO trainer."""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class Transitions:
+    """A batch of environment transitions (s, a, s') that are real: never an autoreset step.
+
+    obs: [B, *obs_shape], actions: [B] (long), next_obs: [B, *obs_shape].
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    next_obs: torch.Tensor
+
+
+class ActorCritic(nn.Module):
+    """A policy network for PPO: observations -> (action logits [B, A], state values [B]).
+
+    Agents differ only in this network and in `auxiliary_losses`, which the trainer adds to the
+    PPO loss (each term already multiplied by its weight).
+    """
+
+    num_actions: int
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
+        """Weighted auxiliary loss terms on real transitions; none by default."""
+        return {}
