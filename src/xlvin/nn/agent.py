@@ -3,8 +3,12 @@
 import torch
 from torch import nn
 
+from xlvin.nn.executor import MessagePassing
 from xlvin.nn.heads import ActorCriticHeads
-from xlvin.nn.policy import ActorCritic
+from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.nn.transe import transe_loss
+from xlvin.nn.transition import Transition
+from xlvin.nn.tree import execute_tree, expand_tree
 
 
 class PPOAgent(ActorCritic):
@@ -21,3 +25,68 @@ class PPOAgent(ActorCritic):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.heads(self.encoder(obs))
+
+
+class XLVINAgent(ActorCritic):
+    """XLVIN policy network (paper section 3.2).
+
+    h_s = z(s); a latent tree of depth K over all actions is grown with h' = h + T(h, a); the
+    frozen pre-trained processor X runs K times over it (messages from child to parent, edge
+    features = a trainable projection of [one-hot(a), gamma]); chi_s is the root's executed
+    embedding and pi(a|s) = A(h_s, chi_s), V(s) = V(h_s, chi_s). The transition model gets the PPO
+    gradient plus the TransE loss (paper eq. 2) with weight `transe_weight` (0.001 in the paper).
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        embedding_dim: int,
+        num_actions: int,
+        transition: Transition,
+        processor: MessagePassing,
+        depth: int,
+        gamma: float = 0.99,
+        transe_weight: float = 1e-3,
+    ) -> None:
+        super().__init__()
+        self.num_actions = num_actions
+        self.depth = depth
+        self.gamma = gamma
+        self.transe_weight = transe_weight
+        self.encoder = encoder
+        self.transition = transition
+        self.processor = processor.requires_grad_(False)
+        hidden = processor.hidden
+        self.node_projection: nn.Module = (
+            nn.Identity() if hidden == embedding_dim else nn.Linear(embedding_dim, hidden)
+        )
+        self.edge_projection = nn.Linear(num_actions + 1, hidden)
+        self.heads = ActorCriticHeads(embedding_dim + hidden, num_actions)
+
+    def edge_features(self) -> torch.Tensor:
+        """Embedded [one-hot(a), gamma] for every action: [A, H]."""
+        one_hot = torch.eye(self.num_actions, device=self.edge_projection.weight.device)
+        gamma = torch.full((self.num_actions, 1), self.gamma, device=one_hot.device)
+        return self.edge_projection(torch.cat([one_hot, gamma], dim=1))
+
+    def plan(self, h: torch.Tensor) -> torch.Tensor:
+        """Expand the tree from h [B, k] and execute it: chi_s [B, H]."""
+        levels = expand_tree(h, self.transition, self.depth)
+        nodes = [self.node_projection(level) for level in levels]
+        return execute_tree(self.processor, nodes, self.edge_features(), self.depth)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.encoder(obs)
+        return self.heads(torch.cat([h, self.plan(h)], dim=-1))
+
+    def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
+        if self.transe_weight == 0:
+            return {}
+        loss = transe_loss(self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs)
+        return {"transe": self.transe_weight * loss}
+
+    def train(self, mode: bool = True) -> "XLVINAgent":
+        """Like nn.Module.train, but the frozen processor always stays in evaluation mode."""
+        super().train(mode)
+        self.processor.eval()
+        return self

@@ -1,0 +1,72 @@
+"""Weights files: safetensors tensors plus a JSON metadata header, written atomically.
+
+Loading never executes code: safetensors holds raw tensors only, metadata is parsed as JSON.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from xlvin.errors import UserError
+
+METADATA_KEY = "xlvin"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path`, then rename: a crash never leaves half a file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_weights(path: Path, module: nn.Module, metadata: dict[str, Any]) -> None:
+    """Save `module`'s state dict and JSON-serialisable `metadata` to one safetensors file."""
+    path = Path(path)
+    tensors = {k: v.detach().contiguous().clone() for k, v in module.state_dict().items()}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata={METADATA_KEY: json.dumps(metadata)})
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Read (tensors, metadata) written by `save_weights`; one clear UserError if missing or corrupt."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"weights file not found: {path}")
+    try:
+        tensors = load_file(str(path))
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+        metadata = json.loads(header[METADATA_KEY])
+    except (SafetensorError, OSError, KeyError, ValueError) as err:
+        raise UserError(f"corrupt or foreign weights file {path}: {str(err).splitlines()[0]}") from None
+    return tensors, metadata
+
+
+def load_state(module: nn.Module, tensors: dict[str, torch.Tensor], source: Path) -> None:
+    """Copy tensors into `module`, with one clear error if names or shapes do not match."""
+    try:
+        module.load_state_dict(tensors, strict=True)
+    except RuntimeError as err:
+        first = str(err).splitlines()[0]
+        raise UserError(f"weights in {source} do not fit this model: {first}") from None

@@ -1,0 +1,53 @@
+"""The TransE loss for latent transition models (paper eq. 2, Bordes et al. 2013; Kipf et al. 2020)."""
+
+import torch
+from torch import nn
+
+from xlvin.nn.transition import Transition
+
+
+def energy(x: torch.Tensor, y: torch.Tensor, sigma: float = 0.5) -> torch.Tensor:
+    """d(x, y) = ||x - y||^2 / (2 sigma^2), row-wise: [B, k], [B, k] -> [B]."""
+    return (x - y).pow(2).sum(-1) / (2 * sigma**2)
+
+
+def transe_loss(
+    encoder: nn.Module,
+    transition: Transition,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    next_obs: torch.Tensor,
+    hinge: float = 1.0,
+    sigma: float = 0.5,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Paper eq. 2, averaged over the batch:
+
+    L = d(z(s) + T(z(s), a), z(s')) + max(0, xi - d(z(s~), z(s'))),
+
+    with negatives s~ drawn by permuting the batch. The paper compares the negative with z(s');
+    one public version compares it with z(s). We follow the paper.
+    """
+    z = encoder(obs)  # [B, k]
+    z_next = encoder(next_obs)  # [B, k]
+    predicted = z + transition(z, actions)
+    negatives = z[torch.randperm(z.shape[0], generator=generator)]
+    positive = energy(predicted, z_next, sigma)
+    negative = torch.clamp(hinge - energy(negatives, z_next, sigma), min=0.0)
+    return (positive + negative).mean()
+
+
+@torch.no_grad()
+def hits_at_1(
+    encoder: nn.Module,
+    transition: Transition,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    next_obs: torch.Tensor,
+) -> float:
+    """Fraction of transitions whose true z(s') is the nearest, among the batch's z(s'), to the
+    prediction z(s) + T(z(s), a) (the ranking metric of Kipf et al. 2020, over one batch)."""
+    z = encoder(obs)
+    predicted = z + transition(z, actions)
+    distances = torch.cdist(predicted, encoder(next_obs))  # [B, B]
+    return (distances.argmin(dim=1) == torch.arange(len(obs))).float().mean().item()

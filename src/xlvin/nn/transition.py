@@ -1,0 +1,47 @@
+"""Transition model T: R^k x A -> R^k (paper section 3.1, eq. 3): h' = h + T(h, a)."""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Transition(nn.Module):
+    """Three-layer MLP on [h, one-hot(a)] with LayerNorm after the second layer (paper 4.1).
+
+    Linear(k + A -> F) -> ReLU -> Linear(F -> F) -> LayerNorm -> ReLU -> Linear(F -> k).
+    It predicts the *translation* of the embedding: z(s) + T(z(s), a) ~ E[z(s')] (paper eq. 3).
+    """
+
+    def __init__(self, embedding_dim: int, num_actions: int, hidden: int) -> None:
+        super().__init__()
+        self.embedding_dim = embedding_dim
+        self.num_actions = num_actions
+        self.first = nn.Linear(embedding_dim + num_actions, hidden)
+        self.rest = nn.Sequential(
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.LayerNorm(hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, embedding_dim),
+        )
+
+    def forward(self, h: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """h [B, k], actions [B] (long) -> translation T(h, a) [B, k]."""
+        one_hot = F.one_hot(actions, self.num_actions).to(h.dtype)
+        return self.rest(self.first(torch.cat([h, one_hot], dim=-1)))
+
+    def all_actions(self, h: torch.Tensor) -> torch.Tensor:
+        """Translations for every action at once: h [N, k] -> T(h, a) for all a, [N, A, k].
+
+        Exact rewrite of `forward` on the A copies of h: the first layer's state part is computed
+        once and the one-hot part is a column of its weight, so no [N * A, k + A] input is built.
+        """
+        k = self.embedding_dim
+        state_part = F.linear(h, self.first.weight[:, :k], self.first.bias)  # [N, F]
+        action_part = self.first.weight[:, k:].T  # [A, F]
+        hidden = state_part.unsqueeze(1) + action_part  # [N, A, F]
+        return self.rest(hidden)
+
+    def next_embedding(self, h: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """h' = h + T(h, a) (paper section 3.2, step 3(b)i)."""
+        return h + self(h, actions)

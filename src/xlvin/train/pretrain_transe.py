@@ -1,0 +1,103 @@
+"""Pre-training the encoder and transition model with TransE on random-policy transitions
+(paper section 3.3 and appendix B)."""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from xlvin.config import option
+from xlvin.nn.policy import Transitions
+from xlvin.nn.transe import energy, hits_at_1, transe_loss
+from xlvin.nn.transition import Transition
+
+
+@dataclass
+class TransEConfig:
+    """TransE pre-training settings (REFERENCE.md: batch 128, Adam with its default lr)."""
+
+    episodes: int = option(1000, "random-policy episodes collected for TransE pre-training")
+    epochs: int = option(10, "passes over the random-policy transitions")
+    batch_size: int = option(128, "TransE minibatch size")
+    lr: float = option(1e-3, "Adam learning rate for TransE pre-training")
+    hinge: float = option(1.0, "hinge xi of the negative term (paper eq. 2)")
+    sigma: float = option(0.5, "energy scale: d(x, y) = ||x - y||^2 / (2 sigma^2)")
+    holdout: float = option(0.1, "fraction of transitions held out to measure hits@1")
+
+
+def split(data: Transitions, fraction: float, generator: torch.Generator) -> tuple[Transitions, Transitions]:
+    """Shuffle and split transitions into (train, held-out)."""
+    order = torch.randperm(len(data.obs), generator=generator)
+    cut = len(order) - max(1, int(round(fraction * len(order))))
+    pick = lambda idx: Transitions(data.obs[idx], data.actions[idx], data.next_obs[idx])  # noqa: E731
+    return pick(order[:cut]), pick(order[cut:])
+
+
+@torch.no_grad()
+def transe_metrics(
+    encoder: nn.Module, transition: Transition, data: Transitions, batch_size: int, sigma: float
+) -> dict[str, float]:
+    """Held-out quality: hits@1 within batches of `batch_size`, mean positive energy
+    d(z(s) + T(z(s), a), z(s')) and mean energy to a shuffled negative d(z(s~), z(s'))."""
+    hits, positive, negative, batches = 0.0, 0.0, 0.0, 0
+    generator = torch.Generator().manual_seed(0)
+    for start in range(0, len(data.obs) - batch_size + 1, batch_size):
+        obs = data.obs[start : start + batch_size]
+        actions = data.actions[start : start + batch_size]
+        next_obs = data.next_obs[start : start + batch_size]
+        z, z_next = encoder(obs), encoder(next_obs)
+        hits += hits_at_1(encoder, transition, obs, actions, next_obs)
+        positive += energy(z + transition(z, actions), z_next, sigma).mean().item()
+        shuffled = z[torch.randperm(len(z), generator=generator)]
+        negative += energy(shuffled, z_next, sigma).mean().item()
+        batches += 1
+    batches = max(batches, 1)
+    return {
+        "hits_at_1": hits / batches,
+        "positive_energy": positive / batches,
+        "negative_energy": negative / batches,
+    }
+
+
+def pretrain_transe(
+    encoder: nn.Module,
+    transition: Transition,
+    data: Transitions,
+    cfg: TransEConfig,
+    seed: int,
+    progress: bool = True,
+) -> dict[str, float]:
+    """Minimise the TransE loss (paper eq. 2) on `data`; return held-out metrics before and after."""
+    generator = torch.Generator().manual_seed(seed)
+    train, held_out = split(data, cfg.holdout, generator)
+    eval_batch = min(cfg.batch_size, len(held_out.obs))
+    before = transe_metrics(encoder, transition, held_out, eval_batch, cfg.sigma)
+    params = list(encoder.parameters()) + list(transition.parameters())
+    optimizer = torch.optim.Adam(params, lr=cfg.lr)
+    n = len(train.obs)
+    steps = cfg.epochs * max(1, n // cfg.batch_size)
+    bar = tqdm(total=steps, desc="TransE pre-training", disable=not progress, leave=False)
+    loss = torch.zeros(())
+    for _ in range(cfg.epochs):
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, max(n - cfg.batch_size, 0) + 1, cfg.batch_size):
+            idx = order[start : start + cfg.batch_size]
+            loss = transe_loss(
+                encoder, transition, train.obs[idx], train.actions[idx], train.next_obs[idx],
+                hinge=cfg.hinge, sigma=cfg.sigma, generator=generator,
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            bar.update()
+        bar.set_postfix(loss=f"{loss.item():.4f}")
+    bar.close()
+    after = transe_metrics(encoder, transition, held_out, eval_batch, cfg.sigma)
+    return {
+        "transitions": float(len(data.obs)),
+        "final_train_loss": loss.item(),
+        "heldout_batch": float(eval_batch),
+        **{f"before/{k}": v for k, v in before.items()},
+        **{f"after/{k}": v for k, v in after.items()},
+    }
