@@ -38,8 +38,10 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def add_options(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
-    """Add one `--flag` per field of dataclass `cls` (defaults left as None: unset)."""
+def add_options(
+    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), prefix: str = ""
+) -> None:
+    """Add one `--{prefix}flag` per field of dataclass `cls` (defaults left as None: unset)."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} options")
     for f in dataclasses.fields(cls):
@@ -47,7 +49,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...
             continue
         tp = _base_type(hints[f.name])
         kwargs: dict[str, Any] = {
-            "dest": f.name,
+            "dest": prefix.replace("-", "_") + f.name,
             "default": None,
             "help": f"{f.metadata.get('help', '')} (default: {f.default})",
         }
@@ -55,16 +57,19 @@ def add_options(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...
             kwargs["choices"] = f.metadata["choices"]
         kwargs["type"] = _parse_bool if tp is bool else tp
         kwargs["metavar"] = tp.__name__.upper() if not f.metadata.get("choices") else None
-        group.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+        group.add_argument("--" + prefix + f.name.replace("_", "-"), **kwargs)
 
 
-def from_args(cls: type[C], args: argparse.Namespace, base: C | None = None) -> C:
+def from_args(
+    cls: type[C], args: argparse.Namespace, base: C | None = None, prefix: str = ""
+) -> C:
     """Build `cls` from parsed args: flags that were given override `base` (or the defaults)."""
     config = base if base is not None else cls()
+    dest = prefix.replace("-", "_")
     given = {
-        f.name: getattr(args, f.name)
+        f.name: getattr(args, dest + f.name)
         for f in dataclasses.fields(cls)
-        if getattr(args, f.name, None) is not None
+        if getattr(args, dest + f.name, None) is not None
     }
     return dataclasses.replace(config, **given)
 

@@ -1,0 +1,80 @@
+"""`xlvin train` and `xlvin evaluate`: one run into a run directory, and a saved policy evaluated."""
+
+import argparse
+import json
+from pathlib import Path
+
+from xlvin.config import add_options, from_args, load_json
+from xlvin.errors import UserError
+from xlvin.train.ppo import PPOConfig
+from xlvin.train.pretrain_transe import TransEConfig
+from xlvin.train.run import RunConfig, TrainConfig, evaluate_run, train_run
+
+EVAL_SEED = 1_000_000
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Every option of RunConfig: train options bare, TransE options as --transe-*."""
+    parser.add_argument(
+        "--config", type=Path, help="JSON file with train/ppo/transe sections; flags override it"
+    )
+    add_options(parser, TrainConfig)
+    add_options(parser, PPOConfig)
+    add_options(parser, TransEConfig, prefix="transe-")
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    base = RunConfig()
+    if args.config is not None:
+        base = RunConfig.from_json(load_json(args.config), str(args.config))
+    return RunConfig(
+        train=from_args(TrainConfig, args, base.train),
+        ppo=from_args(PPOConfig, args, base.ppo),
+        transe=from_args(TransEConfig, args, base.transe, prefix="transe-"),
+    )
+
+
+def _train(args: argparse.Namespace) -> None:
+    summary = train_run(run_config(args), args.out, progress=not args.quiet)
+    ppo = summary["ppo"]
+    print(f"trained in {summary['wall_seconds']:.1f}s; run directory: {args.out}")
+    print(json.dumps({k: v for k, v in ppo.items() if not isinstance(v, list)}, indent=2))
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    if args.episodes <= 0:
+        raise UserError(f"--episodes must be > 0, got {args.episodes}")
+    result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{args.run_dir}: return {result['mean']:.2f} +- {result['std']:.2f} "
+              f"over {args.episodes} episodes (seeds {args.seed}..{args.seed + args.episodes - 1})")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    train = sub.add_parser(
+        "train",
+        help="train XLVIN or the PPO baseline on a gymnasium environment",
+        description="Train one agent with PPO and write a run directory (config.json, "
+        "model.safetensors, metrics.jsonl, summary.json, tb/).",
+    )
+    train.add_argument("--out", type=Path, required=True, help="new run directory to create")
+    train.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_run_options(train)
+    train.set_defaults(func=_train)
+
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="evaluate a saved policy on fresh episodes",
+        description="Load DIR/model.safetensors and report the mean and std return of the policy.",
+    )
+    evaluate.add_argument("run_dir", type=Path, help="run directory written by `xlvin train`")
+    evaluate.add_argument("--episodes", type=int, default=100, help="episodes to run (default 100)")
+    evaluate.add_argument(
+        "--seed", type=int, default=EVAL_SEED,
+        help=f"first evaluation seed; episode i uses seed+i (default {EVAL_SEED}, far from "
+        "training seeds)",
+    )
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.set_defaults(func=_evaluate)

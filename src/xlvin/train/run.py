@@ -1,0 +1,209 @@
+"""One training run from a typed config: build the agent, pre-train what the paper pre-trains,
+train with PPO, save everything to a run directory; and load a run back for evaluation."""
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from xlvin.config import from_dict, option, to_dict
+from xlvin.errors import UserError
+from xlvin.io.run_dir import MODEL, SUMMARY, MetricsLogger, create_run_dir, require_run_dir, write_json
+from xlvin.io.weights import load_state, load_weights, save_weights
+from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.encoders import MLPEncoder
+from xlvin.nn.executor import MessagePassing, load_executor
+from xlvin.nn.policy import ActorCritic
+from xlvin.nn.transition import Transition
+from xlvin.seeding import seed_everything
+from xlvin.train.ppo import PPOConfig, evaluate_policy, train_ppo
+from xlvin.train.pretrain_executor import default_executor
+from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
+from xlvin.train.random_data import random_transitions
+
+AGENTS = ("xlvin", "ppo")
+PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
+
+
+@dataclass
+class TrainConfig:
+    """What to train: environment, agent and the XLVIN architecture (paper section 4.1)."""
+
+    env: str = option("CartPole-v1", "gymnasium environment id (discrete actions, flat observations)")
+    agent: str = option("xlvin", "agent to train", choices=AGENTS)
+    seed: int = option(0, "training seed: torch, numpy and environment seeds derive from it")
+    hidden: int = option(
+        0, "hidden width F of encoder and transition; 0 = paper preset (CartPole 64, Acrobot 32, "
+        "MountainCar 16, other 64)"
+    )
+    embedding_dim: int = option(50, "latent embedding size k (paper: 50)")
+    depth: int = option(2, "tree depth and executor steps K (paper: 2 on classic control)")
+    executor: str = option(
+        "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP) or a .safetensors file"
+    )
+    transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
+    pretrain_transe: bool = option(True, "pre-train encoder and transition with TransE first")
+    threads: int = option(1, "torch threads (1 is fastest for these small networks)")
+
+
+@dataclass
+class RunConfig:
+    """Everything a run needs; written to DIR/config.json."""
+
+    train: TrainConfig = field(default_factory=TrainConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    transe: TransEConfig = field(default_factory=TransEConfig)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"train": to_dict(self.train), "ppo": to_dict(self.ppo), "transe": to_dict(self.transe)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], source: str) -> "RunConfig":
+        unknown = sorted(set(data) - {"train", "ppo", "transe"})
+        if unknown:
+            raise UserError(f"{source}: unknown section(s) {', '.join(unknown)}")
+        return cls(
+            train=from_dict(TrainConfig, data.get("train", {}), source),
+            ppo=from_dict(PPOConfig, data.get("ppo", {}), source),
+            transe=from_dict(TransEConfig, data.get("transe", {}), source),
+        )
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Reject bad settings with one clear line."""
+    if cfg.agent not in AGENTS:
+        raise UserError(f"unknown agent {cfg.agent!r}; choose one of {', '.join(AGENTS)}")
+    if cfg.depth < 0:
+        raise UserError(f"--depth must be >= 0, got {cfg.depth}")
+    if cfg.embedding_dim <= 0 or cfg.hidden < 0:
+        raise UserError("--embedding-dim must be > 0 and --hidden >= 0")
+    if cfg.transe_weight < 0:
+        raise UserError(f"--transe-weight must be >= 0, got {cfg.transe_weight}")
+
+
+def env_spaces(env_id: str) -> tuple[int, int]:
+    """(flat observation size, number of actions) of a gymnasium env, checked for support."""
+    try:
+        env = gym.make(env_id)
+    except gym.error.Error as err:
+        raise UserError(f"unknown environment {env_id!r}: {str(err).splitlines()[0]}") from None
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise UserError(f"{env_id} has {type(action_space).__name__} actions; XLVIN needs Discrete")
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise UserError(f"{env_id} has {type(obs_space).__name__} observations; need a flat Box")
+    return int(torch.tensor(obs_space.shape).prod()), int(action_space.n)
+
+
+def hidden_width(cfg: TrainConfig) -> int:
+    """F: the configured width, or the paper's per-environment preset."""
+    if cfg.hidden:
+        return cfg.hidden
+    return next((f for name, f in PAPER_HIDDEN.items() if cfg.env.startswith(name)), 64)
+
+
+def cache_dir() -> Path:
+    """Where default executors are cached: $XLVIN_CACHE or ~/.cache/xlvin."""
+    return Path(os.environ.get("XLVIN_CACHE", Path.home() / ".cache" / "xlvin"))
+
+
+def executor_file(spec: str) -> Path:
+    """Resolve --executor to a file, producing a default executor on first use."""
+    if spec in ("random", "cartpole"):
+        return default_executor(spec, cache_dir() / "executors")
+    path = Path(spec)
+    if not path.is_file():
+        raise UserError(f"--executor: {spec!r} is neither 'random', 'cartpole' nor an existing file")
+    return path
+
+
+def build_agent(
+    cfg: TrainConfig, obs_dim: int, num_actions: int, processor: MessagePassing | None
+) -> ActorCritic:
+    """The policy network for `cfg`; XLVIN needs the executor's processor (frozen inside)."""
+    f = hidden_width(cfg)
+    encoder = MLPEncoder(obs_dim, f, cfg.embedding_dim)
+    if cfg.agent == "ppo":
+        return PPOAgent(encoder, cfg.embedding_dim, num_actions)
+    assert processor is not None
+    return XLVINAgent(
+        encoder,
+        cfg.embedding_dim,
+        num_actions,
+        Transition(cfg.embedding_dim, num_actions, f),
+        processor,
+        depth=cfg.depth,
+        transe_weight=cfg.transe_weight,
+    )
+
+
+def train_run(cfg: RunConfig, out: Path, progress: bool = True) -> dict[str, Any]:
+    """Train one agent and write the run directory `out`; return the summary it saved."""
+    t = cfg.train
+    validate(t)
+    obs_dim, num_actions = env_spaces(t.env)
+    processor, executor_meta = None, None
+    if t.agent == "xlvin":
+        processor, executor_meta = load_executor_processor(executor_file(t.executor))
+    run_dir = create_run_dir(out, cfg.to_json())
+    torch.set_num_threads(t.threads)
+    seed_everything(t.seed)
+    start = time.perf_counter()
+    agent = build_agent(t, obs_dim, num_actions, processor)
+    summary: dict[str, Any] = {"executor": executor_meta}
+    if isinstance(agent, XLVINAgent) and t.pretrain_transe:
+        data = random_transitions(t.env, cfg.transe.episodes, seed=t.seed + 10_000)
+        summary["transe"] = pretrain_transe(
+            agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress
+        )
+        summary["transe_transitions"] = len(data.obs)
+    pretrain_seconds = time.perf_counter() - start
+    logger = MetricsLogger(run_dir)
+    try:
+        result = train_ppo(agent, t.env, cfg.ppo, seed=t.seed, log=logger, progress=progress)
+    finally:
+        logger.close()
+    summary.update(
+        {
+            "ppo": dataclasses.asdict(result),
+            "pretrain_seconds": pretrain_seconds,
+            "wall_seconds": time.perf_counter() - start,
+        }
+    )
+    save_weights(run_dir / MODEL, agent, {"config": cfg.to_json(), "executor": executor_meta})
+    write_json(run_dir / SUMMARY, summary)
+    return summary
+
+
+def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]:
+    """The pre-trained processor of an executor file and that file's metadata."""
+    executor, meta = load_executor(path)
+    return executor.processor, meta
+
+
+def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
+    """Rebuild a finished run's policy from DIR/model.safetensors (no code is executed)."""
+    run_dir = require_run_dir(run_dir)
+    tensors, meta = load_weights(run_dir / MODEL)
+    cfg = RunConfig.from_json(meta["config"], str(run_dir / MODEL))
+    obs_dim, num_actions = env_spaces(cfg.train.env)
+    processor = None
+    if cfg.train.agent == "xlvin":
+        e = meta["executor"]["config"]
+        processor = MessagePassing(e["hidden"], e["aggregation"], e["layer_norm"])
+    agent = build_agent(cfg.train, obs_dim, num_actions, processor)
+    load_state(agent, tensors, run_dir / MODEL)
+    return agent.eval(), cfg
+
+
+def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
+    """Mean and std return of a saved policy over `episodes` fresh evaluation episodes."""
+    agent, cfg = load_run(run_dir)
+    torch.set_num_threads(cfg.train.threads)
+    return evaluate_policy(agent, cfg.train.env, episodes=episodes, seed=seed)
