@@ -1,0 +1,35 @@
+"""Transitions of a uniform random policy, the TransE pre-training data (paper appendix B)."""
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from xlvin.nn.policy import Transitions
+
+
+def random_transitions(env_id: str, episodes: int, seed: int) -> Transitions:
+    """Run `episodes` complete episodes with uniformly random actions and return every (s, a, s').
+
+    The environment is reset by hand between episodes, so a terminal step is paired with its
+    true final observation and never with the next episode's reset observation (the autoreset
+    bug REFERENCE.md warns about). Episode i is reset with seed `seed + i`.
+    """
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    obs_list, action_list, next_list = [], [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        done = False
+        while not done:
+            action = env.action_space.sample()
+            next_obs, _, terminated, truncated, _ = env.step(action)
+            obs_list.append(obs)
+            action_list.append(action)
+            next_list.append(next_obs)
+            obs, done = next_obs, terminated or truncated
+    env.close()
+    return Transitions(
+        obs=torch.as_tensor(np.asarray(obs_list), dtype=torch.float32),
+        actions=torch.as_tensor(np.asarray(action_list), dtype=torch.long),
+        next_obs=torch.as_tensor(np.asarray(next_list), dtype=torch.float32),
+    )
