@@ -46,7 +46,7 @@ def _quickstart(args: argparse.Namespace) -> None:
             {
                 "agent": agent,
                 "env": args.env,
-                "steps": summary["ppo"]["steps"],
+                "steps": summary["ppo"]["global_step"],
                 "transe_transitions": summary.get("transe_transitions", 0),
                 "mean": result["mean"],
                 "std": result["std"],

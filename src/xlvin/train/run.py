@@ -48,7 +48,6 @@ class TrainConfig:
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
     pretrain_transe: bool = option(True, "pre-train encoder and transition with TransE first")
-    threads: int = option(1, "torch threads (1 is fastest for these small networks)")
 
 
 @dataclass
@@ -152,7 +151,8 @@ def train_run(cfg: RunConfig, out: Path, progress: bool = True) -> dict[str, Any
     if t.agent == "xlvin":
         processor, executor_meta = load_executor_processor(executor_file(t.executor))
     run_dir = create_run_dir(out, cfg.to_json())
-    torch.set_num_threads(t.threads)
+    if cfg.ppo.torch_threads > 0:
+        torch.set_num_threads(cfg.ppo.torch_threads)
     seed_everything(t.seed)
     start = time.perf_counter()
     agent = build_agent(t, obs_dim, num_actions, processor)
@@ -205,5 +205,6 @@ def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
 def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
     """Mean and std return of a saved policy over `episodes` fresh evaluation episodes."""
     agent, cfg = load_run(run_dir)
-    torch.set_num_threads(cfg.train.threads)
+    if cfg.ppo.torch_threads > 0:
+        torch.set_num_threads(cfg.ppo.torch_threads)
     return evaluate_policy(agent, cfg.train.env, episodes=episodes, seed=seed)

@@ -1,0 +1,111 @@
+"""XLVIN agent (paper section 3.2): tree execution, frozen executor, gradients, K = 0."""
+
+import pytest
+import torch
+
+from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.encoders import MLPEncoder
+from xlvin.nn.executor import MessagePassing
+from xlvin.nn.policy import Transitions
+from xlvin.nn.transition import Transition
+from xlvin.nn.tree import executor_step, expand_tree
+
+
+def make_agent(depth: int = 2, actions: int = 3, hidden: int = 8, emb: int = 8) -> XLVINAgent:
+    torch.manual_seed(0)
+    return XLVINAgent(
+        MLPEncoder(4, 16, emb), emb, actions, Transition(emb, actions, 16),
+        MessagePassing(hidden, "max", layer_norm=True), depth=depth,
+    )
+
+
+@pytest.mark.parametrize("aggregation", ["max", "sum"])
+def test_tree_step_equals_message_passing_on_the_explicit_graph(aggregation: str) -> None:
+    """The reshape-based executor step equals the generic processor on the tree's edge list."""
+    torch.manual_seed(1)
+    batch, actions, depth, hidden = 2, 3, 2, 8
+    processor = MessagePassing(hidden, aggregation, layer_norm=True)
+    levels = expand_tree(torch.randn(batch, hidden), Transition(hidden, actions, 16), depth)
+    edges = torch.randn(actions, hidden)
+    fast = torch.cat(executor_step(processor, levels, edges))
+
+    offsets = [0]
+    for level in levels:
+        offsets.append(offsets[-1] + level.shape[0])
+    senders, receivers, edge_actions = [], [], []
+    for d in range(depth):
+        for i in range(levels[d].shape[0]):
+            for a in range(actions):
+                senders.append(offsets[d + 1] + i * actions + a)  # child h'
+                receivers.append(offsets[d] + i)  # parent h
+                edge_actions.append(a)
+    slow = processor(
+        torch.cat(levels), torch.tensor(senders), torch.tensor(receivers), edges[edge_actions]
+    )
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+
+
+def test_forward_shapes_and_probabilities() -> None:
+    agent = make_agent()
+    logits, values = agent(torch.randn(5, 4))
+    assert logits.shape == (5, 3) and values.shape == (5,)
+    torch.testing.assert_close(logits.softmax(-1).sum(-1), torch.ones(5))
+
+
+def test_executor_is_frozen_but_passes_gradient_to_transition_and_encoder() -> None:
+    agent = make_agent()
+    before = {k: v.clone() for k, v in agent.processor.state_dict().items()}
+    optimizer = torch.optim.Adam(agent.parameters(), lr=1e-2)
+    obs = torch.randn(16, 4)
+    batch = Transitions(obs, torch.randint(0, 3, (16,)), torch.randn(16, 4))
+    for _ in range(3):
+        logits, values = agent(obs)
+        loss = logits.logsumexp(-1).mean() + values.pow(2).mean()
+        loss = loss + sum(agent.auxiliary_losses(batch).values())
+        optimizer.zero_grad()
+        loss.backward()
+        assert all(p.grad is None for p in agent.processor.parameters())
+        assert agent.transition.first.weight.grad.abs().sum() > 0
+        assert agent.encoder.net[0].weight.grad.abs().sum() > 0
+        optimizer.step()
+    for k, v in agent.processor.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    agent.train()
+    assert not agent.processor.training
+
+
+def test_plan_depends_on_the_transition_model() -> None:
+    """chi_s changes when T changes: the executor really reads the tree."""
+    agent = make_agent(depth=2)
+    h = torch.randn(3, 8)
+    chi = agent.plan(h)
+    with torch.no_grad():
+        agent.transition.rest[-1].bias.add_(1.0)
+    assert not torch.allclose(chi, agent.plan(h))
+
+
+def test_transe_term_has_the_paper_weight() -> None:
+    agent = make_agent()
+    obs = torch.randn(8, 4)
+    batch = Transitions(obs, torch.zeros(8, dtype=torch.long), torch.randn(8, 4))
+    torch.manual_seed(5)
+    weighted = agent.auxiliary_losses(batch)["transe"]
+    agent.transe_weight = 1.0
+    torch.manual_seed(5)
+    assert torch.allclose(weighted, 1e-3 * agent.auxiliary_losses(batch)["transe"])
+
+
+def test_depth_zero_degenerates_to_a_plain_encoder() -> None:
+    """K = 0: no tree, chi_s = h_s, so the heads see [h_s, h_s] and T is never used."""
+    agent = make_agent(depth=0)
+    h = torch.randn(4, 8)
+    torch.testing.assert_close(agent.plan(h), h)
+    logits, _ = agent(torch.randn(4, 4))
+    logits.sum().backward()
+    assert agent.transition.first.weight.grad is None
+
+
+def test_ppo_agent_has_no_planner() -> None:
+    agent = PPOAgent(MLPEncoder(4, 16, 8), 8, 2)
+    assert not any("transition" in n or "processor" in n for n, _ in agent.named_parameters())
+    assert agent.auxiliary_losses(Transitions(torch.zeros(1, 4), torch.zeros(1), torch.zeros(1, 4))) == {}
