@@ -1,0 +1,290 @@
+"""One PPO (clipped surrogate, Schulman et al. 2017) shared by every agent.
+
+Agents differ only in their `ActorCritic` network and its `auxiliary_losses` (e.g. XLVIN's TransE
+term), which `ppo_update` adds to the PPO loss on the minibatch's real transitions. Collection
+(`xlvin.train.rollout`) and update are separate functions, so the online loop (`train_ppo`) and
+a low-data protocol (collect a fixed set of episodes once, update many times) share both.
+"""
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from tqdm import tqdm
+
+from xlvin.config import option
+from xlvin.errors import UserError
+from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.seeding import seed_everything
+from xlvin.train.rollout import (
+    Rollout,
+    collect_episodes,
+    collect_rollout,
+    compute_gae,
+    evaluate_policy,
+    make_vector_env,
+    reset_envs,
+)
+
+LogFn = Callable[[int, dict[str, float]], None]
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyperparameters (defaults: CleanRL / ikostrikov's PPO, clip 0.2 as in the authors'
+    classic-control runs)."""
+
+    num_envs: int = option(4, "parallel environments (sync vector env)")
+    num_steps: int = option(128, "steps per env per rollout")
+    total_steps: int = option(500_000, "total env steps of online training (all envs)")
+    lr: float = option(2.5e-4, "Adam learning rate (Adam eps 1e-5)")
+    anneal_lr: bool = option(True, "decay the learning rate linearly to 0 over training")
+    gamma: float = option(0.99, "discount factor")
+    gae_lambda: float = option(0.95, "GAE lambda")
+    num_minibatches: int = option(4, "minibatches per epoch (of the rollout's real transitions)")
+    update_epochs: int = option(4, "passes over each rollout")
+    clip_coef: float = option(0.2, "surrogate (and value) clipping coefficient")
+    clip_value_loss: bool = option(True, "clip the value loss around the old values")
+    ent_coef: float = option(0.01, "entropy bonus coefficient")
+    vf_coef: float = option(0.5, "value loss coefficient")
+    max_grad_norm: float = option(0.5, "global gradient norm clip")
+    norm_adv: bool = option(True, "normalise advantages per minibatch")
+    torch_threads: int = option(
+        1, "torch CPU threads set by train_ppo (1 is fastest for small nets; 0 keeps torch's)"
+    )
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.num_envs >= 1, "num_envs must be >= 1"),
+            (self.num_steps >= 1, "num_steps must be >= 1"),
+            (self.total_steps >= 1, "total_steps must be >= 1"),
+            (self.lr > 0, "lr must be > 0"),
+            (0 <= self.gamma <= 1, "gamma must be in [0, 1]"),
+            (0 <= self.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
+            (self.num_minibatches >= 1, "num_minibatches must be >= 1"),
+            (self.update_epochs >= 1, "update_epochs must be >= 1"),
+            (self.clip_coef > 0, "clip_coef must be > 0"),
+            (self.ent_coef >= 0, "ent_coef must be >= 0"),
+            (self.vf_coef >= 0, "vf_coef must be >= 0"),
+            (self.max_grad_norm > 0, "max_grad_norm must be > 0"),
+            (self.torch_threads >= 0, "torch_threads must be >= 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(f"PPO config: {message}")
+
+    @property
+    def batch_size(self) -> int:
+        """Env steps per rollout (all envs)."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        """Rollout + update iterations of `train_ppo`: total_steps // batch_size (at least 1)."""
+        return max(1, self.total_steps // self.batch_size)
+
+
+def make_optimizer(policy: ActorCritic, cfg: PPOConfig) -> torch.optim.Adam:
+    """Adam(lr, eps 1e-5) on the trainable parameters (a frozen executor is left out).
+
+    The fused implementation: on CPU it is ~4x faster per step than the default for-loop one
+    for small nets, which matters at 16 optimizer steps per rollout.
+    """
+    params = [p for p in policy.parameters() if p.requires_grad]
+    return torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)
+
+
+def ppo_update(
+    policy: ActorCritic,
+    optimizer: torch.optim.Optimizer,
+    rollout: Rollout,
+    cfg: PPOConfig,
+    generator: torch.Generator | None = None,
+) -> dict[str, float]:
+    """`cfg.update_epochs` epochs of minibatch PPO on the real transitions of `rollout`.
+
+    Returns means over minibatches under `losses/<name>`: policy_loss, value_loss, entropy,
+    approx_kl, clipfrac, each auxiliary loss term (weighted, as the agent returns it), and
+    explained_variance of the old values. Empty dict when the rollout has no real transition.
+    """
+    # GAE on the whole rollout, then keep the real transitions only: autoreset steps are no
+    # (s, a, s') of the MDP and must not enter any loss or the advantage statistics.
+    advantages, returns = compute_gae(rollout, cfg.gamma, cfg.gae_lambda)
+    valid = rollout.valid
+    b_obs = rollout.obs[:-1][valid]
+    b_next_obs = rollout.obs[1:][valid]
+    b_actions = rollout.actions[valid]
+    b_logprobs = rollout.logprobs[valid]
+    b_values = rollout.values[:-1][valid]
+    b_advantages = advantages[valid]
+    b_returns = returns[valid]
+    n = b_actions.shape[0]
+    if n == 0:
+        return {}
+    device = next(policy.parameters()).device
+
+    sums: dict[str, float] = defaultdict(float)
+    num_minibatches = 0
+    for _ in range(cfg.update_epochs):
+        order = torch.randperm(n, generator=generator)
+        for idx in torch.tensor_split(order, cfg.num_minibatches):
+            if idx.numel() == 0:
+                continue
+            obs, actions = b_obs[idx].to(device), b_actions[idx].to(device)
+            old_logprobs, old_values = b_logprobs[idx].to(device), b_values[idx].to(device)
+            mb_advantages, mb_returns = b_advantages[idx].to(device), b_returns[idx].to(device)
+
+            logits, new_values = policy(obs)
+            logp = torch.log_softmax(logits, dim=-1)
+            new_logprobs = logp.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            entropy = -(logp.exp() * logp).sum(-1).mean()
+            logratio = new_logprobs - old_logprobs
+            ratio = logratio.exp()
+            with torch.no_grad():
+                approx_kl = ((ratio - 1) - logratio).mean()  # Schulman's k3 estimator
+                clipfrac = ((ratio - 1).abs() > cfg.clip_coef).float().mean()
+
+            if cfg.norm_adv and idx.numel() > 1:
+                mb_advantages = (mb_advantages - mb_advantages.mean()) / (
+                    mb_advantages.std() + 1e-8
+                )
+
+            # Clipped surrogate objective (as a loss: the max of the negated terms).
+            clipped_ratio = ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
+            policy_loss = torch.max(-mb_advantages * ratio, -mb_advantages * clipped_ratio).mean()
+
+            # Value loss, optionally clipped around the values the rollout was collected with.
+            if cfg.clip_value_loss:
+                clipped_values = old_values + (new_values - old_values).clamp(
+                    -cfg.clip_coef, cfg.clip_coef
+                )
+                value_loss = 0.5 * torch.max(
+                    (new_values - mb_returns) ** 2, (clipped_values - mb_returns) ** 2
+                ).mean()
+            else:
+                value_loss = 0.5 * ((new_values - mb_returns) ** 2).mean()
+
+            # Auxiliary terms of the agent (already weighted) on real transitions only.
+            aux = policy.auxiliary_losses(Transitions(obs, actions, b_next_obs[idx].to(device)))
+
+            loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
+            for term in aux.values():
+                loss = loss + term
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+
+            num_minibatches += 1
+            sums["losses/policy_loss"] += policy_loss.item()
+            sums["losses/value_loss"] += value_loss.item()
+            sums["losses/entropy"] += entropy.item()
+            sums["losses/approx_kl"] += approx_kl.item()
+            sums["losses/clipfrac"] += clipfrac.item()
+            for name, term in aux.items():
+                sums[f"losses/{name}"] += term.item()
+
+    metrics = {name: total / num_minibatches for name, total in sums.items()}
+    var_returns = b_returns.var().item() if n > 1 else 0.0
+    metrics["losses/explained_variance"] = (
+        1.0 - (b_returns - b_values).var().item() / var_returns if var_returns > 0 else float("nan")
+    )
+    return metrics
+
+
+@dataclass
+class TrainResult:
+    """What `train_ppo` reports at the end."""
+
+    global_step: int
+    num_updates: int
+    wall_time_s: float
+    sps: float  # env steps per second over the whole run
+    episode_returns: list[float] = field(default_factory=list)  # every finished episode, in order
+    last_metrics: dict[str, float] = field(default_factory=dict)  # metrics of the last update
+
+
+def train_ppo(
+    policy: ActorCritic,
+    env_id: str,
+    cfg: PPOConfig,
+    seed: int,
+    log: LogFn | None = None,
+    progress: bool = True,
+) -> TrainResult:
+    """Online PPO: `cfg.num_updates` times, collect a rollout of `cfg.batch_size` steps, update.
+
+    Seeding: global RNGs via `seed_everything(seed)` (for auxiliary losses that draw from them),
+    a dedicated torch.Generator(seed) for action sampling and minibatch order, env i reset with
+    seed `seed + i`, the action space with `seed`. With `cfg.torch_threads` fixed, the same seed
+    on the same machine gives identical metrics (except the wall-clock `charts/sps`).
+    The policy's initial weights are the caller's: seed before building it.
+
+    `log(global_step, metrics)` is called after every update with `losses/...` (see ppo_update),
+    `charts/learning_rate`, `charts/sps` and, when episodes finished in that rollout,
+    `charts/episodic_return` / `charts/episodic_length` (their means).
+    """
+    if cfg.torch_threads > 0:
+        torch.set_num_threads(cfg.torch_threads)
+    seed_everything(seed)
+    generator = torch.Generator().manual_seed(seed)
+    envs = make_vector_env(env_id, cfg.num_envs)
+    optimizer = make_optimizer(policy, cfg)
+    num_updates = cfg.num_updates
+
+    global_step = 0
+    episode_returns: list[float] = []
+    metrics: dict[str, float] = {}
+    start = time.perf_counter()
+    bar = tqdm(total=num_updates * cfg.batch_size, disable=not progress, unit="step", desc=env_id)
+    try:
+        state = reset_envs(envs, seed)
+        for update in range(num_updates):
+            lr = cfg.lr * (1.0 - update / num_updates) if cfg.anneal_lr else cfg.lr
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+
+            rollout = collect_rollout(envs, policy, cfg.num_steps, state, generator)
+            global_step += cfg.batch_size
+            metrics = ppo_update(policy, optimizer, rollout, cfg, generator)
+
+            metrics["charts/learning_rate"] = lr
+            if rollout.episode_returns:
+                episode_returns += rollout.episode_returns
+                metrics["charts/episodic_return"] = _mean(rollout.episode_returns)
+                metrics["charts/episodic_length"] = _mean(rollout.episode_lengths)
+            metrics["charts/sps"] = global_step / (time.perf_counter() - start)
+            if log is not None:
+                log(global_step, metrics)
+            bar.update(cfg.batch_size)
+            if episode_returns:
+                bar.set_postfix(ret=f"{_mean(episode_returns[-20:]):.1f}", refresh=False)
+    finally:
+        bar.close()
+        envs.close()
+    wall = time.perf_counter() - start
+    return TrainResult(
+        global_step=global_step,
+        num_updates=num_updates,
+        wall_time_s=wall,
+        sps=global_step / wall if wall > 0 else 0.0,
+        episode_returns=episode_returns,
+        last_metrics=metrics,
+    )
+
+
+def _mean(values: list[float] | list[int]) -> float:
+    return float(sum(values)) / len(values)
+
+
+__all__ = [
+    "LogFn",
+    "PPOConfig",
+    "TrainResult",
+    "collect_episodes",
+    "evaluate_policy",
+    "ppo_update",
+    "train_ppo",
+]
