@@ -42,6 +42,10 @@ class Transition(nn.Module):
         hidden = state_part.unsqueeze(1) + action_part  # [N, A, F]
         return self.rest(hidden)
 
+    def children(self, h: torch.Tensor) -> torch.Tensor:
+        """Next embeddings for every action: h [N, k] -> h + T(h, a) for all a, [N, A, k]."""
+        return h.unsqueeze(1) + self.all_actions(h)
+
     def next_embedding(self, h: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """h' = h + T(h, a) (paper section 3.2, step 3(b)i)."""
         return h + self(h, actions)

@@ -7,21 +7,26 @@ so gathering a parent's children is a reshape, never a Python loop over nodes.
 
 import torch
 
+from typing import Protocol
+
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.transition import Transition
 
 
-def expand_tree(h: torch.Tensor, transition: Transition, depth: int) -> list[torch.Tensor]:
+class LatentModel(Protocol):
+    """Anything that maps embeddings [N, k] to the embeddings of all their successors [N, A, k]."""
+
+    def children(self, h: torch.Tensor) -> torch.Tensor: ...
+
+
+def expand_tree(h: torch.Tensor, model: LatentModel, depth: int) -> list[torch.Tensor]:
     """Grow the latent tree from the roots h [B, k] over all actions to `depth` (paper 3.2, step 3).
 
     Returns levels S^0 .. S^depth, level d of shape [B * A^d, k]; child of row i via action a is
-    row i * A + a of the next level and equals parent_i + T(parent_i, a).
+    row i * A + a of the next level; for XLVIN's transition it is parent_i + T(parent_i, a).
     """
     levels = [h]
     for _ in range(depth):
-        parents = levels[-1]
-        children = parents.unsqueeze(1) + transition.all_actions(parents)  # [N, A, k]
-        levels.append(children.reshape(-1, h.shape[-1]))
+        levels.append(model.children(levels[-1]).reshape(-1, h.shape[-1]))  # [N * A, k]
     return levels
 
 
