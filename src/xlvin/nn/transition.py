@@ -42,7 +42,7 @@ class Transition(nn.Module):
         hidden = state_part.unsqueeze(1) + action_part  # [N, A, F]
         return self.rest(hidden)
 
-    def children(self, h: torch.Tensor) -> torch.Tensor:
+    def successors(self, h: torch.Tensor) -> torch.Tensor:
         """Next embeddings for every action: h [N, k] -> h + T(h, a) for all a, [N, A, k]."""
         return h.unsqueeze(1) + self.all_actions(h)
 

@@ -15,7 +15,7 @@ from xlvin.nn.executor import MessagePassing
 class LatentModel(Protocol):
     """Anything that maps embeddings [N, k] to the embeddings of all their successors [N, A, k]."""
 
-    def children(self, h: torch.Tensor) -> torch.Tensor: ...
+    def successors(self, h: torch.Tensor) -> torch.Tensor: ...
 
 
 def expand_tree(h: torch.Tensor, model: LatentModel, depth: int) -> list[torch.Tensor]:
@@ -26,7 +26,7 @@ def expand_tree(h: torch.Tensor, model: LatentModel, depth: int) -> list[torch.T
     """
     levels = [h]
     for _ in range(depth):
-        levels.append(model.children(levels[-1]).reshape(-1, h.shape[-1]))  # [N * A, k]
+        levels.append(model.successors(levels[-1]).reshape(-1, h.shape[-1]))  # [N * A, k]
     return levels
 
 
