@@ -10,12 +10,13 @@ from torch import nn
 class Transitions:
     """A batch of environment transitions (s, a, s') that are real: never an autoreset step.
 
-    obs: [B, *obs_shape], actions: [B] (long), next_obs: [B, *obs_shape].
+    obs: [B, *obs_shape], actions: [B] (long), next_obs: [B, *obs_shape], rewards: [B] or None.
     """
 
     obs: torch.Tensor
     actions: torch.Tensor
     next_obs: torch.Tensor
+    rewards: torch.Tensor | None = None
 
 
 class ActorCritic(nn.Module):
