@@ -93,7 +93,10 @@ def make_optimizer(policy: ActorCritic, cfg: PPOConfig) -> torch.optim.Adam:
     for small nets, which matters at 16 optimizer steps per rollout.
     """
     params = [p for p in policy.parameters() if p.requires_grad]
-    return torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)
+    try:
+        return torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)
+    except RuntimeError:  # a device or dtype without the fused kernel
+        return torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
 
 
 def ppo_update(

@@ -275,15 +275,15 @@ def collect_episodes(
     try:
         state = reset_envs(envs, seed)
         parts: list[Rollout] = []
-        while True:
+        while True:  # chunk after chunk until the first num_episodes to start have all ended
             parts.append(collect_rollout(envs, policy, chunk_steps, state, generator))
-            rollout = concat_rollouts(parts)
-            done = (rollout.terminated | rollout.truncated).numpy()
+            done = np.concatenate([(p.terminated | p.truncated).numpy() for p in parts])
             counted = _episode_segments(done)[:num_episodes]
             if len(counted) == num_episodes and all(end is not None for _, _, end in counted):
                 break
     finally:
         envs.close()
+    rollout = concat_rollouts(parts)
 
     end_step = max(end for _, _, end in counted if end is not None) + 1
     valid = torch.zeros_like(rollout.valid)
