@@ -192,6 +192,7 @@ def test_auxiliary_losses_get_only_real_transitions_and_are_logged():
     assert seen.shape[0] == 2 * int(rollout.valid.sum())  # every real step once per epoch
     for batch in policy.batches:
         torch.testing.assert_close(batch.next_obs, batch.obs + 1)
+        assert batch.rewards is not None and torch.all(batch.rewards == 1)  # autoreset has 0
     assert metrics["losses/probe"] == pytest.approx(0.5)
     for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"):
         assert math.isfinite(metrics[f"losses/{key}"])

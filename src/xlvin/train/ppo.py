@@ -119,6 +119,7 @@ def ppo_update(
     b_obs = rollout.obs[:-1][valid]
     b_next_obs = rollout.obs[1:][valid]
     b_actions = rollout.actions[valid]
+    b_rewards = rollout.rewards[valid]
     b_logprobs = rollout.logprobs[valid]
     b_values = rollout.values[:-1][valid]
     b_advantages = advantages[valid]
@@ -170,7 +171,8 @@ def ppo_update(
                 value_loss = 0.5 * ((new_values - mb_returns) ** 2).mean()
 
             # Auxiliary terms of the agent (already weighted) on real transitions only.
-            aux = policy.auxiliary_losses(Transitions(obs, actions, b_next_obs[idx].to(device)))
+            real = Transitions(obs, actions, b_next_obs[idx].to(device), b_rewards[idx].to(device))
+            aux = policy.auxiliary_losses(real)
 
             loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
             for term in aux.values():
