@@ -116,10 +116,8 @@ def ppo_update(
     # (s, a, s') of the MDP and must not enter any loss or the advantage statistics.
     advantages, returns = compute_gae(rollout, cfg.gamma, cfg.gae_lambda)
     valid = rollout.valid
-    b_obs = rollout.obs[:-1][valid]
-    b_next_obs = rollout.obs[1:][valid]
-    b_actions = rollout.actions[valid]
-    b_rewards = rollout.rewards[valid]
+    real = rollout.transitions()
+    b_obs, b_next_obs, b_actions, b_rewards = real.obs, real.next_obs, real.actions, real.rewards
     b_logprobs = rollout.logprobs[valid]
     b_values = rollout.values[:-1][valid]
     b_advantages = advantages[valid]
@@ -171,8 +169,10 @@ def ppo_update(
                 value_loss = 0.5 * ((new_values - mb_returns) ** 2).mean()
 
             # Auxiliary terms of the agent (already weighted) on real transitions only.
-            real = Transitions(obs, actions, b_next_obs[idx].to(device), b_rewards[idx].to(device))
-            aux = policy.auxiliary_losses(real)
+            minibatch = Transitions(
+                obs, actions, b_next_obs[idx].to(device), b_rewards[idx].to(device)
+            )
+            aux = policy.auxiliary_losses(minibatch)
 
             loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
             for term in aux.values():

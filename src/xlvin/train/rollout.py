@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 from xlvin.errors import UserError
-from xlvin.nn.policy import ActorCritic
+from xlvin.nn.policy import ActorCritic, Transitions
 
 
 @dataclass
@@ -46,6 +46,16 @@ class Rollout:
     @property
     def num_steps(self) -> int:
         return self.actions.shape[0]
+
+    def transitions(self) -> Transitions:
+        """The real transitions (s, a, s', r) of the rollout, flattened: autoreset steps dropped."""
+        valid = self.valid
+        return Transitions(
+            obs=self.obs[:-1][valid],
+            actions=self.actions[valid],
+            next_obs=self.obs[1:][valid],
+            rewards=self.rewards[valid],
+        )
 
     @property
     def num_envs(self) -> int:

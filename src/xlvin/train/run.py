@@ -17,7 +17,8 @@ from xlvin.io.run_dir import MODEL, SUMMARY, MetricsLogger, create_run_dir, requ
 from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.encoders import MLPEncoder
-from xlvin.nn.executor import MessagePassing, load_executor
+from xlvin.io.executor_file import load_executor, read_executor_meta
+from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import Transition
 from xlvin.seeding import seed_everything
@@ -183,8 +184,7 @@ def train_run(cfg: RunConfig, out: Path, progress: bool = True) -> dict[str, Any
 
 def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]:
     """The pre-trained processor of an executor file and that file's metadata."""
-    executor, meta = load_executor(path)
-    return executor.processor, meta
+    return load_executor(path).processor, read_executor_meta(path)
 
 
 def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
@@ -195,7 +195,7 @@ def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
     obs_dim, num_actions = env_spaces(cfg.train.env)
     processor = None
     if cfg.train.agent == "xlvin":
-        e = meta["executor"]["config"]
+        e = meta["executor"]
         processor = MessagePassing(e["hidden"], e["aggregation"], e["layer_norm"])
     agent = build_agent(cfg.train, obs_dim, num_actions, processor)
     load_state(agent, tensors, run_dir / MODEL)
