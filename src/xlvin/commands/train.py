@@ -8,19 +8,22 @@ from xlvin.config import add_options, from_args, load_json
 from xlvin.errors import UserError
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
+from xlvin.train.protocols import LowDataConfig
 from xlvin.train.run import RunConfig, TrainConfig, evaluate_run, train_run
 
 EVAL_SEED = 1_000_000
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """Every option of RunConfig: train options bare, TransE options as --transe-*."""
+    """Every option of RunConfig: train and PPO options bare, the others prefixed
+    (--transe-*, --low-data-*)."""
     parser.add_argument(
         "--config", type=Path, help="JSON file with train/ppo/transe sections; flags override it"
     )
     add_options(parser, TrainConfig)
     add_options(parser, PPOConfig)
     add_options(parser, TransEConfig, prefix="transe-")
+    add_options(parser, LowDataConfig, prefix="low-data-")
 
 
 def run_config(args: argparse.Namespace) -> RunConfig:
@@ -31,6 +34,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         train=from_args(TrainConfig, args, base.train),
         ppo=from_args(PPOConfig, args, base.ppo),
         transe=from_args(TransEConfig, args, base.transe, prefix="transe-"),
+        low_data=from_args(LowDataConfig, args, base.low_data, prefix="low-data-"),
     )
 
 

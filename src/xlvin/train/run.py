@@ -4,6 +4,7 @@ train with PPO, save everything to a run directory; and load a run back for eval
 import dataclasses
 import os
 import time
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,18 +17,21 @@ from xlvin.errors import UserError
 from xlvin.io.run_dir import MODEL, SUMMARY, MetricsLogger, create_run_dir, require_run_dir, write_json
 from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.atreec import ATreeCAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.policy import ActorCritic
+from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.nn.transition import Transition
 from xlvin.seeding import seed_everything
 from xlvin.train.ppo import PPOConfig, evaluate_policy, train_ppo
 from xlvin.train.pretrain_executor import default_executor
 from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
+from xlvin.train.protocols import LowDataConfig, train_low_data
 from xlvin.train.random_data import random_transitions
 
-AGENTS = ("xlvin", "ppo")
+AGENTS = ("xlvin", "ppo", "atreec")
+PROTOCOLS = ("online", "low_data")
 PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
 
 
@@ -49,6 +53,10 @@ class TrainConfig:
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
     pretrain_transe: bool = option(True, "pre-train encoder and transition with TransE first")
+    protocol: str = option(
+        "online", "online PPO for ppo.total_steps steps, or the paper's low-data protocol "
+        "(low_data options)", choices=PROTOCOLS,
+    )
 
 
 @dataclass
@@ -58,20 +66,19 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     transe: TransEConfig = field(default_factory=TransEConfig)
+    low_data: LowDataConfig = field(default_factory=LowDataConfig)
 
     def to_json(self) -> dict[str, Any]:
-        return {"train": to_dict(self.train), "ppo": to_dict(self.ppo), "transe": to_dict(self.transe)}
+        return {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], source: str) -> "RunConfig":
-        unknown = sorted(set(data) - {"train", "ppo", "transe"})
+        sections = {f.name: f.type for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(sections))
         if unknown:
             raise UserError(f"{source}: unknown section(s) {', '.join(unknown)}")
-        return cls(
-            train=from_dict(TrainConfig, data.get("train", {}), source),
-            ppo=from_dict(PPOConfig, data.get("ppo", {}), source),
-            transe=from_dict(TransEConfig, data.get("transe", {}), source),
-        )
+        hints = typing.get_type_hints(cls)
+        return cls(**{name: from_dict(hints[name], data.get(name, {}), source) for name in sections})
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -80,6 +87,8 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError(f"unknown agent {cfg.agent!r}; choose one of {', '.join(AGENTS)}")
     if cfg.depth < 0:
         raise UserError(f"--depth must be >= 0, got {cfg.depth}")
+    if cfg.agent == "atreec" and cfg.depth < 1:
+        raise UserError("--agent atreec needs --depth >= 1 (it backs values up a tree)")
     if cfg.embedding_dim <= 0 or cfg.hidden < 0:
         raise UserError("--embedding-dim must be > 0 and --hidden >= 0")
     if cfg.transe_weight < 0:
@@ -131,6 +140,8 @@ def build_agent(
     encoder = MLPEncoder(obs_dim, f, cfg.embedding_dim)
     if cfg.agent == "ppo":
         return PPOAgent(encoder, cfg.embedding_dim, num_actions)
+    if cfg.agent == "atreec":
+        return ATreeCAgent(encoder, cfg.embedding_dim, num_actions, depth=cfg.depth)
     assert processor is not None
     return XLVINAgent(
         encoder,
@@ -144,7 +155,12 @@ def build_agent(
 
 
 def train_run(cfg: RunConfig, out: Path, progress: bool = True) -> dict[str, Any]:
-    """Train one agent and write the run directory `out`; return the summary it saved."""
+    """Train one agent and write the run directory `out`; return the summary it saved.
+
+    Data counts in the summary: `transe_transitions` (random-policy steps for TransE
+    pre-training, 0 in the strict setting) and, for the low-data protocol, the exact episodes and
+    transitions PPO learned from.
+    """
     t = cfg.train
     validate(t)
     obs_dim, num_actions = env_spaces(t.env)
@@ -157,26 +173,37 @@ def train_run(cfg: RunConfig, out: Path, progress: bool = True) -> dict[str, Any
     seed_everything(t.seed)
     start = time.perf_counter()
     agent = build_agent(t, obs_dim, num_actions, processor)
-    summary: dict[str, Any] = {"executor": executor_meta}
-    if isinstance(agent, XLVINAgent) and t.pretrain_transe:
-        data = random_transitions(t.env, cfg.transe.episodes, seed=t.seed + 10_000)
+    summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0}
+    strict = t.protocol == "low_data" and cfg.low_data.strict_transe
+
+    def pretrain(data: Transitions) -> None:
+        assert isinstance(agent, XLVINAgent)
         summary["transe"] = pretrain_transe(
             agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress
         )
-        summary["transe_transitions"] = len(data.obs)
-    pretrain_seconds = time.perf_counter() - start
+        summary["transe_transitions"] = 0 if strict else len(data.obs)
+
+    wants_transe = isinstance(agent, XLVINAgent) and t.pretrain_transe
+    if wants_transe and not strict:
+        pretrain(random_transitions(t.env, cfg.transe.episodes, seed=t.seed + 10_000))
+    summary["pretrain_seconds"] = time.perf_counter() - start
     logger = MetricsLogger(run_dir)
     try:
-        result = train_ppo(agent, t.env, cfg.ppo, seed=t.seed, log=logger, progress=progress)
+        if t.protocol == "online":
+            result: Any = train_ppo(agent, t.env, cfg.ppo, seed=t.seed, log=logger, progress=progress)
+            summary["ppo_transitions"] = result.global_step
+        else:
+            result = train_low_data(
+                agent, t.env, cfg.ppo, cfg.low_data, seed=t.seed,
+                pretrain=pretrain if wants_transe and strict else None,
+                log=logger, progress=progress,
+            )
+            summary["ppo_transitions"] = result.transitions
+            summary["ppo_episodes"] = result.episodes
     finally:
         logger.close()
-    summary.update(
-        {
-            "ppo": dataclasses.asdict(result),
-            "pretrain_seconds": pretrain_seconds,
-            "wall_seconds": time.perf_counter() - start,
-        }
-    )
+    summary["ppo"] = dataclasses.asdict(result)
+    summary["wall_seconds"] = time.perf_counter() - start
     save_weights(run_dir / MODEL, agent, {"config": cfg.to_json(), "executor": executor_meta})
     write_json(run_dir / SUMMARY, summary)
     return summary
