@@ -1,0 +1,1 @@
+"""Experiments: one preset per table or figure of the paper."""
