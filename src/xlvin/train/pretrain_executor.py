@@ -1,0 +1,266 @@
+"""Pre-training the VI executor on synthetic MDPs and evaluating it on held-out ones (paper
+appendix "Pre-training"; REFERENCE.md, "Executor").
+
+Training is teacher-forced: at every VI step t the executor gets the true V_t and regresses the
+true change V_{t+1} - V_t of the Bellman backup (eq. 1) with MSE, Adam. Evaluation runs it on its
+own predictions from V_0 = 0 for as many steps as VI needed.
+
+Graph seeds: training graph i is drawn from `np.random.default_rng([TRAIN_STREAM, seed, i])` and
+held-out graph i from `np.random.default_rng([EVAL_STREAM, seed, i])`. The streams differ in
+their first entry, so held-out graphs never share a generator seed with training graphs, for any
+pair of seeds.
+"""
+
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from xlvin.config import option, to_dict
+from xlvin.errors import UserError
+from xlvin.io.executor_file import save_executor
+from xlvin.mdp.graphs import DETERMINISTIC_FAMILIES, FAMILIES, family
+from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
+from xlvin.nn.executor import MDPGraph, VIExecutor
+from xlvin.seeding import seed_everything
+
+TRAIN_STREAM = 0
+EVAL_STREAM = 1
+#: Two Q-values closer than this are a tie: either action counts as VI's greedy choice.
+TIE_TOL = 1e-6
+#: Held-out graphs are batched into disjoint graphs of at most this many edges.
+EVAL_EDGE_BUDGET = 400_000
+
+
+@dataclass
+class ExecutorConfig:
+    """Pre-training of the VI executor (defaults: the paper's XLVIN-R executor)."""
+
+    family: str = option("random_deterministic", "synthetic graph family", tuple(FAMILIES))
+    states: int = option(20, "states per training MDP (cartpole_tree fixes its own)")
+    actions: int = option(8, "actions per training MDP (cartpole_tree fixes its own)")
+    train_graphs: int = option(200, "number of training MDPs (the paper uses 100-500)")
+    hidden: int = option(50, "executor width H; must match the agent's latent size")
+    aggregation: str = option(
+        "auto", "message aggregation; auto: sum for stochastic families, max for deterministic",
+        ("auto", "max", "sum"),
+    )
+    layer_norm: bool = option(False, "LayerNorm after every message-passing step")
+    epochs: int = option(10, "passes over all (MDP, VI step) pairs")
+    batch_graphs: int = option(8, "MDPs per minibatch")
+    batch_steps: int = option(16, "VI steps per MDP per minibatch")
+    lr: float = option(5e-3, "Adam learning rate")
+    gamma: float = option(0.9, "discount factor of the synthetic MDPs")
+    tol: float = option(1e-4, "VI stops when max |V_{t+1} - V_t| < tol")
+    seed: int = option(0, "seed of the training graphs and the initial weights")
+
+
+def resolved_aggregation(cfg: ExecutorConfig) -> str:
+    """`cfg.aggregation`, with auto mapped to max for deterministic families and sum otherwise."""
+    if cfg.aggregation != "auto":
+        return cfg.aggregation
+    return "max" if cfg.family in DETERMINISTIC_FAMILIES else "sum"
+
+
+def make_mdps(
+    name: str, states: int, actions: int, count: int, seed: int, stream: int, gamma: float
+) -> list[MDP]:
+    """`count` MDPs of family `name`, MDP i drawn from default_rng([stream, seed, i])."""
+    generator = family(name)
+    return [
+        generator(states, actions, np.random.default_rng([stream, seed, i]), gamma)
+        for i in range(count)
+    ]
+
+
+def _solve(mdps: list[MDP], tol: float) -> list[VIResult]:
+    results = [value_iteration(m, tol) for m in mdps]
+    if not all(r.converged for r in results):
+        raise UserError("value iteration did not converge on a synthetic MDP (is gamma < 1?)")
+    return results
+
+
+def _blocks(
+    groups: list[tuple[MDPGraph, list[VIResult]]], rng: np.random.Generator, batch_steps: int
+) -> list[tuple[MDPGraph, torch.Tensor, torch.Tensor]]:
+    """One epoch of minibatches in random order: every (MDP, VI step t) pair once, as blocks of
+    (graph, V_t [K, S_total], V_{t+1} - V_t [K, S_total]) with K = batch_steps rows per group of
+    MDPs. Within a group each MDP's steps are shuffled; an MDP that needs fewer VI steps than the
+    group's longest is padded with re-drawn steps of its own.
+    """
+    blocks = []
+    for graph, results in groups:
+        longest = max(r.steps for r in results)
+        rows = [
+            np.concatenate([rng.permutation(r.steps), rng.integers(r.steps, size=longest - r.steps)])
+            for r in results
+        ]
+        v = np.concatenate([r.values[t] for r, t in zip(results, rows)], axis=1)
+        d = np.concatenate([r.values[t + 1] - r.values[t] for r, t in zip(results, rows)], axis=1)
+        for i in range(0, longest, batch_steps):
+            blocks.append((graph, torch.as_tensor(v[i : i + batch_steps], dtype=torch.float32),
+                           torch.as_tensor(d[i : i + batch_steps], dtype=torch.float32)))
+    return [blocks[i] for i in rng.permutation(len(blocks))]
+
+
+def pretrain_executor(cfg: ExecutorConfig, progress: bool = True) -> tuple[VIExecutor, dict[str, Any]]:
+    """Train a `VIExecutor` on `cfg.train_graphs` MDPs, teacher-forced on every VI step (MSE on
+    V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine.
+
+    Returns the executor (eval mode) and training statistics (loss per epoch, wall time).
+    """
+    start = time.perf_counter()
+    seed_everything(cfg.seed)
+    mdps = make_mdps(cfg.family, cfg.states, cfg.actions, cfg.train_graphs, cfg.seed,
+                     TRAIN_STREAM, cfg.gamma)
+    results = _solve(mdps, cfg.tol)
+    groups = [
+        (MDPGraph.from_mdps(mdps[i : i + cfg.batch_graphs]), results[i : i + cfg.batch_graphs])
+        for i in range(0, len(mdps), cfg.batch_graphs)
+    ]
+    executor = VIExecutor(cfg.hidden, resolved_aggregation(cfg), cfg.layer_norm)
+    optimiser = torch.optim.Adam(executor.parameters(), lr=cfg.lr)
+    rng = np.random.default_rng([TRAIN_STREAM, cfg.seed, len(mdps)])
+    per_epoch = sum(-(-max(r.steps for r in rs) // cfg.batch_steps) for _, rs in groups)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, cfg.epochs * per_epoch)
+    losses: list[float] = []
+    bar = tqdm(range(cfg.epochs), desc="pre-training executor", disable=not progress)
+    for _ in bar:
+        total, count = 0.0, 0
+        for graph, v, target in _blocks(groups, rng, cfg.batch_steps):
+            loss = torch.nn.functional.mse_loss(executor(graph, v), target)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            total, count = total + loss.item() * len(v), count + len(v)
+        losses.append(total / count)
+        bar.set_postfix(mse=f"{losses[-1]:.2e}")
+    stats = {
+        "train_mse_per_epoch": losses,
+        "train_seconds": time.perf_counter() - start,
+        "optimiser_steps": cfg.epochs * per_epoch,
+        "vi_steps_mean": float(np.mean([r.steps for r in results])),
+    }
+    return executor.eval(), stats
+
+
+@torch.no_grad()
+def rollout(executor: VIExecutor, mdps: list[MDP], steps: list[int]) -> list[np.ndarray]:
+    """Run the executor on its own predictions from V_0 = 0: V_{t+1} = V_t + X(V_t), for
+    steps[b] iterations on MDP b (all MDPs batched as one graph). Returns the final values.
+    """
+    graph = MDPGraph.from_mdps(mdps)
+    sizes = np.diff(graph.state_offsets)
+    budget = torch.as_tensor(np.repeat(steps, sizes))
+    v = torch.zeros(1, graph.num_states)
+    for t in range(max(steps)):
+        v = v + torch.where(budget > t, executor(graph, v), 0.0)
+    return np.split(v[0].double().numpy(), graph.state_offsets[1:-1])
+
+
+def _edge_batches(mdps: list[MDP]) -> list[list[int]]:
+    """Indices of `mdps` grouped so that each group has at most EVAL_EDGE_BUDGET edges (or one MDP)."""
+    groups: list[list[int]] = [[]]
+    edges = 0
+    for i, m in enumerate(mdps):
+        e = int(np.count_nonzero(m.P))
+        if groups[-1] and edges + e > EVAL_EDGE_BUDGET:
+            groups.append([])
+            edges = 0
+        groups[-1].append(i)
+        edges += e
+    return groups
+
+
+def policy_accuracy(mdp: MDP, vi: VIResult, v_pred: np.ndarray) -> float:
+    """Fraction of non-terminal states where the greedy policy of the predicted values,
+    argmax_a R(s, a) + gamma sum_s' P(s'|s, a) V_pred(s') (true P and R), picks an action that
+    is greedy for VI's Q (ties within TIE_TOL count as agreement; without ties this is exactly
+    "the greedy policy agrees with VI's").
+    """
+    chosen = q_values(mdp, v_pred).argmax(axis=1)
+    q = vi.q
+    ok = q[np.arange(mdp.num_states), chosen] >= q.max(axis=1) - TIE_TOL
+    return float(ok[~mdp.terminal].mean())
+
+
+def evaluate_executor(
+    executor: VIExecutor, family_name: str, states: int, actions: int, count: int, seed: int,
+    gamma: float = 0.9, tol: float = 1e-4,
+) -> dict[str, Any]:
+    """Held-out evaluation without teacher forcing on `count` fresh MDPs of a family.
+
+    policy_accuracy: `policy_accuracy` per graph (mean, std); value_mse: mean over states of
+    (V_pred - V*)^2 per graph, V* taken as VI's last iterate (mean, std).
+    """
+    mdps = make_mdps(family_name, states, actions, count, seed, EVAL_STREAM, gamma)
+    results = _solve(mdps, tol)
+    accuracy, mse = [], []
+    for idx in _edge_batches(mdps):
+        preds = rollout(executor, [mdps[i] for i in idx], [results[i].steps for i in idx])
+        for i, v in zip(idx, preds):
+            accuracy.append(policy_accuracy(mdps[i], results[i], v))
+            mse.append(float(np.mean((v - results[i].v) ** 2)))
+    return {
+        "family": family_name,
+        "graphs": count,
+        "states": float(np.mean([m.num_states for m in mdps])),
+        "actions": mdps[0].num_actions,
+        "gamma": gamma,
+        "seed": seed,
+        "policy_accuracy": float(np.mean(accuracy)),
+        "policy_accuracy_std": float(np.std(accuracy)),
+        "value_mse": float(np.mean(mse)),
+        "value_mse_std": float(np.std(mse)),
+        "vi_steps_mean": float(np.mean([r.steps for r in results])),
+    }
+
+
+def pretrain_and_save(
+    cfg: ExecutorConfig, out: Path, eval_count: int = 40, progress: bool = True
+) -> dict[str, Any]:
+    """Pre-train, evaluate on `eval_count` held-out graphs of the training family and size, and
+    write the executor with its description (config, training stats, held-out metrics) to `out`
+    (atomically: a partial file never appears under that name). Returns that description.
+    """
+    executor, stats = pretrain_executor(cfg, progress)
+    held_out = evaluate_executor(executor, cfg.family, cfg.states, cfg.actions, eval_count,
+                                 cfg.seed, cfg.gamma, cfg.tol)
+    meta = {**to_dict(cfg), "aggregation": resolved_aggregation(cfg), "training": stats,
+            "held_out": held_out}
+    partial = out.with_name(out.name + ".partial")
+    save_executor(partial, executor, meta)
+    partial.replace(out)
+    return meta
+
+
+#: The agents' default executors: XLVIN-R (random deterministic graphs, |S| = 20, |A| = 8) and
+#: XLVIN-CP (CartPole trees), H = 50 like the classic-control latents.
+DEFAULT_EXECUTORS = {
+    "random": ExecutorConfig(family="random_deterministic", states=20, actions=8),
+    "cartpole": ExecutorConfig(family="cartpole_tree"),
+}
+
+
+def default_executor(kind: str, cache_dir: Path, seed: int = 0, progress: bool = False) -> Path:
+    """The file of the default executor `kind` ("random" or "cartpole") trained from `seed`,
+    pre-training it into `cache_dir` on first use. The file name holds a hash of the full
+    config, so changed defaults never reuse a stale file.
+    """
+    if kind not in DEFAULT_EXECUTORS:
+        raise UserError(f"unknown default executor {kind!r}; valid: {', '.join(DEFAULT_EXECUTORS)}")
+    cfg = dataclasses.replace(DEFAULT_EXECUTORS[kind], seed=seed)
+    digest = hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    path = Path(cache_dir) / f"executor-{kind}-seed{seed}-{digest}.safetensors"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pretrain_and_save(cfg, path, progress=progress)
+    return path

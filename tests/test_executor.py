@@ -1,0 +1,119 @@
+"""The message-passing executor: semantics, pre-training, executor files and the CLI."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from xlvin.cli import main
+from xlvin.errors import UserError
+from xlvin.io.executor_file import load_executor, read_executor_meta, save_executor
+from xlvin.nn.executor import MDPGraph, MessagePassing, VIExecutor
+from xlvin.train.pretrain_executor import (
+    ExecutorConfig,
+    evaluate_executor,
+    make_mdps,
+    pretrain_executor,
+)
+
+SMALL = ExecutorConfig(family="random_deterministic", states=8, actions=3, train_graphs=16,
+                       hidden=16, epochs=4, batch_graphs=4, batch_steps=16, seed=0)
+
+
+@pytest.fixture(scope="module")
+def trained() -> tuple[VIExecutor, dict]:
+    torch.set_num_threads(2)
+    return pretrain_executor(SMALL, progress=False)
+
+
+@pytest.mark.parametrize("aggregation", ["max", "sum"])
+def test_forward_matches_per_edge_messages(aggregation: str) -> None:
+    torch.manual_seed(0)
+    mp = MessagePassing(6, aggregation, layer_norm=True)
+    x, edge = torch.randn(5, 6), torch.randn(5, 6)
+    senders, receivers = torch.tensor([0, 1, 2, 3, 0]), torch.tensor([1, 1, 3, 3, 0])
+    expected = torch.zeros(5, 6)  # node 2 and 4 receive nothing: aggregate 0
+    msgs = mp.message(x[senders], x[receivers], edge)
+    for i in range(5):
+        incoming = msgs[receivers == i]
+        if len(incoming):
+            expected[i] = incoming.sum(0) if aggregation == "sum" else incoming.amax(0)
+    torch.testing.assert_close(mp(x, senders, receivers, edge), mp.update(x, expected))
+    # a batch of feature sets on the same graph is processed row by row
+    xs = torch.randn(3, 5, 6)
+    torch.testing.assert_close(mp(xs, senders, receivers, edge)[1], mp(xs[1], senders, receivers, edge))
+
+
+def test_graph_has_one_node_per_state_action_and_edges_from_successors() -> None:
+    mdps = make_mdps("erdos_renyi", 6, 2, 2, seed=0, stream=0, gamma=0.9)
+    graph = MDPGraph.from_mdps(mdps)
+    assert graph.rewards.shape == (2 * 6 * 2,)
+    assert len(graph.senders) == sum(int(np.count_nonzero(m.P)) for m in mdps)
+    s, a = divmod(int(graph.receivers[0]), 2)
+    s2, a2 = divmod(int(graph.senders[0]), 2)
+    assert a == a2 and mdps[0].P[s, a, s2] == pytest.approx(float(graph.edge_features[0, 0]))
+
+
+def test_pretraining_lowers_held_out_error(trained: tuple[VIExecutor, dict]) -> None:
+    executor, stats = trained
+    torch.manual_seed(SMALL.seed)
+    untrained = VIExecutor(SMALL.hidden, "max")
+    args = ("random_deterministic", SMALL.states, SMALL.actions, 10, 0)
+    before = evaluate_executor(untrained, *args)
+    after = evaluate_executor(executor, *args)
+    assert after["value_mse"] < 0.5 * before["value_mse"]
+    assert stats["train_mse_per_epoch"][-1] < stats["train_mse_per_epoch"][0]
+
+
+def test_save_load_round_trip(tmp_path: Path, trained: tuple[VIExecutor, dict]) -> None:
+    executor, _ = trained
+    path = tmp_path / "ex.safetensors"
+    save_executor(path, executor, {"family": "random_deterministic", "seed": 0})
+    loaded = load_executor(path)
+    graph = MDPGraph.from_mdps(make_mdps("random_deterministic", 8, 3, 2, 0, 1, 0.9))
+    v = torch.randn(4, graph.num_states)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(graph, v), executor(graph, v), rtol=0, atol=0)
+    meta = read_executor_meta(path)
+    assert meta["hidden"] == SMALL.hidden and meta["family"] == "random_deterministic"
+
+
+def test_missing_or_corrupt_file_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not found"):
+        load_executor(tmp_path / "missing.safetensors")
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    with pytest.raises(UserError, match="corrupt"):
+        load_executor(bad)
+    other = tmp_path / "other.safetensors"
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2)}, str(other))
+    with pytest.raises(UserError, match="corrupt"):
+        load_executor(other)
+
+
+def test_cli_eval_executor_prints_json(
+    tmp_path: Path, trained: tuple[VIExecutor, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ex.safetensors"
+    save_executor(path, trained[0], {**dataclasses.asdict(SMALL), "aggregation": "max"})
+    argv = ["eval-executor", str(path), "--graphs", "erdos_renyi", "--states", "6",
+            "--actions", "2", "--count", "3", "--seed", "1", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert 0.0 <= result["policy_accuracy"] <= 1.0 and result["value_mse"] >= 0.0
+    assert result["graphs"] == 3 and result["states"] == 6 and result["actions"] == 2
+
+
+def test_cli_pretrain_refuses_to_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ex.safetensors"
+    out.write_bytes(b"keep me")
+    assert main(["pretrain-executor", "--graphs", "grid", "--out", str(out), "--quiet"]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert out.read_bytes() == b"keep me"
