@@ -40,7 +40,7 @@ def _quickstart(args: argparse.Namespace) -> None:
             train=TrainConfig(env=args.env, agent=agent, seed=args.seed),
             ppo=dataclasses.replace(PPOConfig(), total_steps=args.steps),
         )
-        summary = train_run(cfg, out / agent, progress=not args.quiet)
+        _, summary = train_run(cfg, out / agent, progress=not args.quiet)
         result = evaluate_run(out / agent, episodes=args.episodes, seed=EVAL_SEED)
         rows.append(
             {

@@ -39,7 +39,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
 
 
 def _train(args: argparse.Namespace) -> None:
-    summary = train_run(run_config(args), args.out, progress=not args.quiet)
+    _, summary = train_run(run_config(args), args.out, progress=not args.quiet)
     ppo = summary["ppo"]
     print(f"trained in {summary['wall_seconds']:.1f}s; run directory: {args.out}")
     print(json.dumps({k: v for k, v in ppo.items() if not isinstance(v, list)}, indent=2))

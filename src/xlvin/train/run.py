@@ -154,8 +154,10 @@ def build_agent(
     )
 
 
-def train_run(cfg: RunConfig, out: Path, progress: bool = True) -> dict[str, Any]:
-    """Train one agent and write the run directory `out`; return the summary it saved.
+def train_run(
+    cfg: RunConfig, out: Path, progress: bool = True
+) -> tuple[ActorCritic, dict[str, Any]]:
+    """Train one agent and write the run directory `out`; return the agent and the summary.
 
     Data counts in the summary: `transe_transitions` (random-policy steps for TransE
     pre-training, 0 in the strict setting) and, for the low-data protocol, the exact episodes and
@@ -206,7 +208,7 @@ def train_run(cfg: RunConfig, out: Path, progress: bool = True) -> dict[str, Any
     summary["wall_seconds"] = time.perf_counter() - start
     save_weights(run_dir / MODEL, agent, {"config": cfg.to_json(), "executor": executor_meta})
     write_json(run_dir / SUMMARY, summary)
-    return summary
+    return agent, summary
 
 
 def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]:
