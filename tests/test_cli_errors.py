@@ -1,0 +1,96 @@
+"""Bad input: one clear line on stderr, a non-zero exit, and existing run directories untouched."""
+
+from pathlib import Path
+
+import pytest
+
+from xlvin.cli import main
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def existing_run(tmp_path: Path) -> Path:
+    run = tmp_path / "existing"
+    run.mkdir()
+    (run / "config.json").write_text('{"train": {}}\n')
+    (run / "model.safetensors").write_bytes(b"weights")
+    return run
+
+
+CASES = {
+    "unknown env": (["train", "--env", "NoSuchEnv-v9", "--agent", "ppo"], "unknown environment"),
+    "continuous actions": (["train", "--env", "Pendulum-v1", "--agent", "ppo"], "needs Discrete"),
+    "negative depth": (["train", "--depth", "-1"], "--depth must be >= 0"),
+    "zero lr": (["train", "--agent", "ppo", "--lr", "0"], "lr must be > 0"),
+    "missing executor": (["train", "--executor", "/nonexistent.safetensors"], "neither 'random'"),
+    "existing out": (["train", "--agent", "ppo"], "already holds a run"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_train_rejects_bad_input(case: str, tmp_path: Path, existing_run: Path, capsys: pytest.CaptureFixture) -> None:
+    args, message = CASES[case]
+    out = existing_run if case == "existing out" else tmp_path / "new"
+    before = snapshot(existing_run)
+    code = main([*args, "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0
+    assert message in err and err.startswith("xlvin: error:") and len(err.splitlines()) == 1
+    assert snapshot(existing_run) == before
+    assert not (tmp_path / "new").exists()
+
+
+def test_corrupt_executor_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x00" * 64)
+    code = main(["train", "--executor", str(bad), "--out", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and "corrupt executor file" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [("{not json", "corrupt JSON"), ('{"train": {"agnet": "ppo"}}', "unknown field(s) agnet"),
+     ('{"ppo": {"lr": "fast"}}', "field 'lr' must be float"), ('{"trian": {}}', "unknown section")],
+)
+def test_bad_config_file(tmp_path: Path, content: str, message: str, capsys: pytest.CaptureFixture) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(content)
+    code = main(["train", "--config", str(config), "--out", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_evaluate_rejects_a_folder_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["evaluate", str(tmp_path)]) != 0
+    assert "not a finished run directory" in capsys.readouterr().err
+
+
+def test_evaluate_rejects_corrupt_weights(existing_run: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["evaluate", str(existing_run)]) != 0
+    assert "corrupt or foreign weights file" in capsys.readouterr().err
+
+
+def test_unknown_agent_is_refused_by_the_parser(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--agent", "dqn", "--out", str(tmp_path / "r")])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'dqn'" in capsys.readouterr().err
+
+
+def test_every_option_has_help(capsys: pytest.CaptureFixture) -> None:
+    for command in ([], ["train"], ["evaluate"], ["pretrain-executor"], ["eval-executor"], ["quickstart"], ["reproduce", "classic"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        text = capsys.readouterr().out
+        assert "usage:" in text
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--env", "--agent", "--depth", "--executor", "--lr", "--transe-episodes", "--low-data-rounds"):
+        assert flag in text
