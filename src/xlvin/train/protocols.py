@@ -23,7 +23,7 @@ from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.seeding import seed_everything
 from xlvin.train.ppo import LogFn, PPOConfig, make_optimizer, ppo_update
-from xlvin.train.rollout import collect_episodes, evaluate_policy
+from xlvin.train.rollout import collect_episodes, evaluate_policy, relabel
 
 #: Seeds of the periodic evaluation during training; disjoint from training (seed + env index)
 #: and from the final evaluation of `xlvin evaluate` (1,000,000 onwards).
@@ -39,6 +39,10 @@ class LowDataConfig:
     updates: int = option(100, "PPO updates (each: update_epochs x num_minibatches) per round")
     strict_transe: bool = option(
         False, "pre-train TransE only on the first round's episodes (no extra random-policy data)"
+    )
+    refresh_old_policy: bool = option(
+        False, "before each update, recompute log pi_old and V_old under the current policy "
+        "(default: keep the collecting policy's, as the reference PPO does)"
     )
     eval_points: int = option(5, "evaluations of the policy during training (progress curve)")
     eval_episodes: int = option(10, "episodes per progress evaluation")
@@ -109,7 +113,8 @@ def train_low_data(
             if cfg.anneal_lr:
                 for group in optimizer.param_groups:
                     group["lr"] = cfg.lr * (1.0 - result.updates / total_updates)
-            metrics = ppo_update(policy, optimizer, rollout, cfg, generator)
+            batch = relabel(rollout, policy) if low.refresh_old_policy else rollout
+            metrics = ppo_update(policy, optimizer, batch, cfg, generator)
             result.updates += 1
             metrics["charts/round_return"] = result.round_returns[-1]
             metrics["charts/episodes"] = result.episodes

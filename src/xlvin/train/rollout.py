@@ -14,6 +14,7 @@ Storage layout of a `Rollout` (T steps, N envs), with gymnasium's default NEXT_S
   V(final observation), exactly the bootstrap a truncated episode needs.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -411,3 +412,17 @@ __all__ = [
     "reset_envs",
     "sample_actions",
 ]
+
+
+@torch.no_grad()
+def relabel(rollout: Rollout, policy: ActorCritic) -> Rollout:
+    """The same transitions with log pi_old and V_old recomputed under `policy` (one batched
+    forward), as if the current policy had collected them."""
+    T, N = rollout.actions.shape
+    logits, values = policy(rollout.obs.flatten(0, 1))
+    logp = torch.log_softmax(logits.view(T + 1, N, -1)[:T], dim=-1)
+    return dataclasses.replace(
+        rollout,
+        logprobs=logp.gather(-1, rollout.actions.unsqueeze(-1)).squeeze(-1),
+        values=values.view(T + 1, N),
+    )
