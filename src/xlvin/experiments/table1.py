@@ -1,6 +1,9 @@
 """Paper Table 1: CartPole-v0, Acrobot-v1 and MountainCar-v0 in the low-data regime, with PPO,
 XLVIN-R, XLVIN-CP and ATreeC (paper section 4.1 and the ATreeC ablation of section 5).
 
+CartPole's 100 updates on its 10 fixed episodes each start from the current policy
+(`refresh_old_policy`): log pi_old and V_old are recomputed before every update, for every agent.
+
 Each cell (environment, agent, seed) is one run directory under ROOT/ENV/AGENT/seedS; a finished
 cell (summary.json and eval.json present) is never re-run. The final policy is evaluated greedily
 on 100 episodes with seeds from 1,000,000 on, never used in training. Aggregates are the mean and
@@ -22,7 +25,7 @@ import numpy as np
 from xlvin.io.run_dir import SUMMARY, write_json
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import PAPER_LOW_DATA
-from xlvin.train.run import RunConfig, TrainConfig, evaluate_run, train_run
+from xlvin.train.run import RunConfig, TrainConfig, evaluate_run, executor_file, train_run
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
 EVAL_FILE = "eval.json"
@@ -69,7 +72,9 @@ class Cell:
         return Path(root) / ("strict" if self.strict else "standard") / self.env / self.agent / f"seed{self.seed}"
 
     def config(self) -> RunConfig:
-        low = dataclasses.replace(PAPER_LOW_DATA[self.env], strict_transe=self.strict)
+        low = dataclasses.replace(
+            PAPER_LOW_DATA[self.env], strict_transe=self.strict, refresh_old_policy=True
+        )
         return RunConfig(
             train=TrainConfig(env=self.env, seed=self.seed, protocol="low_data", **AGENTS[self.agent]),
             ppo=CLASSIC_PPO,
@@ -116,6 +121,8 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
     """Run cells on `jobs` worker processes (spawned, one torch thread each)."""
     cells = list(cells)
+    for spec in sorted({AGENTS[c.agent].get("executor") for c in cells} - {None}):
+        executor_file(spec)  # produce default executors once, before workers race to it
     records = []
     if jobs <= 1:
         for cell in cells:
