@@ -23,9 +23,17 @@ SMALL = ExecutorConfig(family="random_deterministic", states=8, actions=3, train
                        hidden=16, epochs=4, batch_graphs=4, batch_steps=16, seed=0)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny graphs: one torch thread avoids thread wake-up latency on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def trained() -> tuple[VIExecutor, dict]:
-    torch.set_num_threads(2)
     return pretrain_executor(SMALL, progress=False)
 
 
@@ -102,7 +110,7 @@ def test_cli_eval_executor_prints_json(
     path = tmp_path / "ex.safetensors"
     save_executor(path, trained[0], {**dataclasses.asdict(SMALL), "aggregation": "max"})
     argv = ["eval-executor", str(path), "--graphs", "erdos_renyi", "--states", "6",
-            "--actions", "2", "--count", "3", "--seed", "1", "--json"]
+            "--actions", "2", "--count", "3", "--seed", "1", "--threads", "1", "--json"]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert 0.0 <= result["policy_accuracy"] <= 1.0 and result["value_mse"] >= 0.0
@@ -114,6 +122,7 @@ def test_cli_pretrain_refuses_to_overwrite(
 ) -> None:
     out = tmp_path / "ex.safetensors"
     out.write_bytes(b"keep me")
-    assert main(["pretrain-executor", "--graphs", "grid", "--out", str(out), "--quiet"]) == 2
+    assert main(["pretrain-executor", "--graphs", "grid", "--out", str(out), "--quiet",
+                 "--threads", "1"]) == 2
     assert "--force" in capsys.readouterr().err
     assert out.read_bytes() == b"keep me"

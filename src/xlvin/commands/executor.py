@@ -5,6 +5,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from xlvin.config import add_options, from_args
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta
@@ -24,6 +26,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
+    torch.set_num_threads(args.threads)
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to overwrite it")
@@ -34,6 +37,7 @@ def _pretrain(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
+    torch.set_num_threads(args.threads)
     meta = read_executor_meta(Path(args.file))
     executor = load_executor(Path(args.file))
     family = args.graphs or meta.get("family")
@@ -70,6 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-count", type=int, default=40, metavar="N",
                    help="held-out graphs evaluated after training (default: 40)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--threads", type=int, default=2, metavar="N",
+                   help="torch CPU threads (default: 2)")
     add_options(p, ExecutorConfig, skip=("family",))
     p.set_defaults(func=_pretrain)
 
@@ -94,5 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="discount factor (default: the training one)")
     e.add_argument("--tol", type=float, default=1e-4,
                    help="VI stopping tolerance, which sets the number of steps (default: 1e-4)")
+    e.add_argument("--threads", type=int, default=2, metavar="N",
+                   help="torch CPU threads (default: 2)")
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.set_defaults(func=_evaluate)

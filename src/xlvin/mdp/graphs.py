@@ -226,10 +226,6 @@ FAMILIES: dict[str, Callable[[int, int, np.random.Generator, float], MDP]] = {
     "cartpole_tree": lambda num_states, num_actions, rng, gamma=0.9: cartpole_tree(rng, gamma=gamma),
 }
 
-#: Families whose transitions are deterministic (one successor per state-action pair).
-DETERMINISTIC_FAMILIES = frozenset({"random_deterministic", "grid", "cartpole_tree"})
-
-
 def family(name: str) -> Callable[[int, int, np.random.Generator, float], MDP]:
     """The generator registered as `name`; an unknown name is a UserError listing the valid ones."""
     try:

@@ -26,9 +26,9 @@ from tqdm import tqdm
 from xlvin.config import option, to_dict
 from xlvin.errors import UserError
 from xlvin.io.executor_file import save_executor
-from xlvin.mdp.graphs import DETERMINISTIC_FAMILIES, FAMILIES, family
+from xlvin.mdp.graphs import FAMILIES, family
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
-from xlvin.nn.executor import MDPGraph, VIExecutor
+from xlvin.nn.executor import AGGREGATIONS, MDPGraph, VIExecutor
 from xlvin.seeding import seed_everything
 
 TRAIN_STREAM = 0
@@ -49,24 +49,28 @@ class ExecutorConfig:
     train_graphs: int = option(200, "number of training MDPs (the paper uses 100-500)")
     hidden: int = option(50, "executor width H; must match the agent's latent size")
     aggregation: str = option(
-        "auto", "message aggregation; auto: sum for stochastic families, max for deterministic",
-        ("auto", "max", "sum"),
+        "max", "message aggregation (max also beat sum on stochastic Erdos-Renyi graphs)",
+        AGGREGATIONS,
     )
     layer_norm: bool = option(False, "LayerNorm after every message-passing step")
     epochs: int = option(10, "passes over all (MDP, VI step) pairs")
-    batch_graphs: int = option(8, "MDPs per minibatch")
-    batch_steps: int = option(16, "VI steps per MDP per minibatch")
-    lr: float = option(5e-3, "Adam learning rate")
+    batch_graphs: int = option(4, "MDPs per minibatch")
+    batch_steps: int = option(8, "VI steps per MDP per minibatch")
+    lr: float = option(
+        2e-3, "initial Adam learning rate, cosine-annealed to 0 (the authors use 5e-3, constant)"
+    )
     gamma: float = option(0.9, "discount factor of the synthetic MDPs")
     tol: float = option(1e-4, "VI stops when max |V_{t+1} - V_t| < tol")
     seed: int = option(0, "seed of the training graphs and the initial weights")
 
 
-def resolved_aggregation(cfg: ExecutorConfig) -> str:
-    """`cfg.aggregation`, with auto mapped to max for deterministic families and sum otherwise."""
-    if cfg.aggregation != "auto":
-        return cfg.aggregation
-    return "max" if cfg.family in DETERMINISTIC_FAMILIES else "sum"
+def _check(cfg: ExecutorConfig) -> None:
+    positive = ("train_graphs", "hidden", "epochs", "batch_graphs", "batch_steps", "lr", "tol")
+    bad = [name for name in positive if getattr(cfg, name) <= 0]
+    if bad:
+        raise UserError(f"executor config: {', '.join(bad)} must be positive")
+    if not 0.0 <= cfg.gamma < 1.0:
+        raise UserError(f"executor config: gamma must lie in [0, 1), got {cfg.gamma}")
 
 
 def make_mdps(
@@ -116,6 +120,7 @@ def pretrain_executor(cfg: ExecutorConfig, progress: bool = True) -> tuple[VIExe
 
     Returns the executor (eval mode) and training statistics (loss per epoch, wall time).
     """
+    _check(cfg)
     start = time.perf_counter()
     seed_everything(cfg.seed)
     mdps = make_mdps(cfg.family, cfg.states, cfg.actions, cfg.train_graphs, cfg.seed,
@@ -125,7 +130,7 @@ def pretrain_executor(cfg: ExecutorConfig, progress: bool = True) -> tuple[VIExe
         (MDPGraph.from_mdps(mdps[i : i + cfg.batch_graphs]), results[i : i + cfg.batch_graphs])
         for i in range(0, len(mdps), cfg.batch_graphs)
     ]
-    executor = VIExecutor(cfg.hidden, resolved_aggregation(cfg), cfg.layer_norm)
+    executor = VIExecutor(cfg.hidden, cfg.aggregation, cfg.layer_norm)
     optimiser = torch.optim.Adam(executor.parameters(), lr=cfg.lr)
     rng = np.random.default_rng([TRAIN_STREAM, cfg.seed, len(mdps)])
     per_epoch = sum(-(-max(r.steps for r in rs) // cfg.batch_steps) for _, rs in groups)
@@ -201,6 +206,8 @@ def evaluate_executor(
     policy_accuracy: `policy_accuracy` per graph (mean, std); value_mse: mean over states of
     (V_pred - V*)^2 per graph, V* taken as VI's last iterate (mean, std).
     """
+    if count < 1:
+        raise UserError(f"need at least one held-out graph, got {count}")
     mdps = make_mdps(family_name, states, actions, count, seed, EVAL_STREAM, gamma)
     results = _solve(mdps, tol)
     accuracy, mse = [], []
@@ -234,8 +241,7 @@ def pretrain_and_save(
     executor, stats = pretrain_executor(cfg, progress)
     held_out = evaluate_executor(executor, cfg.family, cfg.states, cfg.actions, eval_count,
                                  cfg.seed, cfg.gamma, cfg.tol)
-    meta = {**to_dict(cfg), "aggregation": resolved_aggregation(cfg), "training": stats,
-            "held_out": held_out}
+    meta = {**to_dict(cfg), "training": stats, "held_out": held_out}
     partial = out.with_name(out.name + ".partial")
     save_executor(partial, executor, meta)
     partial.replace(out)
@@ -243,10 +249,11 @@ def pretrain_and_save(
 
 
 #: The agents' default executors: XLVIN-R (random deterministic graphs, |S| = 20, |A| = 8) and
-#: XLVIN-CP (CartPole trees), H = 50 like the classic-control latents.
+#: XLVIN-CP (CartPole trees; their training loss has converged after about 3 epochs), H = 50
+#: like the classic-control latents.
 DEFAULT_EXECUTORS = {
     "random": ExecutorConfig(family="random_deterministic", states=20, actions=8),
-    "cartpole": ExecutorConfig(family="cartpole_tree"),
+    "cartpole": ExecutorConfig(family="cartpole_tree", epochs=5),
 }
 
 
