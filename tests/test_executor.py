@@ -41,7 +41,7 @@ def trained() -> tuple[VIExecutor, dict]:
 def test_forward_matches_per_edge_messages(aggregation: str) -> None:
     torch.manual_seed(0)
     mp = MessagePassing(6, aggregation, layer_norm=True)
-    x, edge = torch.randn(5, 6), torch.randn(5, 6)
+    x, edge = torch.randn(5, 6, requires_grad=True), torch.randn(5, 6)
     senders, receivers = torch.tensor([0, 1, 2, 3, 0]), torch.tensor([1, 1, 3, 3, 0])
     expected = torch.zeros(5, 6)  # node 2 and 4 receive nothing: aggregate 0
     msgs = mp.message(x[senders], x[receivers], edge)
@@ -49,10 +49,17 @@ def test_forward_matches_per_edge_messages(aggregation: str) -> None:
         incoming = msgs[receivers == i]
         if len(incoming):
             expected[i] = incoming.sum(0) if aggregation == "sum" else incoming.amax(0)
-    torch.testing.assert_close(mp(x, senders, receivers, edge), mp.update(x, expected))
+    reference = mp.update(x, expected)
+    out = mp(x, senders, receivers, edge)
+    torch.testing.assert_close(out, reference)
+    weights = torch.randn(5, 6)
+    (grad,) = torch.autograd.grad((out * weights).sum(), x)
+    (grad_reference,) = torch.autograd.grad((reference * weights).sum(), x)
+    torch.testing.assert_close(grad, grad_reference)
     # a batch of feature sets on the same graph is processed row by row
     xs = torch.randn(3, 5, 6)
-    torch.testing.assert_close(mp(xs, senders, receivers, edge)[1], mp(xs[1], senders, receivers, edge))
+    batched = mp(xs, senders, receivers, edge)
+    torch.testing.assert_close(batched[1], mp(xs[1], senders, receivers, edge))
 
 
 def test_graph_has_one_node_per_state_action_and_edges_from_successors() -> None:

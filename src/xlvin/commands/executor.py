@@ -74,8 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-count", type=int, default=40, metavar="N",
                    help="held-out graphs evaluated after training (default: 40)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--threads", type=int, default=2, metavar="N",
-                   help="torch CPU threads (default: 2)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="torch CPU threads; one is fastest for small graphs on a busy machine "
+                   "(default: 1)")
     add_options(p, ExecutorConfig, skip=("family",))
     p.set_defaults(func=_pretrain)
 
@@ -100,7 +101,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="discount factor (default: the training one)")
     e.add_argument("--tol", type=float, default=1e-4,
                    help="VI stopping tolerance, which sets the number of steps (default: 1e-4)")
-    e.add_argument("--threads", type=int, default=2, metavar="N",
-                   help="torch CPU threads (default: 2)")
+    e.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="torch CPU threads; one is fastest for small graphs on a busy machine "
+                   "(default: 1)")
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.set_defaults(func=_evaluate)

@@ -53,8 +53,9 @@ def _uniform_over_neighbours(adjacency: np.ndarray) -> np.ndarray:
 def random_deterministic(
     num_states: int, num_actions: int, rng: np.random.Generator, gamma: float = 0.9
 ) -> MDP:
-    """The paper's random deterministic graphs: T(s, a) ~ Uniform(|S|), P(s'|s, a) = 1[s' = T(s, a)],
-    R(s, a) ~ N(0, 1). The paper pre-trains XLVIN-R on |S| = 20, |A| = 8.
+    """The paper's random deterministic graphs: T(s, a) ~ Uniform(|S|),
+    P(s'|s, a) = 1[s' = T(s, a)], R(s, a) ~ N(0, 1). The paper pre-trains XLVIN-R on
+    |S| = 20, |A| = 8.
     """
     _check_sizes(num_states, num_actions)
     targets = rng.integers(num_states, size=(num_states, num_actions))
@@ -223,7 +224,7 @@ FAMILIES: dict[str, Callable[[int, int, np.random.Generator, float], MDP]] = {
     "erdos_renyi": erdos_renyi,
     "barabasi_albert": barabasi_albert,
     "grid": grid,
-    "cartpole_tree": lambda num_states, num_actions, rng, gamma=0.9: cartpole_tree(rng, gamma=gamma),
+    "cartpole_tree": lambda states, actions, rng, gamma=0.9: cartpole_tree(rng, gamma=gamma),
 }
 
 def family(name: str) -> Callable[[int, int, np.random.Generator, float], MDP]:

@@ -15,6 +15,8 @@ import dataclasses
 import hashlib
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from xlvin.seeding import seed_everything
 
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
+SHUFFLE_STREAM = 2  # minibatch order during training
 #: Two Q-values closer than this are a tie: either action counts as VI's greedy choice.
 TIE_TOL = 1e-6
 #: Held-out graphs are batched into disjoint graphs of at most this many edges.
@@ -103,7 +106,8 @@ def _blocks(
     for graph, results in groups:
         longest = max(r.steps for r in results)
         rows = [
-            np.concatenate([rng.permutation(r.steps), rng.integers(r.steps, size=longest - r.steps)])
+            np.concatenate([rng.permutation(r.steps),
+                            rng.integers(r.steps, size=longest - r.steps)])
             for r in results
         ]
         v = np.concatenate([r.values[t] for r, t in zip(results, rows)], axis=1)
@@ -114,7 +118,9 @@ def _blocks(
     return [blocks[i] for i in rng.permutation(len(blocks))]
 
 
-def pretrain_executor(cfg: ExecutorConfig, progress: bool = True) -> tuple[VIExecutor, dict[str, Any]]:
+def pretrain_executor(
+    cfg: ExecutorConfig, progress: bool = True
+) -> tuple[VIExecutor, dict[str, Any]]:
     """Train a `VIExecutor` on `cfg.train_graphs` MDPs, teacher-forced on every VI step (MSE on
     V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine.
 
@@ -132,7 +138,7 @@ def pretrain_executor(cfg: ExecutorConfig, progress: bool = True) -> tuple[VIExe
     ]
     executor = VIExecutor(cfg.hidden, cfg.aggregation, cfg.layer_norm)
     optimiser = torch.optim.Adam(executor.parameters(), lr=cfg.lr)
-    rng = np.random.default_rng([TRAIN_STREAM, cfg.seed, len(mdps)])
+    rng = np.random.default_rng([SHUFFLE_STREAM, cfg.seed])
     per_epoch = sum(-(-max(r.steps for r in rs) // cfg.batch_steps) for _, rs in groups)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, cfg.epochs * per_epoch)
     losses: list[float] = []
@@ -172,7 +178,7 @@ def rollout(executor: VIExecutor, mdps: list[MDP], steps: list[int]) -> list[np.
 
 
 def _edge_batches(mdps: list[MDP]) -> list[list[int]]:
-    """Indices of `mdps` grouped so that each group has at most EVAL_EDGE_BUDGET edges (or one MDP)."""
+    """Indices of `mdps` in groups of at most EVAL_EDGE_BUDGET edges (or of a single MDP)."""
     groups: list[list[int]] = [[]]
     edges = 0
     for i, m in enumerate(mdps):
@@ -257,10 +263,24 @@ DEFAULT_EXECUTORS = {
 }
 
 
-def default_executor(kind: str, cache_dir: Path, seed: int = 0, progress: bool = False) -> Path:
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with `n` torch CPU threads, then restore the previous count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def default_executor(
+    kind: str, cache_dir: Path, seed: int = 0, progress: bool = False, threads: int = 1
+) -> Path:
     """The file of the default executor `kind` ("random" or "cartpole") trained from `seed`,
-    pre-training it into `cache_dir` on first use. The file name holds a hash of the full
-    config, so changed defaults never reuse a stale file.
+    pre-training it into `cache_dir` on first use (with `threads` torch threads: one is the
+    fastest for these small graphs on a busy 2-core machine). The file name holds a hash of the
+    full config, so changed defaults never reuse a stale file.
     """
     if kind not in DEFAULT_EXECUTORS:
         raise UserError(f"unknown default executor {kind!r}; valid: {', '.join(DEFAULT_EXECUTORS)}")
@@ -269,5 +289,6 @@ def default_executor(kind: str, cache_dir: Path, seed: int = 0, progress: bool =
     path = Path(cache_dir) / f"executor-{kind}-seed{seed}-{digest}.safetensors"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        pretrain_and_save(cfg, path, progress=progress)
+        with torch_threads(threads):
+            pretrain_and_save(cfg, path, progress=progress)
     return path
