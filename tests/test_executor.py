@@ -14,6 +14,7 @@ from xlvin.io.executor_file import load_executor, read_executor_meta, save_execu
 from xlvin.nn.executor import MDPGraph, MessagePassing, VIExecutor
 from xlvin.train.pretrain_executor import (
     ExecutorConfig,
+    default_executor,
     evaluate_executor,
     make_mdps,
     pretrain_executor,
@@ -81,6 +82,17 @@ def test_pretraining_lowers_held_out_error(trained: tuple[VIExecutor, dict]) -> 
     after = evaluate_executor(executor, *args)
     assert after["value_mse"] < 0.5 * before["value_mse"]
     assert stats["train_mse_per_epoch"][-1] < stats["train_mse_per_epoch"][0]
+
+
+def test_pretraining_is_reproducible_from_the_seed(trained: tuple[VIExecutor, dict]) -> None:
+    again, _ = pretrain_executor(SMALL, progress=False)
+    for name, tensor in trained[0].state_dict().items():
+        torch.testing.assert_close(again.state_dict()[name], tensor, rtol=0, atol=0)
+
+
+def test_default_executor_rejects_unknown_kind(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="cartpole"):
+        default_executor("nope", tmp_path)
 
 
 def test_save_load_round_trip(tmp_path: Path, trained: tuple[VIExecutor, dict]) -> None:
