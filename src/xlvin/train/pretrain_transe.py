@@ -18,6 +18,10 @@ class TransEConfig:
     """TransE pre-training settings (REFERENCE.md: batch 128, Adam with its default lr)."""
 
     episodes: int = option(1000, "random-policy episodes collected for TransE pre-training")
+    max_transitions: int = option(
+        25_000, "stop collecting random-policy data at this many transitions (Acrobot's random "
+        "episodes last 500 steps)"
+    )
     epochs: int = option(10, "passes over the random-policy transitions")
     batch_size: int = option(128, "TransE minibatch size")
     lr: float = option(1e-3, "Adam learning rate for TransE pre-training")

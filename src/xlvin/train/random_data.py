@@ -7,8 +7,11 @@ import torch
 from xlvin.nn.policy import Transitions
 
 
-def random_transitions(env_id: str, episodes: int, seed: int) -> Transitions:
-    """Run `episodes` complete episodes with uniformly random actions and return every (s, a, s').
+def random_transitions(
+    env_id: str, episodes: int, seed: int, max_transitions: int | None = None
+) -> Transitions:
+    """Run up to `episodes` episodes with uniformly random actions and return every (s, a, s'),
+    stopping early once `max_transitions` pairs are collected (every pair stays a real step).
 
     The environment is reset by hand between episodes, so a terminal step is paired with its
     true final observation and never with the next episode's reset observation (the autoreset
@@ -17,10 +20,13 @@ def random_transitions(env_id: str, episodes: int, seed: int) -> Transitions:
     env = gym.make(env_id)
     env.action_space.seed(seed)
     obs_list, action_list, next_list = [], [], []
+    limit = max_transitions if max_transitions is not None else float("inf")
     for episode in range(episodes):
+        if len(obs_list) >= limit:
+            break
         obs, _ = env.reset(seed=seed + episode)
         done = False
-        while not done:
+        while not done and len(obs_list) < limit:
             action = env.action_space.sample()
             next_obs, _, terminated, truncated, _ = env.step(action)
             obs_list.append(obs)

@@ -187,7 +187,10 @@ def train_run(
 
     wants_transe = isinstance(agent, XLVINAgent) and t.pretrain_transe
     if wants_transe and not strict:
-        pretrain(random_transitions(t.env, cfg.transe.episodes, seed=t.seed + 10_000))
+        data = random_transitions(
+            t.env, cfg.transe.episodes, seed=t.seed + 10_000, max_transitions=cfg.transe.max_transitions
+        )
+        pretrain(data)
     summary["pretrain_seconds"] = time.perf_counter() - start
     logger = MetricsLogger(run_dir)
     try:
