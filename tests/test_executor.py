@@ -84,6 +84,19 @@ def test_pretraining_lowers_held_out_error(trained: tuple[VIExecutor, dict]) -> 
     assert stats["train_mse_per_epoch"][-1] < stats["train_mse_per_epoch"][0]
 
 
+def test_diverging_rollouts_are_counted_not_averaged() -> None:
+    exploding = VIExecutor(4, "max")
+    with torch.no_grad():
+        for p in exploding.parameters():
+            p.zero_()
+        exploding.node_encoder.weight[:, 0] = 1.0  # every feature is V_t(s)
+        exploding.decoder.weight.fill_(10.0)
+        exploding.decoder.bias.fill_(1.0)  # V_{t+1} = 41 V_t + 1: overflows within 30 steps
+    result = evaluate_executor(exploding, "random_deterministic", 5, 2, 3, 0)
+    assert result["diverged"] == 3 and result["value_mse"] is None
+    assert result["policy_accuracy"] == 0.0
+
+
 def test_pretraining_is_reproducible_from_the_seed(trained: tuple[VIExecutor, dict]) -> None:
     again, _ = pretrain_executor(SMALL, progress=False)
     for name, tensor in trained[0].state_dict().items():

@@ -16,12 +16,12 @@ from xlvin.train.pretrain_executor import ExecutorConfig, evaluate_executor, pre
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'family':<22} {'states':>7} {'actions':>7} {'graphs':>6} "
-             f"{'policy accuracy':>18} {'value MSE':>20}"]
+             f"{'policy accuracy':>18} {'value MSE':>20} {'diverged':>8}"]
     for r in rows:
         acc = f"{100 * r['policy_accuracy']:.1f} +- {100 * r['policy_accuracy_std']:.1f} %"
-        mse = f"{r['value_mse']:.3g} +- {r['value_mse_std']:.2g}"
+        mse = "-" if r["value_mse"] is None else f"{r['value_mse']:.3g} +- {r['value_mse_std']:.2g}"
         lines.append(f"{r['family']:<22} {r['states']:>7.0f} {r['actions']:>7} {r['graphs']:>6} "
-                     f"{acc:>18} {mse:>20}")
+                     f"{acc:>18} {mse:>20} {r['diverged']:>8}")
     return "\n".join(lines)
 
 

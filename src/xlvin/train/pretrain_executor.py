@@ -210,7 +210,9 @@ def evaluate_executor(
     """Held-out evaluation without teacher forcing on `count` fresh MDPs of a family.
 
     policy_accuracy: `policy_accuracy` per graph (mean, std); value_mse: mean over states of
-    (V_pred - V*)^2 per graph, V* taken as VI's last iterate (mean, std).
+    (V_pred - V*)^2 per graph, V* taken as VI's last iterate (mean, std). A graph whose predicted
+    values are not all finite counts as `diverged`: policy accuracy 0 and no value MSE (None when
+    every graph diverged).
     """
     if count < 1:
         raise UserError(f"need at least one held-out graph, got {count}")
@@ -220,6 +222,9 @@ def evaluate_executor(
     for idx in _edge_batches(mdps):
         preds = rollout(executor, [mdps[i] for i in idx], [results[i].steps for i in idx])
         for i, v in zip(idx, preds):
+            if not np.all(np.isfinite(v)):
+                accuracy.append(0.0)
+                continue
             accuracy.append(policy_accuracy(mdps[i], results[i], v))
             mse.append(float(np.mean((v - results[i].v) ** 2)))
     return {
@@ -231,8 +236,9 @@ def evaluate_executor(
         "seed": seed,
         "policy_accuracy": float(np.mean(accuracy)),
         "policy_accuracy_std": float(np.std(accuracy)),
-        "value_mse": float(np.mean(mse)),
-        "value_mse_std": float(np.std(mse)),
+        "value_mse": float(np.mean(mse)) if mse else None,
+        "value_mse_std": float(np.std(mse)) if mse else None,
+        "diverged": count - len(mse),
         "vi_steps_mean": float(np.mean([r.steps for r in results])),
     }
 
