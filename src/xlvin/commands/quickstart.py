@@ -1,32 +1,35 @@
 """`xlvin quickstart`: the README's main job, a small reproduction that runs in minutes on 2 cores.
 
-It produces the default XLVIN-R executor (pre-trained on random deterministic graphs), trains
-XLVIN and the PPO baseline on CartPole-v0 with one seed and the same PPO budget, evaluates both
-final policies on fresh seeds and prints a results table.
+One seed of the CartPole-v0 row of the paper's Table 1: the default XLVIN-R executor is
+pre-trained on random deterministic graphs (cached after the first time), then PPO and XLVIN-R
+learn from only 10 trajectories collected with their initial policy (100 PPO updates on that
+data), and both final policies are evaluated greedily on 100 fresh episodes.
+`xlvin reproduce classic` runs the whole table.
 """
 
 import argparse
-import dataclasses
 import time
 from datetime import datetime
 from pathlib import Path
 
-from xlvin.commands.train import EVAL_SEED
-from xlvin.io.run_dir import write_json
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import RunConfig, TrainConfig, evaluate_run, train_run
+from xlvin.errors import UserError
+from xlvin.experiments import table1
 
 
-def results_table(rows: list[dict]) -> str:
-    """Markdown table of the quickstart's results."""
+def results_table(records: list[dict]) -> str:
+    """Markdown table of the quickstart's results, beside the paper's numbers."""
     lines = [
-        "| agent | env | PPO env steps | TransE random steps | eval return (100 ep.) | train time |",
-        "|---|---|---|---|---|---|",
+        "| agent | env | trajectories (transitions) | TransE random transitions | "
+        "final return (100 ep.) | paper (5 seeds) | train time |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
+    for r in records:
+        paper_mean, paper_std = table1.PAPER[(r["env"], r["agent"])]
         lines.append(
-            f"| {r['agent']} | {r['env']} | {r['steps']:,} | {r['transe_transitions']:,} | "
-            f"{r['mean']:.1f} +- {r['std']:.1f} | {r['seconds']:.0f} s |"
+            f"| {r['agent']} | {r['env']} | {r['episodes']} ({r['transitions']}) | "
+            f"{r['transe_transitions']:,} | {r['final_return']:.1f} +- "
+            f"{r['final_return_std_over_episodes']:.1f} | {paper_mean} +- {paper_std} | "
+            f"{r['wall_seconds']:.0f} s |"
         )
     return "\n".join(lines)
 
@@ -34,27 +37,12 @@ def results_table(rows: list[dict]) -> str:
 def _quickstart(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     out = args.out or Path("runs") / f"quickstart-{datetime.now():%Y%m%d-%H%M%S}"
-    rows = []
-    for agent in ("xlvin", "ppo"):
-        cfg = RunConfig(
-            train=TrainConfig(env=args.env, agent=agent, seed=args.seed),
-            ppo=dataclasses.replace(PPOConfig(), total_steps=args.steps),
-        )
-        _, summary = train_run(cfg, out / agent, progress=not args.quiet)
-        result = evaluate_run(out / agent, episodes=args.episodes, seed=EVAL_SEED)
-        rows.append(
-            {
-                "agent": agent,
-                "env": args.env,
-                "steps": summary["ppo"]["global_step"],
-                "transe_transitions": summary.get("transe_transitions", 0),
-                "mean": result["mean"],
-                "std": result["std"],
-                "seconds": summary["wall_seconds"],
-            }
-        )
-    table = results_table(rows)
-    write_json(out / "results.json", {"rows": rows, "wall_seconds": time.perf_counter() - start})
+    if out.exists():
+        raise UserError(f"--out {out} already exists; choose a new directory")
+    cells = [table1.Cell("CartPole-v0", agent, args.seed) for agent in ("ppo", "xlvin-r")]
+    print("pre-training the default executor (first run only) and training 2 agents ...")
+    records = table1.run_cells(cells, out, jobs=1)
+    table = results_table(records)
     (out / "results.md").write_text(table + "\n")
     print()
     print(table)
@@ -64,13 +52,9 @@ def _quickstart(args: argparse.Namespace) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "quickstart",
-        help="the README's main job: XLVIN vs PPO on CartPole-v0, one seed, a few minutes",
+        help="the README's main job: XLVIN-R vs PPO on CartPole-v0 from 10 trajectories",
         description=__doc__,
     )
-    p.add_argument("--env", default="CartPole-v0", help="environment id (default CartPole-v0)")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
-    p.add_argument("--steps", type=int, default=30_000, help="PPO env steps per agent (default 30000)")
-    p.add_argument("--episodes", type=int, default=100, help="evaluation episodes (default 100)")
-    p.add_argument("--out", type=Path, help="output folder (default runs/quickstart-TIMESTAMP)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", type=Path, help="new output folder (default runs/quickstart-TIMESTAMP)")
     p.set_defaults(func=_quickstart)

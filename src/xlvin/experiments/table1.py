@@ -122,7 +122,7 @@ def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> lis
     """Run cells on `jobs` worker processes (spawned, one torch thread each)."""
     cells = list(cells)
     for spec in sorted({AGENTS[c.agent].get("executor") for c in cells} - {None}):
-        executor_file(spec)  # produce default executors once, before workers race to it
+        executor_file(spec, progress=True)  # produce default executors once, before workers race to it
     records = []
     if jobs <= 1:
         for cell in cells:

@@ -122,10 +122,10 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XLVIN_CACHE", Path.home() / ".cache" / "xlvin"))
 
 
-def executor_file(spec: str) -> Path:
+def executor_file(spec: str, progress: bool = False) -> Path:
     """Resolve --executor to a file, producing a default executor on first use."""
     if spec in ("random", "cartpole"):
-        return default_executor(spec, cache_dir() / "executors")
+        return default_executor(spec, cache_dir() / "executors", progress=progress)
     path = Path(spec)
     if not path.is_file():
         raise UserError(f"--executor: {spec!r} is neither 'random', 'cartpole' nor an existing file")
@@ -168,7 +168,7 @@ def train_run(
     obs_dim, num_actions = env_spaces(t.env)
     processor, executor_meta = None, None
     if t.agent == "xlvin":
-        processor, executor_meta = load_executor_processor(executor_file(t.executor))
+        processor, executor_meta = load_executor_processor(executor_file(t.executor, progress))
     run_dir = create_run_dir(out, cfg.to_json())
     if cfg.ppo.torch_threads > 0:
         torch.set_num_threads(cfg.ppo.torch_threads)
