@@ -17,7 +17,9 @@ from xlvin.mdp.value_iteration import value_iteration
     actions=st.integers(1, 8),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_every_family_gives_probability_rows(name: str, states: int, actions: int, seed: int) -> None:
+def test_every_family_gives_probability_rows(
+    name: str, states: int, actions: int, seed: int
+) -> None:
     mdp = family(name)(states, actions, np.random.default_rng(seed), 0.9)
     assert np.all(mdp.P >= 0)
     np.testing.assert_allclose(mdp.P.sum(axis=-1), 1.0, atol=1e-12)

@@ -12,6 +12,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from tqdm import tqdm
+
 from xlvin.errors import UserError
 from xlvin.experiments import table1
 
@@ -40,8 +42,9 @@ def _quickstart(args: argparse.Namespace) -> None:
     if out.exists():
         raise UserError(f"--out {out} already exists; choose a new directory")
     cells = [table1.Cell("CartPole-v0", agent, args.seed) for agent in ("ppo", "xlvin-r")]
-    print("pre-training the default executor (first run only) and training 2 agents ...")
-    records = table1.run_cells(cells, out, jobs=1)
+    bar = tqdm(total=len(cells), desc="train + evaluate", unit="agent")
+    records = table1.run_cells(cells, out, jobs=1, on_done=lambda _: bar.update())
+    bar.close()
     table = results_table(records)
     (out / "results.md").write_text(table + "\n")
     print()
