@@ -3,19 +3,16 @@
 everything and loading never runs code.
 """
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from xlvin.errors import UserError
+from xlvin.io.weights import load_weights, save_weights
 from xlvin.nn.executor import VIExecutor
 
 FORMAT = "xlvin-executor/1"
-_KEY = "xlvin_executor"
 
 
 def save_executor(path: Path, executor: VIExecutor, meta: dict[str, Any]) -> None:
@@ -27,21 +24,11 @@ def save_executor(path: Path, executor: VIExecutor, meta: dict[str, Any]) -> Non
         "layer_norm": executor.processor.layer_norm,
         **meta,
     }
-    tensors = {k: v.detach().contiguous() for k, v in executor.state_dict().items()}
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata={_KEY: json.dumps(header)})
+    save_weights(path, executor, header)
 
 
 def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            header = json.loads((f.metadata() or {})[_KEY])
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except FileNotFoundError:
-        raise UserError(f"executor file not found: {path}") from None
-    except (SafetensorError, OSError, KeyError, ValueError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise UserError(f"corrupt executor file {path}: {reason}") from None
+    tensors, header = load_weights(path, what="executor")
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise UserError(f"corrupt executor file {path}: not an {FORMAT} file")
     return tensors, header

@@ -35,8 +35,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def save_weights(path: Path, module: nn.Module, metadata: dict[str, Any]) -> None:
-    """Save `module`'s state dict and JSON-serialisable `metadata` to one safetensors file."""
+    """Save `module`'s state dict and JSON-serialisable `metadata` to one safetensors file,
+    atomically (a unique temporary file, then rename: concurrent writers never interleave)."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in module.state_dict().items()}
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -48,18 +50,22 @@ def save_weights(path: Path, module: nn.Module, metadata: dict[str, Any]) -> Non
         raise
 
 
-def load_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read (tensors, metadata) written by `save_weights`; one clear UserError if missing or corrupt."""
+def load_weights(
+    path: Path, what: str = "weights"
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Read (tensors, metadata) written by `save_weights`; one clear UserError if missing or
+    corrupt, naming the file as a `what` file."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"weights file not found: {path}")
+        raise UserError(f"{what} file not found: {path}")
     try:
         tensors = load_file(str(path))
         with safe_open(str(path), framework="pt") as f:
             header = f.metadata() or {}
         metadata = json.loads(header[METADATA_KEY])
     except (SafetensorError, OSError, KeyError, ValueError) as err:
-        raise UserError(f"corrupt or foreign weights file {path}: {str(err).splitlines()[0]}") from None
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"corrupt {what} file {path}: {reason}") from None
     return tensors, metadata
 
 

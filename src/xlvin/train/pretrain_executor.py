@@ -249,15 +249,13 @@ def pretrain_and_save(
 ) -> dict[str, Any]:
     """Pre-train, evaluate on `eval_count` held-out graphs of the training family and size, and
     write the executor with its description (config, training stats, held-out metrics) to `out`
-    (atomically: a partial file never appears under that name). Returns that description.
+    (atomically, see `save_weights`). Returns that description.
     """
     executor, stats = pretrain_executor(cfg, progress)
     held_out = evaluate_executor(executor, cfg.family, cfg.states, cfg.actions, eval_count,
                                  cfg.seed, cfg.gamma, cfg.tol)
     meta = {**to_dict(cfg), "training": stats, "held_out": held_out}
-    partial = out.with_name(out.name + ".partial")
-    save_executor(partial, executor, meta)
-    partial.replace(out)
+    save_executor(out, executor, meta)
     return meta
 
 
