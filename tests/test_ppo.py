@@ -314,3 +314,31 @@ def test_ppo_baseline_learns_cartpole():
     evaluation = evaluate_policy(policy, "CartPole-v1", episodes=10, seed=10_000)
     assert result.global_step == 40_000 - 40_000 % cfg.batch_size
     assert evaluation["mean"] > 150, (evaluation, random_return)
+
+
+def test_extreme_policy_change_gives_a_finite_loss_and_nan_stops_training() -> None:
+    """A ratio that would overflow float32 is bounded; a NaN loss raises before any step."""
+    from xlvin.train.ppo import TrainingDiverged
+
+    class Fixed(ActorCritic):
+        def __init__(self, scale: float) -> None:
+            super().__init__()
+            self.num_actions = 2
+            self.w = torch.nn.Parameter(torch.tensor([scale, -scale]))
+
+        def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.w.expand(obs.shape[0], 2), obs.sum(-1) * 0 + self.w.sum() * 0
+
+    T = 8
+    rollout = Rollout(
+        obs=torch.zeros(T + 1, 1, 3), actions=torch.ones(T, 1, dtype=torch.long),
+        logprobs=torch.full((T, 1), -200.0), values=torch.zeros(T + 1, 1),
+        rewards=torch.linspace(-1, 1, T).view(T, 1), terminated=torch.zeros(T, 1, dtype=torch.bool),
+        truncated=torch.zeros(T, 1, dtype=torch.bool), valid=torch.ones(T, 1, dtype=torch.bool),
+    )
+    policy = Fixed(0.0)
+    metrics = ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=1e-3), rollout, PPOConfig(), torch.Generator().manual_seed(0))
+    assert all(math.isfinite(v) for k, v in metrics.items() if k != "losses/explained_variance")
+    broken = Fixed(float("nan"))
+    with pytest.raises(TrainingDiverged, match="non-finite PPO loss"):
+        ppo_update(broken, torch.optim.SGD(broken.parameters(), lr=1e-3), rollout, PPOConfig(), torch.Generator().manual_seed(0))

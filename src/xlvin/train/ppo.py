@@ -29,6 +29,12 @@ from xlvin.train.rollout import (
 )
 
 LogFn = Callable[[int, dict[str, float]], None]
+#: |log pi_new - log pi_old| is clamped to this before exponentiating (see ppo_update).
+LOGRATIO_LIMIT = 20.0
+
+
+class TrainingDiverged(UserError):
+    """A loss became NaN or infinite: training stops before the weights are touched."""
 
 
 @dataclass
@@ -142,7 +148,9 @@ def ppo_update(
             logp = torch.log_softmax(logits, dim=-1)
             new_logprobs = logp.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
             entropy = -(logp.exp() * logp).sum(-1).mean()
-            logratio = new_logprobs - old_logprobs
+            # Bounded before exp: float32 overflows at exp(88), and a ratio beyond e^20 carries no
+            # information PPO can use (both surrogate terms are then far outside the clip range).
+            logratio = (new_logprobs - old_logprobs).clamp(-LOGRATIO_LIMIT, LOGRATIO_LIMIT)
             ratio = logratio.exp()
             with torch.no_grad():
                 approx_kl = ((ratio - 1) - logratio).mean()  # Schulman's k3 estimator
@@ -177,6 +185,12 @@ def ppo_update(
             loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
             for term in aux.values():
                 loss = loss + term
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"non-finite PPO loss (policy {policy_loss.item():.3g}, value "
+                    f"{value_loss.item():.3g}, aux {[t.item() for t in aux.values()]}); weights left "
+                    "at their last finite values"
+                )
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
