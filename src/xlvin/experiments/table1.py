@@ -194,8 +194,17 @@ def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
         "evaluations during training (seeds 500,000+), averaged over seeds; shown for comparison "
         "with the public code's best-checkpoint reporting, not as the result.",
     ]
+    cells = sum(len(r["seeds"]) for r in rows)
+    train = sum(r["wall_seconds_total"] for r in rows)
+    notes.append(
+        f"{cells} cells; their training (pre-training included, final evaluation excluded) took "
+        f"{train:.0f} s of worker time in all."
+    )
     if wall_seconds is not None:
-        notes.append(f"Wall time of this invocation: {wall_seconds:.0f} s.")
+        notes.append(
+            f"Wall time of this invocation: {wall_seconds:.0f} s (cells finished earlier are "
+            "skipped, so a resumed invocation is shorter than a full run)."
+        )
     return "\n".join(lines + notes) + "\n"
 
 
