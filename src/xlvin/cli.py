@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+import warnings
 
 from xlvin.errors import UserError
 
@@ -19,7 +20,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_known_warnings() -> None:
+    """The paper's CartPole-v0 is deprecated in gymnasium 1.x; its warning says nothing new."""
+    warnings.filterwarnings("ignore", message=".*CartPole-v0 is out of date.*")
+
+
 def main(argv: list[str] | None = None) -> int:
+    quiet_known_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

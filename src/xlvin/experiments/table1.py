@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from xlvin.cli import quiet_known_warnings
 from xlvin.io.run_dir import SUMMARY, write_json
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import PAPER_LOW_DATA
@@ -92,6 +93,7 @@ def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
     A cell directory without both summary.json and eval.json is an interrupted run of this
     command: it is removed and the cell starts again.
     """
+    quiet_known_warnings()  # in spawned workers too
     run_dir = cell.run_dir(root)
     if not is_finished(run_dir):
         if run_dir.exists():
