@@ -12,7 +12,7 @@ from xlvin.errors import UserError
 from xlvin.io.weights import load_weights, save_weights
 from xlvin.nn.executor import VIExecutor
 
-FORMAT = "xlvin-executor/1"
+FORMAT = "xlvin-executor/2"
 
 
 def save_executor(path: Path, executor: VIExecutor, meta: dict[str, Any]) -> None:

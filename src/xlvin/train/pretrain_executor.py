@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from xlvin.config import option, to_dict
 from xlvin.errors import UserError
-from xlvin.io.executor_file import save_executor
+from xlvin.io.executor_file import FORMAT, save_executor
 from xlvin.mdp.graphs import FAMILIES, family
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
 from xlvin.nn.executor import AGGREGATIONS, MDPGraph, VIExecutor
@@ -290,7 +290,8 @@ def default_executor(
     if kind not in DEFAULT_EXECUTORS:
         raise UserError(f"unknown default executor {kind!r}; valid: {', '.join(DEFAULT_EXECUTORS)}")
     cfg = dataclasses.replace(DEFAULT_EXECUTORS[kind], seed=seed)
-    digest = hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    key = {"format": FORMAT, **to_dict(cfg)}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = Path(cache_dir) / f"executor-{kind}-seed{seed}-{digest}.safetensors"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
