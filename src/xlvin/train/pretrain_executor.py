@@ -285,7 +285,7 @@ def default_executor(
     """The file of the default executor `kind` ("random" or "cartpole") trained from `seed`,
     pre-training it into `cache_dir` on first use (with `threads` torch threads: one is the
     fastest for these small graphs on a busy 2-core machine). The file name holds a hash of the
-    full config, so changed defaults never reuse a stale file.
+    full config and of the file format, so changed defaults or formats never reuse a stale file.
     """
     if kind not in DEFAULT_EXECUTORS:
         raise UserError(f"unknown default executor {kind!r}; valid: {', '.join(DEFAULT_EXECUTORS)}")
