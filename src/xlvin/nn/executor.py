@@ -51,6 +51,11 @@ class MessagePassing(nn.Module):
         """M([h_j, h_i, e_ji]) for every edge j -> i: [E, H] x3 -> [E, H] (eq. 2)."""
         return torch.relu(self.message_fn(torch.cat([sender, receiver, edge], dim=-1)))
 
+    def aggregate_dense(self, messages: Tensor) -> Tensor:
+        """Aggregate messages laid out densely, one row of senders per receiver: [N, D, H] -> [N, H]
+        (the latent tree, where every parent receives from exactly its A children)."""
+        return messages.amax(dim=1) if self.aggregation == "max" else messages.sum(dim=1)
+
     def update(self, x: Tensor, aggregated: Tensor) -> Tensor:
         """U(h_i, m_i) = h_i + m_i, then LayerNorm if enabled: [N, H] -> [N, H] (eq. 3)."""
         out = x + aggregated

@@ -51,16 +51,11 @@ def executor_step(
             children = levels[d + 1].view(x.shape[0], num_actions, -1)  # [N_d, A, H]
             receivers = x.unsqueeze(1).expand_as(children)
             messages = processor.message(children, receivers, edges.expand_as(children))
-            aggregated = _aggregate(processor, messages)  # [N_d, H]
+            aggregated = processor.aggregate_dense(messages)  # [N_d, H]
         else:
             aggregated = torch.zeros_like(x)
         updated.append(processor.update(x, aggregated))
     return updated
-
-
-def _aggregate(processor: MessagePassing, messages: torch.Tensor) -> torch.Tensor:
-    """The processor's permutation-invariant aggregation over each parent's A children."""
-    return messages.amax(dim=1) if processor.aggregation == "max" else messages.sum(dim=1)
 
 
 def execute_tree(
