@@ -73,12 +73,11 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], source: str) -> "RunConfig":
-        sections = {f.name: f.type for f in dataclasses.fields(cls)}
+        sections = typing.get_type_hints(cls)  # section name -> its config dataclass
         unknown = sorted(set(data) - set(sections))
         if unknown:
             raise UserError(f"{source}: unknown section(s) {', '.join(unknown)}")
-        hints = typing.get_type_hints(cls)
-        return cls(**{name: from_dict(hints[name], data.get(name, {}), source) for name in sections})
+        return cls(**{name: from_dict(tp, data.get(name, {}), source) for name, tp in sections.items()})
 
 
 def validate(cfg: TrainConfig) -> None:
