@@ -8,14 +8,14 @@ from xlvin.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from xlvin.commands import executor, quickstart, reproduce, train
+    from xlvin.commands import executor, quickstart, reproduce, sweep, train
 
     parser = argparse.ArgumentParser(
         prog="xlvin",
         description="XLVIN: eXecuted Latent Value Iteration Networks and baselines.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (executor, train, quickstart, reproduce):
+    for module in (executor, train, quickstart, reproduce, sweep):
         module.register(sub)
     return parser
 

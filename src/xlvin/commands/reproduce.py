@@ -8,31 +8,12 @@ from tqdm import tqdm
 
 from xlvin.errors import UserError
 from xlvin.experiments import table1
-from xlvin.io.run_dir import write_json
-
-
-def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in items if x not in allowed]
-    if bad or not items:
-        raise UserError(f"unknown {what} {', '.join(bad) or text!r}; choose from {', '.join(allowed)}")
-    return items
 
 
 def _classic(args: argparse.Namespace) -> None:
     if args.seeds < 1 or args.jobs < 1:
         raise UserError("--seeds and --jobs must be >= 1")
-    envs = _csv(args.envs, table1.ENVS, "environment")
-    agents = _csv(args.agents, tuple(table1.AGENTS), "agent")
-    settings = {"standard": [False], "strict": [True], "both": [False, True]}[args.transe_data]
-    cells = [
-        table1.Cell(env, agent, seed, strict)
-        for strict in settings
-        for env in envs
-        for agent in agents
-        for seed in range(args.seeds)
-        if not (strict and not agent.startswith("xlvin"))
-    ]
+    cells = table1.cells_from_options(args.seeds, args)
     start = time.perf_counter()
     bar = tqdm(total=len(cells), desc="Table 1 cells", unit="run")
     records = table1.run_cells(
@@ -41,12 +22,7 @@ def _classic(args: argparse.Namespace) -> None:
     )
     bar.close()
     wall = time.perf_counter() - start
-    rows = table1.aggregate(records)
-    args.results.mkdir(parents=True, exist_ok=True)
-    md = table1.markdown(rows, wall)
-    (args.results / "table1.md").write_text(md)
-    write_json(args.results / "table1.json", {"rows": rows, "runs": records, "wall_seconds": wall})
-    table1.plot(records, args.results / "table1.png")
+    md = table1.write_results(records, args.results, wall)
     print(md)
     print(f"wrote {args.results / 'table1.md'}, table1.json, table1.png; runs under {args.runs}")
 
@@ -60,13 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=table1.__doc__,
     )
     c.add_argument("--seeds", type=int, default=5, help="training seeds 0..N-1 (default 5)")
-    c.add_argument("--envs", default=",".join(table1.ENVS), help="comma-separated environments")
-    c.add_argument("--agents", default=",".join(table1.AGENTS), help="comma-separated agents")
-    c.add_argument(
-        "--transe-data", choices=("standard", "strict", "both"), default="both",
-        help="XLVIN's TransE pre-training data: random-policy episodes (standard), only the "
-        "low-data budget (strict), or both (default both)",
-    )
+    table1.add_cell_options(c)
     c.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
     c.add_argument("--runs", type=Path, default=Path("runs/table1"), help="run directories root")
     c.add_argument("--results", type=Path, default=Path("results"), help="where tables go")

@@ -10,6 +10,7 @@ on 100 episodes with seeds from 1,000,000 on, never used in training. Aggregates
 population std over training seeds of the per-seed 100-episode means.
 """
 
+import argparse
 import dataclasses
 import json
 import multiprocessing
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from xlvin.cli import quiet_known_warnings
+from xlvin.errors import UserError
 from xlvin.io.run_dir import SUMMARY, write_json
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import PAPER_LOW_DATA
@@ -83,6 +85,41 @@ class Cell:
         )
 
 
+def add_cell_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose cells besides --seeds (`xlvin reproduce classic`, `xlvin sweep table1`)."""
+    parser.add_argument("--envs", default=",".join(ENVS), help="comma-separated environments")
+    parser.add_argument("--agents", default=",".join(AGENTS), help="comma-separated agents")
+    parser.add_argument(
+        "--transe-data", choices=("standard", "strict", "both"), default="both",
+        help="XLVIN's TransE pre-training data: random-policy episodes (standard), only the "
+        "low-data budget (strict), or both (default both)",
+    )
+
+
+def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in allowed]
+    if bad or not items:
+        raise UserError(f"unknown {what} {', '.join(bad) or text!r}; choose from {', '.join(allowed)}")
+    return items
+
+
+def cells_from_options(seeds: int, args: argparse.Namespace) -> list[Cell]:
+    """Cells of seeds 0..seeds-1 for the --envs / --agents / --transe-data of `add_cell_options`;
+    the strict TransE setting only exists for XLVIN agents."""
+    envs = _csv(args.envs, ENVS, "environment")
+    agents = _csv(args.agents, tuple(AGENTS), "agent")
+    settings = {"standard": [False], "strict": [True], "both": [False, True]}[args.transe_data]
+    return [
+        Cell(env, agent, seed, strict)
+        for strict in settings
+        for env in envs
+        for agent in agents
+        for seed in range(seeds)
+        if not (strict and not agent.startswith("xlvin"))
+    ]
+
+
 def is_finished(run_dir: Path) -> bool:
     return (run_dir / SUMMARY).is_file() and (run_dir / EVAL_FILE).is_file()
 
@@ -120,11 +157,16 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     }
 
 
+def prepare(cells: Iterable[Cell]) -> None:
+    """Produce the default executors the cells need once, before parallel workers race to it."""
+    for spec in sorted({AGENTS[c.agent].get("executor") for c in cells} - {None}):
+        executor_file(spec, progress=True)
+
+
 def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
     """Run cells on `jobs` worker processes (spawned, one torch thread each)."""
     cells = list(cells)
-    for spec in sorted({AGENTS[c.agent].get("executor") for c in cells} - {None}):
-        executor_file(spec, progress=True)  # produce default executors once, before workers race to it
+    prepare(cells)
     records = []
     if jobs <= 1:
         for cell in cells:
@@ -169,6 +211,18 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "wall_seconds_total": float(sum(r["wall_seconds"] for r in group)),
                 })
     return rows
+
+
+def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
+    """Aggregate the records and write RESULTS/table1.md, table1.json (rows, per-seed records,
+    wall time) and table1.png; return the markdown table."""
+    rows = aggregate(records)
+    results.mkdir(parents=True, exist_ok=True)
+    md = markdown(rows, wall_seconds)
+    (results / "table1.md").write_text(md)
+    write_json(results / "table1.json", {"rows": rows, "runs": records, "wall_seconds": wall_seconds})
+    plot(records, results / "table1.png")
+    return md
 
 
 def _pm(mean: float, std: float) -> str:

@@ -1,0 +1,75 @@
+"""`xlvin sweep PRESET --seeds N [--address ADDRESS]`: a preset's runs on Ray, then its results."""
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from xlvin.errors import UserError
+from xlvin.experiments import sweep
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    preset = sweep.PRESETS[args.preset]
+    if args.seeds < 1:
+        raise UserError("--seeds must be >= 1")
+    if args.workers is not None and (args.address or args.workers < 1):
+        raise UserError("--workers must be >= 1, and is for local Ray only (a cluster has its own)")
+    sweep.import_ray()  # before any work: without Ray, say how to install it
+    cells = preset.cells(args.seeds, args)
+    root = (args.runs or preset.runs).resolve()  # workers may not share this process's directory
+    start = time.perf_counter()
+    workers = args.workers or os.cpu_count() or 1
+    print(f"xlvin sweep {args.preset}: Ray at {args.address}" if args.address
+          else f"xlvin sweep {args.preset}: local Ray, {workers} workers", flush=True)
+    started = sweep.init_ray(args.address, workers)
+    try:
+        result = sweep.run_sweep(preset, cells, root, report=lambda line: print(line, flush=True))
+    finally:
+        if started:
+            sweep.import_ray().shutdown()
+    wall = time.perf_counter() - start
+    print(
+        f"\n{len(cells)} runs in {wall:.0f} s: {len(result.trained)} trained, "
+        f"{len(result.skipped)} skipped (finished earlier), {len(result.failed)} failed; "
+        f"{len(result.failures)} failed attempt(s)"
+    )
+    for failure in result.failures:
+        print(f"  attempt {failure.attempt} of {preset.label(failure.cell)}: {failure.error}")
+    if result.records:
+        print()
+        print(preset.write_results(result.records, args.results, wall).rstrip())
+        print(f"runs under {root}")
+    if result.failed:
+        names = ", ".join(preset.label(c) for c in result.failed)
+        raise UserError(f"{len(result.failed)} of {len(cells)} runs failed twice: {names}")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run a preset's runs on Ray (local or a cluster), then write its results",
+        description="Expand a preset into runs (cells) and execute them as Ray tasks, one CPU "
+        "each: local Ray on this machine, or the cluster at --address. Finished runs are "
+        "skipped, a failed run is retried once, and the results are written as `xlvin "
+        "reproduce` writes them. Needs the ray extra: pip install 'xlvin[ray]'.",
+    )
+    which = p.add_subparsers(dest="preset", required=True, metavar="PRESET")
+    for name, preset in sweep.PRESETS.items():
+        c = which.add_parser(name, help=preset.help, description=preset.description)
+        c.add_argument("--seeds", type=int, default=5, help="training seeds 0..N-1 (default 5)")
+        preset.add_options(c)
+        c.add_argument(
+            "--address", default=None,
+            help="Ray cluster to run on (host:port, ray://host:port or 'auto'); default: start "
+            "local Ray on this machine. Runs and results folders must be shared by its nodes",
+        )
+        c.add_argument(
+            "--workers", type=int, default=None,
+            help="CPUs (parallel runs) of local Ray (default: all CPUs of this machine)",
+        )
+        c.add_argument("--runs", type=Path, default=None,
+                       help=f"run directories root (default {preset.runs})")
+        c.add_argument("--results", type=Path, default=Path("results"),
+                       help="where the results files go (default results)")
+        c.set_defaults(func=_sweep)

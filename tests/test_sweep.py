@@ -1,0 +1,155 @@
+"""`xlvin sweep`: a tiny Table 1 sweep on local Ray with two workers (aggregate, skip of finished
+runs, retry of a failed run) and the one-line error without Ray."""
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xlvin.cli import main
+from xlvin.experiments import sweep, table1
+
+INSTALL_ERROR = "xlvin: error: `xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
+
+
+@dataclasses.dataclass(frozen=True)
+class TinyCell(table1.Cell):
+    """A Table 1 cell with 2 PPO updates and one 2-episode progress evaluation (seconds, not
+    a minute); the final evaluation is Table 1's own."""
+
+    def config(self):
+        cfg = super().config()
+        cfg.low_data = dataclasses.replace(cfg.low_data, updates=2, eval_points=1, eval_episodes=2)
+        return cfg
+
+
+def flaky_run_cell(cell: table1.Cell, root: Path) -> dict:
+    """Seed 1's first attempt fails (a marker file remembers the attempt across workers)."""
+    marker = Path(root) / f"attempted-seed{cell.seed}"
+    if cell.seed == 1 and not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        raise RuntimeError("first attempt of seed 1 fails on purpose\nsecond line")
+    return table1.run_cell(cell, root)
+
+
+def broken_run_cell(cell: table1.Cell, root: Path) -> dict:
+    raise ValueError(f"seed {cell.seed} always fails")
+
+
+def tiny_preset(run_cell) -> sweep.Preset:
+    """Table 1's preset (finished check, aggregation, results files) on tiny CartPole PPO cells."""
+    return dataclasses.replace(
+        sweep.TABLE1,
+        help="tiny test sweep",
+        cells=lambda seeds, args: [TinyCell("CartPole-v0", "ppo", s) for s in range(seeds)],
+        run_cell=run_cell,
+        add_options=lambda parser: None,
+    )
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray session (two CPUs) for the module: `xlvin sweep` reuses a running one."""
+    ray = pytest.importorskip("ray")
+    # Ray workers cannot import this test module: send its cells and run functions by value
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    assert sweep.init_ray(None, 2)
+    assert ray.cluster_resources()["CPU"] == 2
+    yield ray
+    ray.shutdown()
+
+
+def sweep_cli(preset: str, tmp_path: Path, seeds: int) -> int:
+    return main(["sweep", preset, "--seeds", str(seeds), "--runs", str(tmp_path / "runs"),
+                 "--results", str(tmp_path / "results")])
+
+
+def mtimes(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+def test_tiny_sweep_on_local_ray_with_two_workers(
+    local_ray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setitem(sweep.PRESETS, "tiny", tiny_preset(flaky_run_cell))
+    monkeypatch.setitem(sweep.PRESETS, "broken", tiny_preset(broken_run_cell))
+    runs, results = tmp_path / "runs", tmp_path / "results"
+
+    # first sweep: both seeds trained; seed 1 fails once and is retried
+    assert sweep_cli("tiny", tmp_path, seeds=2) == 0
+    out = capsys.readouterr().out
+    assert "2 runs: 0 finished earlier (skipped), 2 to run" in out
+    assert ("FAILED CartPole-v0 ppo seed1 (attempt 1/2): RuntimeError: first attempt of seed 1 "
+            "fails on purpose; retrying") in out
+    assert "2 trained, 0 skipped (finished earlier), 0 failed; 1 failed attempt(s)" in out
+    assert (runs / "attempted-seed1").is_file()
+
+    # the aggregate is the mean / population std of the per-seed final evaluations on disk
+    finals = [json.loads((TinyCell("CartPole-v0", "ppo", s).run_dir(runs) / table1.EVAL_FILE)
+                         .read_text())["mean"] for s in (0, 1)]
+    data = json.loads((results / "table1.json").read_text())
+    (row,) = data["rows"]
+    assert (row["env"], row["agent"], row["strict"], row["seeds"]) == ("CartPole-v0", "ppo", False, [0, 1])
+    assert row["mean"] == pytest.approx(np.mean(finals)) and row["std"] == pytest.approx(np.std(finals))
+    assert [r["final_return"] for r in data["runs"]] == finals
+    assert row["episodes"] == 10 and all(r["progress"][0]["updates"] == 2 for r in data["runs"])
+    md = (results / "table1.md").read_text()
+    assert md == table1.markdown(table1.aggregate(data["runs"]), data["wall_seconds"])
+    assert f"**{np.mean(finals):.1f} +- {np.std(finals):.1f}**" in md and md in out
+    assert (results / "table1.png").stat().st_size > 0
+
+    # second sweep: nothing is retrained, the same table comes out
+    before = mtimes(runs)
+    assert sweep_cli("tiny", tmp_path, seeds=2) == 0
+    out = capsys.readouterr().out
+    assert "2 runs: 2 finished earlier (skipped), 0 to run" in out and "FAILED" not in out
+    assert mtimes(runs) == before
+    assert json.loads((results / "table1.json").read_text())["rows"] == data["rows"]
+
+    # a run that fails twice: both attempts reported, one error line, exit 2, no results
+    assert sweep_cli("broken", tmp_path / "broken", seeds=1) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "xlvin: error: 1 of 1 runs failed twice: CartPole-v0 ppo seed0\n"
+    for attempt in (1, 2):
+        assert f"attempt {attempt} of CartPole-v0 ppo seed0: ValueError: seed 0 always fails" in captured.out
+    assert not (tmp_path / "broken" / "results").exists()
+
+
+def test_without_ray_the_command_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    assert sweep_cli("table1", tmp_path, seeds=1) == 2
+    captured = capsys.readouterr()
+    assert captured.err == INSTALL_ERROR + "\n"
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--workers", "2", "--address", "auto"], "--workers must be >= 1, and is for local Ray"),
+        (["--agents", "dqn"], "unknown agent 'dqn'"),
+    ],
+)
+def test_bad_options_are_one_line_errors(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["sweep", "table1", *args, "--runs", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xlvin: error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_every_preset_has_a_help_page(capsys: pytest.CaptureFixture) -> None:
+    for name in sweep.PRESETS:
+        with pytest.raises(SystemExit):
+            main(["sweep", name, "--help"])
+        text = capsys.readouterr().out
+        for flag in ("--seeds", "--address", "--workers", "--runs", "--results"):
+            assert flag in text
