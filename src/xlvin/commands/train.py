@@ -6,6 +6,7 @@ from pathlib import Path
 
 from xlvin.config import add_options, from_args, load_json
 from xlvin.errors import UserError
+from xlvin.io.run_dir import CONFIG
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
 from xlvin.train.protocols import LowDataConfig
@@ -26,8 +27,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_options(parser, LowDataConfig, prefix="low-data-")
 
 
-def run_config(args: argparse.Namespace) -> RunConfig:
+def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig:
+    """The config from the flags, over --config, over `saved` (a run's config.json) or defaults."""
     base = RunConfig()
+    if saved is not None:
+        base = RunConfig.from_json(load_json(saved), str(saved))
     if args.config is not None:
         base = RunConfig.from_json(load_json(args.config), str(args.config))
     return RunConfig(
@@ -39,7 +43,10 @@ def run_config(args: argparse.Namespace) -> RunConfig:
 
 
 def _train(args: argparse.Namespace) -> None:
-    _, summary = train_run(run_config(args), args.out, progress=not args.quiet)
+    saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
+    _, summary = train_run(
+        run_config(args, saved), args.out, progress=not args.quiet, resume=args.resume
+    )
     ppo = summary["ppo"]
     print(f"trained in {summary['wall_seconds']:.1f}s; run directory: {args.out}")
     print(json.dumps({k: v for k, v in ppo.items() if not isinstance(v, list)}, indent=2))
@@ -65,6 +72,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     train.add_argument("--out", type=Path, required=True, help="new run directory to create")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
+    train.add_argument(
+        "--resume", action="store_true",
+        help="continue the unfinished run in --out from its last checkpoint (its config.json is "
+        "the default; flags given must agree with it)",
+    )
     add_run_options(train)
     train.set_defaults(func=_train)
 

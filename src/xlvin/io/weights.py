@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import nn
 
 from xlvin.errors import UserError
@@ -32,22 +32,27 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    directory = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any]) -> None:
+    """Save tensors and JSON-serialisable `metadata` to one safetensors file, atomically: a unique
+    temporary file, fsync, then rename (a kill never leaves half a file; concurrent writers never
+    interleave)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().contiguous().clone() for k, v in tensors.items()}
+    data = save(tensors, metadata={METADATA_KEY: json.dumps(metadata)})
+    atomic_write_bytes(path, data)
 
 
 def save_weights(path: Path, module: nn.Module, metadata: dict[str, Any]) -> None:
-    """Save `module`'s state dict and JSON-serialisable `metadata` to one safetensors file,
-    atomically (a unique temporary file, then rename: concurrent writers never interleave)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().contiguous().clone() for k, v in module.state_dict().items()}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={METADATA_KEY: json.dumps(metadata)})
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Save `module`'s state dict and `metadata` to one safetensors file, atomically."""
+    atomic_save_tensors(path, module.state_dict(), metadata)
 
 
 def load_weights(
@@ -55,18 +60,29 @@ def load_weights(
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Read (tensors, metadata) written by `save_weights`; one clear UserError if missing or
     corrupt, naming the file as a `what` file."""
+    return _read(path, what, tensors=True)
+
+
+def read_metadata(path: Path, what: str = "weights") -> dict[str, Any]:
+    """Only the JSON metadata of a file written by `save_weights` (tensors are not read)."""
+    return _read(path, what, tensors=False)[1]
+
+
+def _read(path: Path, what: str, tensors: bool) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{what} file not found: {path}")
     try:
-        tensors = load_file(str(path))
         with safe_open(str(path), framework="pt") as f:
             header = f.metadata() or {}
         metadata = json.loads(header[METADATA_KEY])
+        loaded = load_file(str(path)) if tensors else {}
     except (SafetensorError, OSError, KeyError, ValueError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UserError(f"corrupt {what} file {path}: {reason}") from None
-    return tensors, metadata
+    if not isinstance(metadata, dict):
+        raise UserError(f"corrupt {what} file {path}: metadata is not a JSON object")
+    return loaded, metadata
 
 
 def load_state(module: nn.Module, tensors: dict[str, torch.Tensor], source: Path) -> None:

@@ -16,10 +16,13 @@ from tqdm import tqdm
 
 from xlvin.config import option
 from xlvin.errors import UserError
+from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.seeding import seed_everything
+from xlvin.train.env_state import env_state, restorable, restore_env_state
 from xlvin.train.rollout import (
     Rollout,
+    RolloutState,
     collect_episodes,
     collect_rollout,
     compute_gae,
@@ -232,6 +235,7 @@ def train_ppo(
     seed: int,
     log: LogFn | None = None,
     progress: bool = True,
+    checkpoint: Checkpointer | None = None,
 ) -> TrainResult:
     """Online PPO: `cfg.num_updates` times, collect a rollout of `cfg.batch_size` steps, update.
 
@@ -244,6 +248,11 @@ def train_ppo(
     `log(global_step, metrics)` is called after every update with `losses/...` (see ppo_update),
     `charts/learning_rate`, `charts/sps` and, when episodes finished in that rollout,
     `charts/episodic_return` / `charts/episodic_length` (their means).
+
+    `checkpoint`: saved before the first update and every `checkpoint.every` updates; when its
+    file exists the loop continues from it, and the run ends exactly as an uninterrupted one
+    for envs whose state `xlvin.train.env_state` restores (classic control); other envs are
+    reset with seed `seed + update` instead.
     """
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
@@ -252,15 +261,37 @@ def train_ppo(
     envs = make_vector_env(env_id, cfg.num_envs)
     optimizer = make_optimizer(policy, cfg)
     num_updates = cfg.num_updates
+    exact_envs = restorable(envs)
 
-    global_step = 0
+    first_update, global_step, elapsed = 0, 0, 0.0
     episode_returns: list[float] = []
     metrics: dict[str, float] = {}
-    start = time.perf_counter()
     bar = tqdm(total=num_updates * cfg.batch_size, disable=not progress, unit="step", desc=env_id)
     try:
         state = reset_envs(envs, seed)
-        for update in range(num_updates):
+        if checkpoint is not None and checkpoint.exists():
+            resumed = checkpoint.restore(policy, optimizer, generator)
+            loop = resumed.loop
+            first_update, global_step, elapsed = loop["update"], loop["global_step"], loop["elapsed"]
+            episode_returns, metrics = loop["episode_returns"], loop["metrics"]
+            if loop["envs"] is not None:
+                restore_env_state(envs, loop["envs"])
+                obs, autoreset = resumed.tensors["obs"].numpy(), resumed.tensors["autoreset"].numpy()
+                state = RolloutState(obs=obs.copy(), autoreset=autoreset.copy())
+            else:
+                state = reset_envs(envs, seed + first_update)
+            bar.update(global_step)
+        start = time.perf_counter() - elapsed
+        for update in range(first_update, num_updates):
+            if checkpoint is not None and checkpoint.due(update) and (update > first_update or update == 0):
+                loop = {
+                    "update": update, "global_step": global_step, "log_step": global_step,
+                    "elapsed": time.perf_counter() - start, "episode_returns": episode_returns,
+                    "metrics": metrics, "envs": env_state(envs) if exact_envs else None,
+                }
+                tensors = {"obs": torch.from_numpy(state.obs), "autoreset": torch.from_numpy(state.autoreset)}
+                checkpoint.save(policy, optimizer, generator, loop, tensors)
+
             lr = cfg.lr * (1.0 - update / num_updates) if cfg.anneal_lr else cfg.lr
             for group in optimizer.param_groups:
                 group["lr"] = lr

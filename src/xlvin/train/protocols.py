@@ -11,6 +11,7 @@ does (ikostrikov/pytorch-a2c-ppo-acktr-gail): the clipped ratio then keeps the p
 region around the policy that collected the data.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,10 +21,11 @@ from tqdm import tqdm
 
 from xlvin.config import option
 from xlvin.errors import UserError
+from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.seeding import seed_everything
 from xlvin.train.ppo import LogFn, PPOConfig, make_optimizer, ppo_update
-from xlvin.train.rollout import collect_episodes, evaluate_policy, relabel
+from xlvin.train.rollout import Rollout, collect_episodes, evaluate_policy, relabel
 
 #: Seeds of the periodic evaluation during training; disjoint from training (seed + env index)
 #: and from the final evaluation of `xlvin evaluate` (1,000,000 onwards).
@@ -81,6 +83,7 @@ def train_low_data(
     pretrain: Callable[[Transitions], None] | None = None,
     log: LogFn | None = None,
     progress: bool = True,
+    checkpoint: Checkpointer | None = None,
 ) -> LowDataResult:
     """Run the low-data protocol; `pretrain` (if given) sees the first round's transitions
     before any PPO update (the strict TransE setting).
@@ -89,6 +92,10 @@ def train_low_data(
     replay the same initial states. Progress evaluations (greedy, `low.eval_episodes` episodes
     from PROGRESS_EVAL_SEED) happen `low.eval_points` times, evenly over the updates; they are
     not training data and are not counted in the budget.
+
+    `checkpoint`: saved before the first update and every `checkpoint.every` updates, with the
+    round's dataset when it falls inside a round; when its file exists the loop continues from
+    it and ends exactly as an uninterrupted run.
     """
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
@@ -98,39 +105,64 @@ def train_low_data(
     total_updates = low.rounds * low.updates
     eval_at = {round(total_updates * (i + 1) / low.eval_points) for i in range(low.eval_points)}
     result = LowDataResult(episodes=0, transitions=0, updates=0, wall_time_s=0.0)
-    start = time.perf_counter()
-    bar = tqdm(total=total_updates, disable=not progress, unit="update", desc=env_id)
-    for r in range(low.rounds):
-        rollout = collect_episodes(
-            env_id, policy, low.episodes, seed=seed + 1000 * r, generator=generator
-        )
-        result.episodes += len(rollout.episode_returns)
-        result.transitions += int(rollout.valid.sum())
-        result.round_returns.append(sum(rollout.episode_returns) / len(rollout.episode_returns))
-        if r == 0 and pretrain is not None:
-            pretrain(rollout.transitions())
-        for _ in range(low.updates):
-            if cfg.anneal_lr:
-                for group in optimizer.param_groups:
-                    group["lr"] = cfg.lr * (1.0 - result.updates / total_updates)
-            batch = relabel(rollout, policy) if low.refresh_old_policy else rollout
-            metrics = ppo_update(policy, optimizer, batch, cfg, generator)
-            result.updates += 1
-            metrics["charts/round_return"] = result.round_returns[-1]
-            metrics["charts/episodes"] = result.episodes
-            metrics["charts/transitions"] = result.transitions
-            if result.updates in eval_at:
-                evaluation = evaluate_policy(
-                    policy, env_id, episodes=low.eval_episodes, seed=PROGRESS_EVAL_SEED
-                )
-                metrics["charts/eval_return"] = evaluation["mean"]
-                result.progress.append(
-                    {"updates": result.updates, "episodes": result.episodes,
-                     "transitions": result.transitions, "eval_return": evaluation["mean"]}
-                )
-            if log is not None:
-                log(result.updates, metrics)
-            bar.update()
+    rollout: Rollout | None = None
+    resumed_at = -1
+    if checkpoint is not None and checkpoint.exists():
+        resumed = checkpoint.restore(policy, optimizer, generator)
+        result = LowDataResult(**resumed.loop["result"])
+        if resumed.loop["rollout"] is not None:
+            rollout = Rollout(**resumed.tensors, **resumed.loop["rollout"])
+        resumed_at = result.updates
+    start = time.perf_counter() - result.wall_time_s
+    bar = tqdm(total=total_updates, initial=result.updates, disable=not progress, unit="update", desc=env_id)
+    while result.updates < total_updates:
+        r, k = divmod(result.updates, low.updates)  # round, updates done in it
+        if checkpoint is not None and checkpoint.due(result.updates) and result.updates != resumed_at:
+            result.wall_time_s = time.perf_counter() - start
+            loop, tensors = {"result": dataclasses.asdict(result), "log_step": result.updates, "rollout": None}, {}
+            if k > 0 and rollout is not None:
+                tensors, loop["rollout"] = _split_rollout(rollout)
+            checkpoint.save(policy, optimizer, generator, loop, tensors)
+        if k == 0:
+            rollout = collect_episodes(
+                env_id, policy, low.episodes, seed=seed + 1000 * r, generator=generator
+            )
+            result.episodes += len(rollout.episode_returns)
+            result.transitions += int(rollout.valid.sum())
+            result.round_returns.append(sum(rollout.episode_returns) / len(rollout.episode_returns))
+            if r == 0 and pretrain is not None:
+                pretrain(rollout.transitions())
+        assert rollout is not None
+        if cfg.anneal_lr:
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.lr * (1.0 - result.updates / total_updates)
+        batch = relabel(rollout, policy) if low.refresh_old_policy else rollout
+        metrics = ppo_update(policy, optimizer, batch, cfg, generator)
+        result.updates += 1
+        metrics["charts/round_return"] = result.round_returns[-1]
+        metrics["charts/episodes"] = result.episodes
+        metrics["charts/transitions"] = result.transitions
+        if result.updates in eval_at:
+            evaluation = evaluate_policy(
+                policy, env_id, episodes=low.eval_episodes, seed=PROGRESS_EVAL_SEED
+            )
+            metrics["charts/eval_return"] = evaluation["mean"]
+            result.progress.append(
+                {"updates": result.updates, "episodes": result.episodes,
+                 "transitions": result.transitions, "eval_return": evaluation["mean"]}
+            )
+        if log is not None:
+            log(result.updates, metrics)
+        bar.update()
     bar.close()
     result.wall_time_s = time.perf_counter() - start
     return result
+
+
+def _split_rollout(rollout: Rollout) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
+    """A Rollout as (its tensors, its JSON lists) for a checkpoint; `Rollout(**t, **j)` rebuilds it."""
+    tensors, lists = {}, {}
+    for f in dataclasses.fields(rollout):
+        value = getattr(rollout, f.name)
+        (tensors if torch.is_tensor(value) else lists)[f.name] = value
+    return tensors, lists

@@ -14,7 +14,16 @@ import torch
 
 from xlvin.config import from_dict, option, to_dict
 from xlvin.errors import UserError
-from xlvin.io.run_dir import MODEL, SUMMARY, MetricsLogger, create_run_dir, require_run_dir, write_json
+from xlvin.io.checkpoint import CHECKPOINT, Checkpointer
+from xlvin.io.run_dir import (
+    MODEL,
+    SUMMARY,
+    MetricsLogger,
+    create_run_dir,
+    open_run_dir,
+    require_run_dir,
+    write_json,
+)
 from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
@@ -24,7 +33,7 @@ from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.nn.transition import Transition
 from xlvin.seeding import seed_everything
-from xlvin.train.ppo import PPOConfig, evaluate_policy, train_ppo
+from xlvin.train.ppo import PPOConfig, TrainingDiverged, evaluate_policy, train_ppo
 from xlvin.train.pretrain_executor import default_executor
 from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
 from xlvin.train.protocols import LowDataConfig, train_low_data
@@ -53,6 +62,9 @@ class TrainConfig:
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
     pretrain_transe: bool = option(True, "pre-train encoder and transition with TransE first")
+    checkpoint_every: int = option(
+        10, "save DIR/checkpoint.safetensors every N PPO updates (0: never); `--resume` continues from it"
+    )
     protocol: str = option(
         "online", "online PPO for ppo.total_steps steps, or the paper's low-data protocol "
         "(low_data options)", choices=PROTOCOLS,
@@ -92,6 +104,32 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError("--embedding-dim must be > 0 and --hidden >= 0")
     if cfg.transe_weight < 0:
         raise UserError(f"--transe-weight must be >= 0, got {cfg.transe_weight}")
+    if cfg.checkpoint_every < 0:
+        raise UserError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every}")
+
+
+#: Floats kept per latent tree node for the backward pass, per unit of embedding size k and of
+#: hidden width F (the node, the transition MLP's activations, K executor steps' messages):
+#: a generous round estimate used only to refuse trees that cannot fit in memory.
+FLOATS_PER_NODE = (8, 4)
+
+
+def check_tree_fits(cfg: RunConfig, num_actions: int) -> None:
+    """Refuse a depth K whose tree could not fit in this machine's memory, saying what it needs."""
+    t = cfg.train
+    if t.agent not in ("xlvin", "atreec") or t.depth == 0:
+        return
+    nodes = sum(num_actions**d for d in range(t.depth + 1))
+    batch = max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
+    per_node = FLOATS_PER_NODE[0] * t.embedding_dim + FLOATS_PER_NODE[1] * hidden_width(t)
+    need = nodes * batch * per_node * 4
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > total:
+        raise UserError(
+            f"--depth {t.depth} with {num_actions} actions builds {nodes:,} latent states per "
+            f"observation; a minibatch of {batch} would need about {need / 2**30:,.0f} GiB, this "
+            f"machine has {total / 2**30:,.0f} GiB"
+        )
 
 
 def env_spaces(env_id: str) -> tuple[int, int]:
@@ -154,27 +192,35 @@ def build_agent(
 
 
 def train_run(
-    cfg: RunConfig, out: Path, progress: bool = True
+    cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train one agent and write the run directory `out`; return the agent and the summary.
 
     Data counts in the summary: `transe_transitions` (random-policy steps for TransE
     pre-training, 0 in the strict setting) and, for the low-data protocol, the exact episodes and
     transitions PPO learned from.
+
+    resume=True continues the unfinished run in `out` (started with the same `cfg`) from its
+    checkpoint, or from the start when it was stopped before its first checkpoint; the finished
+    run is then identical to an uninterrupted one (same weights and metrics, except wall-clock
+    figures).
     """
     t = cfg.train
     validate(t)
     obs_dim, num_actions = env_spaces(t.env)
+    check_tree_fits(cfg, num_actions)
     processor, executor_meta = None, None
     if t.agent == "xlvin":
         processor, executor_meta = load_executor_processor(executor_file(t.executor, progress))
-    run_dir = create_run_dir(out, cfg.to_json())
+    run_dir = open_run_dir(out, cfg.to_json()) if resume else create_run_dir(out, cfg.to_json())
     if cfg.ppo.torch_threads > 0:
         torch.set_num_threads(cfg.ppo.torch_threads)
     seed_everything(t.seed)
     start = time.perf_counter()
     agent = build_agent(t, obs_dim, num_actions, processor)
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0}
+    checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary)
+    resuming = resume and checkpoint.exists()
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
 
     def pretrain(data: Transitions) -> None:
@@ -185,29 +231,35 @@ def train_run(
         summary["transe_transitions"] = 0 if strict else len(data.obs)
 
     wants_transe = isinstance(agent, XLVINAgent) and t.pretrain_transe
-    if wants_transe and not strict:
+    if wants_transe and not strict and not resuming:
         data = random_transitions(
             t.env, cfg.transe.episodes, seed=t.seed + 10_000, max_transitions=cfg.transe.max_transitions
         )
         pretrain(data)
     summary["pretrain_seconds"] = time.perf_counter() - start
-    logger = MetricsLogger(run_dir)
+    logger = MetricsLogger(run_dir, rewind_to=checkpoint.log_step() if resume else None)
     try:
         if t.protocol == "online":
-            result: Any = train_ppo(agent, t.env, cfg.ppo, seed=t.seed, log=logger, progress=progress)
+            result: Any = train_ppo(
+                agent, t.env, cfg.ppo, seed=t.seed, log=logger, progress=progress, checkpoint=checkpoint
+            )
             summary["ppo_transitions"] = result.global_step
         else:
             result = train_low_data(
                 agent, t.env, cfg.ppo, cfg.low_data, seed=t.seed,
                 pretrain=pretrain if wants_transe and strict else None,
-                log=logger, progress=progress,
+                log=logger, progress=progress, checkpoint=checkpoint,
             )
             summary["ppo_transitions"] = result.transitions
             summary["ppo_episodes"] = result.episodes
+    except TrainingDiverged as err:
+        kept = f"; the last good checkpoint is kept in {checkpoint.path}" if checkpoint.exists() else ""
+        raise TrainingDiverged(f"{err}{kept}") from None
     finally:
         logger.close()
     summary["ppo"] = dataclasses.asdict(result)
-    summary["wall_seconds"] = time.perf_counter() - start
+    summary["resumed"] = resuming
+    summary["wall_seconds"] = summary["pretrain_seconds"] + result.wall_time_s
     save_weights(run_dir / MODEL, agent, {"config": cfg.to_json(), "executor": executor_meta})
     write_json(run_dir / SUMMARY, summary)
     return agent, summary

@@ -1,0 +1,155 @@
+"""Checkpoints: everything a training loop needs to continue exactly where it stopped.
+
+One file, DIR/checkpoint.safetensors, rewritten atomically (temporary file, fsync, rename), so a
+kill at any moment leaves the previous checkpoint or the new one, never half of one. It holds
+
+    model/<name>            the policy's state dict
+    optim/<i>/<key>         the optimizer's per-parameter state (Adam's step, exp_avg, exp_avg_sq)
+    rng/torch, rng/sampler  torch's global generator state and the loop's own torch.Generator
+    loop/<name>             tensors of the loop (e.g. the low-data protocol's fixed dataset)
+
+and, in the JSON header, the format, the optimizer's param groups, NumPy's and Python's global
+generator states, the loop's counters and env state (`loop`), and the run's `extra` record (what
+the run directory's summary has collected so far, e.g. pre-training statistics; later experiments
+put their curriculum state there). Loading parses JSON and raw tensors only: no code runs.
+"""
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from xlvin.errors import UserError
+from xlvin.io.weights import atomic_save_tensors, load_weights, read_metadata
+
+FORMAT = "xlvin-checkpoint/1"
+CHECKPOINT = "checkpoint.safetensors"
+
+
+@dataclass
+class Resumed:
+    """What a loop gets back from a checkpoint besides the restored model, optimizer and RNGs."""
+
+    loop: dict[str, Any]  # the loop's JSON state, as saved
+    tensors: dict[str, torch.Tensor]  # the loop's tensors (prefix `loop/` removed)
+    extra: dict[str, Any]
+
+
+@dataclass
+class Checkpointer:
+    """Saves and restores a training loop's state in `path` every `every` updates (0: never).
+
+    `extra` is the run-level record saved alongside (the caller keeps updating the same dict).
+    """
+
+    path: Path
+    every: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def due(self, update: int) -> bool:
+        """A checkpoint after `update` updates? At 0 (before any update) and every `every`."""
+        return self.every > 0 and update % self.every == 0
+
+    def exists(self) -> bool:
+        return Path(self.path).is_file()
+
+    def log_step(self) -> int:
+        """The metrics step the checkpoint was taken at (0 without a checkpoint)."""
+        if not self.exists():
+            return 0
+        return int(_read_meta(Path(self.path))["loop"]["log_step"])
+
+    def save(
+        self,
+        policy: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        sampler: torch.Generator,
+        loop: dict[str, Any],
+        tensors: dict[str, torch.Tensor] | None = None,
+    ) -> None:
+        optim_tensors, param_groups = _optimizer_state(optimizer)
+        out = {f"model/{k}": v for k, v in policy.state_dict().items()}
+        out.update(optim_tensors)
+        out["rng/torch"] = torch.get_rng_state()
+        out["rng/sampler"] = sampler.get_state()
+        out.update({f"loop/{k}": v for k, v in (tensors or {}).items()})
+        meta = {
+            "format": FORMAT,
+            "param_groups": param_groups,
+            "rng": {"numpy": _numpy_state(), "python": _python_state()},
+            "loop": loop,
+            "extra": self.extra,
+        }
+        atomic_save_tensors(Path(self.path), out, meta)
+
+    def restore(
+        self, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, sampler: torch.Generator
+    ) -> Resumed:
+        """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
+        _read_meta(Path(self.path))  # the format, before reading any tensor
+        tensors, meta = load_weights(Path(self.path), what="checkpoint")
+        try:
+            model = {k[len("model/"):]: v for k, v in tensors.items() if k.startswith("model/")}
+            policy.load_state_dict(model, strict=True)
+            _load_optimizer(optimizer, tensors, meta["param_groups"])
+            torch.set_rng_state(tensors["rng/torch"])
+            sampler.set_state(tensors["rng/sampler"])
+            _set_numpy_state(meta["rng"]["numpy"])
+            version, internal, gauss_next = meta["rng"]["python"]
+            random.setstate((version, tuple(internal), gauss_next))
+            loop, extra = meta["loop"], meta["extra"]
+        except (RuntimeError, ValueError, KeyError, TypeError) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise UserError(f"checkpoint {self.path} does not fit this run: {first}") from None
+        self.extra.update(extra)
+        loop_tensors = {k[len("loop/"):]: v for k, v in tensors.items() if k.startswith("loop/")}
+        return Resumed(loop=loop, tensors=loop_tensors, extra=extra)
+
+
+def _optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list]:
+    state = optimizer.state_dict()
+    tensors = {
+        f"optim/{index}/{key}": value if torch.is_tensor(value) else torch.tensor(value)
+        for index, entries in state["state"].items()
+        for key, value in entries.items()
+    }
+    groups = [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()} for g in state["param_groups"]]
+    return tensors, groups
+
+
+def _load_optimizer(
+    optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list
+) -> None:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, value in tensors.items():
+        if name.startswith("optim/"):
+            _, index, key = name.split("/", 2)
+            state.setdefault(int(index), {})[key] = value
+    groups = [{k: tuple(v) if k == "betas" else v for k, v in g.items()} for g in groups]
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
+
+
+def _python_state() -> list[Any]:
+    version, internal, gauss_next = random.getstate()
+    return [version, list(internal), gauss_next]
+
+
+def _numpy_state() -> dict[str, Any]:
+    name, key, pos, has_gauss, cached = np.random.get_state()
+    return {"name": name, "key": key.tolist(), "pos": int(pos), "has_gauss": int(has_gauss),
+            "cached": float(cached)}
+
+
+def _set_numpy_state(s: dict[str, Any]) -> None:
+    key = np.array(s["key"], dtype=np.uint32)
+    np.random.set_state((s["name"], key, s["pos"], s["has_gauss"], s["cached"]))
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    meta = read_metadata(path, what="checkpoint")
+    if meta.get("format") != FORMAT:
+        raise UserError(f"{path}: not an {FORMAT} file (format {meta.get('format')!r})")
+    return meta

@@ -1,0 +1,157 @@
+"""Resume: a run interrupted at any point (exception or SIGKILL) and resumed with `--resume` ends
+exactly as the uninterrupted run: same final weights, same metrics rows (wall-clock aside)."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from xlvin.cli import main
+from xlvin.io import run_dir as run_dir_module
+from xlvin.io.checkpoint import CHECKPOINT
+from xlvin.io.executor_file import save_executor
+from xlvin.io.run_dir import read_metrics
+from xlvin.nn.executor import VIExecutor
+
+WALL_CLOCK = ("charts/sps",)
+
+
+@pytest.fixture(scope="module")
+def executor_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("exec") / "executor.safetensors"
+    save_executor(path, VIExecutor(hidden=16, aggregation="max", layer_norm=True), {"family": "test"})
+    return path
+
+
+def online_args(executor: Path) -> list[str]:
+    """XLVIN, online PPO on CartPole-v1: env state, RecordEpisodeStatistics and TransE negatives
+    all cross the checkpoint."""
+    return ["--env", "CartPole-v1", "--agent", "xlvin", "--executor", str(executor),
+            "--num-envs", "2", "--num-steps", "64", "--total-steps", "1536", "--checkpoint-every", "3",
+            "--transe-episodes", "10", "--transe-epochs", "1", "--quiet"]
+
+
+def low_data_args(executor: Path) -> list[str]:
+    """XLVIN, low-data protocol, strict TransE: checkpoints fall inside and between rounds."""
+    return ["--env", "CartPole-v0", "--agent", "xlvin", "--executor", str(executor),
+            "--protocol", "low_data", "--low-data-rounds", "3", "--low-data-episodes", "2",
+            "--low-data-updates", "4", "--low-data-strict-transe", "true",
+            "--low-data-refresh-old-policy", "true", "--low-data-eval-points", "3",
+            "--low-data-eval-episodes", "2", "--transe-epochs", "1", "--checkpoint-every", "3", "--quiet"]
+
+
+def outcome(run: Path) -> tuple[dict[str, torch.Tensor], list[dict[str, float]], dict]:
+    rows = [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in read_metrics(run)]
+    summary = json.loads((run / "summary.json").read_text())["ppo"]
+    summary = {k: v for k, v in summary.items() if k not in ("wall_time_s", "sps")}
+    for name in WALL_CLOCK:
+        summary.get("last_metrics", {}).pop(name, None)
+    return load_file(str(run / "model.safetensors")), rows, summary
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    weights_a, rows_a, summary_a = outcome(a)
+    weights_b, rows_b, summary_b = outcome(b)
+    assert weights_a.keys() == weights_b.keys()
+    for name in weights_a:
+        assert torch.equal(weights_a[name], weights_b[name]), name
+    assert rows_a == rows_b
+    assert summary_a == summary_b
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.parametrize("protocol", ["online", "low_data"])
+@pytest.mark.parametrize("stop_after", [1, 4, 8])
+def test_interrupted_run_resumes_to_the_same_result(
+    protocol: str, stop_after: int, tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = online_args(executor_path) if protocol == "online" else low_data_args(executor_path)
+    assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
+
+    calls = {"n": 0}
+    original = run_dir_module.MetricsLogger.__call__
+
+    def crash_after_some_updates(self, step: int, metrics: dict[str, float]) -> None:
+        original(self, step, metrics)
+        calls["n"] += 1
+        if calls["n"] == stop_after:
+            raise Interrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(run_dir_module.MetricsLogger, "__call__", crash_after_some_updates)
+        with pytest.raises(Interrupt):
+            main(["train", *args, "--out", str(tmp_path / "cut")])
+    assert not (tmp_path / "cut" / "summary.json").exists()
+    assert len(read_metrics(tmp_path / "cut")) == stop_after  # rows past the checkpoint included
+
+    assert main(["train", *args, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+    assert_same_run(tmp_path / "full", tmp_path / "cut")
+
+
+def test_sigkill_at_a_random_moment_then_resume(tmp_path: Path) -> None:
+    """A real `xlvin train` process killed with SIGKILL, at a random moment after its first
+    checkpoint, then resumed: the result equals the uninterrupted run's."""
+    args = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "4", "--num-steps", "64",
+            "--total-steps", "16384", "--checkpoint-every", "2", "--quiet"]
+    assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
+
+    run = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "xlvin.cli", "train", *args, "--out", str(run)]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (run / CHECKPOINT).exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(random.uniform(0.0, 1.0))
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL, process.stderr.read().decode() if process.stderr else ""
+    assert not (run / "summary.json").exists()
+
+    resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_run(tmp_path / "full", run)
+
+
+def test_resume_refuses_a_different_config_and_a_finished_run(
+    tmp_path: Path, executor_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    args = online_args(executor_path)
+    run = tmp_path / "run"
+    assert main(["train", *args, "--out", str(run)]) == 0
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    capsys.readouterr()
+
+    assert main(["train", *args, "--out", str(run), "--resume"]) == 2
+    assert "finished run" in capsys.readouterr().err
+    assert main(["train", *args, "--lr", "0.01", "--out", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a different run (ppo.lr differ)" in err and len(err.splitlines()) == 1
+    assert main(["train", *args, "--out", str(tmp_path / "nothing"), "--resume"]) == 2
+    assert "holds no run to resume" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+def test_corrupt_checkpoint_is_one_clear_error(tmp_path: Path, executor_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    args = online_args(executor_path)
+    assert main(["train", *args, "--out", str(tmp_path / "ref")]) == 0
+    (run / "config.json").write_bytes((tmp_path / "ref" / "config.json").read_bytes())
+    (run / CHECKPOINT).write_bytes(b"\x00" * 100)
+    capsys.readouterr()
+    assert main(["train", *args, "--out", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error: corrupt checkpoint file") and len(err.splitlines()) == 1
+    assert (run / CHECKPOINT).read_bytes() == b"\x00" * 100
