@@ -19,18 +19,13 @@ def _sweep(args: argparse.Namespace) -> None:
     cells = preset.cells(args.seeds, args)
     root = (args.runs or preset.runs).resolve()  # workers may not share this process's directory
     start = time.perf_counter()
-    workers = args.workers or os.cpu_count() or 1
-    print(f"xlvin sweep {args.preset}: Ray at {args.address}" if args.address
-          else f"xlvin sweep {args.preset}: local Ray, {workers} workers", flush=True)
-    started = sweep.init_ray(args.address, workers)
-    try:
-        result = sweep.run_sweep(preset, cells, root, report=lambda line: print(line, flush=True))
-    finally:
-        if started:
-            sweep.import_ray().shutdown()
+    result = sweep.run_sweep(
+        preset, cells, root, report=lambda line: print(line, flush=True),
+        address=args.address, workers=args.workers or os.cpu_count() or 1,
+    )
     wall = time.perf_counter() - start
     print(
-        f"\n{len(cells)} runs in {wall:.0f} s: {len(result.trained)} trained, "
+        f"\n{args.preset}: {sweep.count_runs(len(cells))} in {wall:.0f} s: {len(result.trained)} trained, "
         f"{len(result.skipped)} skipped (finished earlier), {len(result.failed)} failed; "
         f"{len(result.failures)} failed attempt(s)"
     )

@@ -157,10 +157,19 @@ class SweepResult:
     failed: list[Any] = field(default_factory=list)  # cells that failed every attempt
 
 
+def count_runs(n: int) -> str:
+    return f"{n} run" + ("" if n == 1 else "s")
+
+
 def run_sweep(
-    preset: Preset, cells: list[Any], root: Path, report: Callable[[str], None] = print
+    preset: Preset, cells: list[Any], root: Path, report: Callable[[str], None] = print,
+    address: str | None = None, workers: int = 1,
 ) -> SweepResult:
-    """Run the unfinished cells as Ray tasks (Ray must be initialised), each retried once."""
+    """Run the unfinished cells as Ray tasks, each retried once after a failure.
+
+    Ray starts (`init_ray(address, workers)`) only when some cell has to run, and is shut down
+    at the end if this call started it.
+    """
     ray = import_ray()
     records: dict[int, dict[str, Any]] = {}
     result = SweepResult(records=[])
@@ -172,11 +181,25 @@ def run_sweep(
         else:
             records[i] = record
             result.skipped.append(cell)
-    report(
-        f"{len(cells)} runs: {len(result.skipped)} finished earlier (skipped), {len(todo)} to run"
-    )
+    report(f"{count_runs(len(cells))}: {len(result.skipped)} finished earlier (skipped), {len(todo)} to run")
     if todo:
         preset.prepare([cells[i] for i in todo])
+        if not ray.is_initialized():
+            report(f"connecting to Ray at {address}" if address else f"starting local Ray, {workers} workers")
+        started = init_ray(address, workers)
+        try:
+            _run_on_ray(ray, preset, cells, todo, root, report, records, result)
+        finally:
+            if started:
+                ray.shutdown()
+    result.records = [records[i] for i in sorted(records)]
+    return result
+
+
+def _run_on_ray(
+    ray: Any, preset: Preset, cells: list[Any], todo: list[int], root: Path,
+    report: Callable[[str], None], records: dict[int, dict[str, Any]], result: SweepResult,
+) -> None:
     task = ray.remote(num_cpus=1, max_retries=0)(_task)
     pending: dict[Any, tuple[int, int, float]] = {}
 
@@ -211,5 +234,3 @@ def run_sweep(
         outcome = preset.outcome(record)
         report(f"[{done_count}/{len(todo)}] done {label}" + (f": {outcome}" if outcome else "")
                + f" ({time.perf_counter() - started:.0f} s" + (f", attempt {attempt})" if attempt > 1 else ")"))
-    result.records = [records[i] for i in sorted(records)]
-    return result
