@@ -155,3 +155,60 @@ def test_corrupt_checkpoint_is_one_clear_error(tmp_path: Path, executor_path: Pa
     err = capsys.readouterr().err.strip()
     assert err.startswith("xlvin: error: corrupt checkpoint file") and len(err.splitlines()) == 1
     assert (run / CHECKPOINT).read_bytes() == b"\x00" * 100
+
+
+def test_a_diverged_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
+    tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from xlvin.train import ppo
+
+    args = online_args(executor_path)
+    assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
+    real_update, calls = ppo.ppo_update, {"n": 0}
+
+    def diverge_at_update_5(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise ppo.TrainingDiverged("non-finite PPO loss (policy nan)")
+        return real_update(*a, **k)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ppo, "ppo_update", diverge_at_update_5)
+        capsys.readouterr()
+        assert main(["train", *args, "--out", str(tmp_path / "cut")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "non-finite PPO loss" in err
+    assert "last good checkpoint is kept" in err
+    assert not (tmp_path / "cut" / "summary.json").exists()
+    # The checkpoint taken after update 3 is intact: the run continues from it to the same end.
+    assert main(["train", *args, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+    assert_same_run(tmp_path / "full", tmp_path / "cut")
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1", "MountainCar-v0"])
+def test_env_state_restored_into_a_fresh_env_steps_identically(env_id: str) -> None:
+    import numpy as np
+
+    from xlvin.train.env_state import env_state, restorable, restore_env_state
+    from xlvin.train.rollout import make_vector_env, reset_envs
+
+    rng = np.random.default_rng(0)
+    original = make_vector_env(env_id, 3)
+    reset_envs(original, 5)
+    for _ in range(150):
+        original.step(rng.integers(0, 2, 3))
+    state = json.loads(json.dumps(env_state(original)))  # through JSON, as in a checkpoint
+    copy = make_vector_env(env_id, 3)
+    reset_envs(copy, 99)
+    restore_env_state(copy, state)
+    assert restorable(original)
+    finished = 0
+    for _ in range(400):  # long enough for several autoresets in each env
+        actions = rng.integers(0, 2, 3)
+        a, b = original.step(actions), copy.step(actions)
+        for x, y in zip(a[:4], b[:4]):
+            np.testing.assert_array_equal(x, y)
+        if "episode" in a[4]:
+            finished += int(a[4]["_episode"].sum())
+            np.testing.assert_array_equal(a[4]["episode"]["r"], b[4]["episode"]["r"])
+    assert finished > 0
