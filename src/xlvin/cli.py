@@ -2,15 +2,23 @@
 
 import argparse
 import sys
+import typing
 import warnings
 
 from xlvin.errors import UserError
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every other error."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"xlvin: error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from xlvin.commands import executor, quickstart, reproduce, sweep, train
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="xlvin",
         description="XLVIN: eXecuted Latent Value Iteration Networks and baselines.",
     )
@@ -28,7 +36,10 @@ def quiet_known_warnings() -> None:
 def main(argv: list[str] | None = None) -> int:
     quiet_known_warnings()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit:  # --help, or a usage error already printed in one line
+        return int(exit.code or 0)
     try:
         args.func(args)
     except UserError as err:
