@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import json
 import multiprocessing
-import shutil
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import numpy as np
 
 from xlvin.cli import quiet_known_warnings
 from xlvin.errors import UserError
-from xlvin.io.run_dir import SUMMARY, write_json
+from xlvin.io.run_dir import CONFIG, SUMMARY, write_json
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import PAPER_LOW_DATA
 from xlvin.train.run import RunConfig, TrainConfig, evaluate_run, executor_file, train_run
@@ -127,15 +126,14 @@ def is_finished(run_dir: Path) -> bool:
 def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
     """Train and evaluate one cell unless it is already finished; return its record.
 
-    A cell directory without both summary.json and eval.json is an interrupted run of this
-    command: it is removed and the cell starts again.
+    A cell directory with a config but no summary is an interrupted run: it resumes from its
+    last checkpoint (`train_run(..., resume=True)`) and ends as an uninterrupted run would.
     """
     quiet_known_warnings()  # in spawned workers too
     run_dir = cell.run_dir(root)
-    if not is_finished(run_dir):
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        train_run(cell.config(), run_dir, progress=False)
+    if not (run_dir / SUMMARY).is_file():
+        train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file())
+    if not (run_dir / EVAL_FILE).is_file():
         write_json(run_dir / EVAL_FILE, evaluate_run(run_dir, EVAL_EPISODES, EVAL_SEED))
     return cell_record(cell, run_dir)
 
