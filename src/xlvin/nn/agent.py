@@ -62,18 +62,24 @@ class XLVINAgent(ActorCritic):
         )
         self.edge_projection = nn.Linear(num_actions + 1, hidden)
         self.heads = ActorCriticHeads(embedding_dim + hidden, num_actions)
+        # [one-hot(a), gamma] of every action, built once (not saved: it is a function of the
+        # constructor's arguments).
+        edge_input = torch.cat([torch.eye(num_actions), torch.full((num_actions, 1), gamma)], 1)
+        self.register_buffer("edge_input", edge_input, persistent=False)
 
     def edge_features(self) -> torch.Tensor:
         """Embedded [one-hot(a), gamma] for every action: [A, H]."""
-        one_hot = torch.eye(self.num_actions, device=self.edge_projection.weight.device)
-        gamma = torch.full((self.num_actions, 1), self.gamma, device=one_hot.device)
-        return self.edge_projection(torch.cat([one_hot, gamma], dim=1))
+        return self.edge_projection(self.edge_input)
 
     def plan(self, h: torch.Tensor) -> torch.Tensor:
-        """Expand the tree from h [B, k] and execute it: chi_s [B, H]."""
+        """Expand the tree from h [B, k] and execute it: chi_s [B, H].
+
+        `execute_tree` runs the pruned, fused kernel of `xlvin.nn.tree` over the levels.
+        """
         levels = expand_tree(h, self.transition, self.depth)
-        nodes = [self.node_projection(level) for level in levels]
-        return execute_tree(self.processor, nodes, self.edge_features(), self.depth)
+        if not isinstance(self.node_projection, nn.Identity):
+            levels = [self.node_projection(level) for level in levels]
+        return execute_tree(self.processor, levels, self.edge_features(), self.depth)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.encoder(obs)

@@ -4,6 +4,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 
 def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -37,5 +38,44 @@ class MLPEncoder(nn.Module):
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """obs [B, obs_dim] -> h_s [B, k]."""
-        return self.net(obs.flatten(1).float())
+        """obs [B, obs_dim] -> h_s [B, k].
+
+        `self.net(x)` with the same ops called directly (no per-module dispatch; ReLUs in place on
+        the fresh Linear outputs): bit-identical, ~2x less overhead on the per-step batch of a few
+        observations during collection.
+        """
+        first, _, second, _, third = self.net
+        x = F.linear(obs.flatten(1).float(), first.weight, first.bias).relu_()
+        x = F.linear(x, second.weight, second.bias).relu_()
+        return F.linear(x, third.weight, third.bias)
+
+
+class NatureCNN(nn.Module):
+    """The DQN / PPO Atari encoder (Mnih et al. 2015): uint8 frames [B, C, 84, 84] -> [B, k].
+
+    /255, Conv(C -> 32, 8, stride 4) -> ReLU -> Conv(32 -> 64, 4, stride 2) -> ReLU ->
+    Conv(64 -> 64, 3, stride 1) -> ReLU -> flatten (3136) -> Linear(3136 -> k) -> ReLU. The same
+    network as Stable-Baselines3's `NatureCNN` feature extractor and CleanRL's Atari agent.
+    """
+
+    def __init__(self, in_channels: int = 4, embedding_dim: int = 512, size: int = 84) -> None:
+        super().__init__()
+        self.embedding_dim = embedding_dim
+        self.convs = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, in_channels, size, size)).shape[1]
+        self.linear = nn.Linear(flat, embedding_dim)
+        orthogonal_init(self)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [B, C, H, W] (uint8 pixels or floats in [0, 255]) -> h_s [B, k]."""
+        x = self.convs(obs.float() / 255.0)
+        return torch.relu(self.linear(x))

@@ -39,8 +39,16 @@ class Transition(nn.Module):
         k = self.embedding_dim
         state_part = F.linear(h, self.first.weight[:, :k], self.first.bias)  # [N, F]
         action_part = self.first.weight[:, k:].T  # [A, F]
-        hidden = state_part.unsqueeze(1) + action_part  # [N, A, F]
-        return self.rest(hidden)
+        return self._rest(state_part.unsqueeze(1) + action_part)  # [N, A, F] -> [N, A, k]
+
+    def _rest(self, x: torch.Tensor) -> torch.Tensor:
+        """`self.rest(x)` with the same ops called directly (no per-module Python dispatch, ReLUs
+        in place on tensors nothing else reads): bit-identical, and it runs on every tree level of
+        every forward."""
+        _, hidden_layer, norm, _, out_layer = self.rest
+        x = F.linear(x.relu_(), hidden_layer.weight, hidden_layer.bias)
+        x = F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+        return F.linear(x.relu_(), out_layer.weight, out_layer.bias)
 
     def successors(self, h: torch.Tensor) -> torch.Tensor:
         """Next embeddings for every action: h [N, k] -> h + T(h, a) for all a, [N, A, k]."""

@@ -3,9 +3,17 @@
 Level d of the tree is one tensor [B * A^d, k]. The children of row i of level d are rows
 i * A .. i * A + A - 1 of level d + 1 (row index = b * A^d + (a_1 .. a_d read as a base-A number)),
 so gathering a parent's children is a reshape, never a Python loop over nodes.
+
+Flat layout. Concatenating the levels (`torch.cat(levels)`, level-major) gives one [N, k] tensor
+in which level d starts at row off_d = B (A^d - 1) / (A - 1) and the children of *any* internal
+row p are rows B + p * A .. B + p * A + A - 1 (because off_{d+1} = A off_d + B). So the children of
+all internal nodes of the first L levels are one contiguous block, rows B .. off_{L+1} - 1, and one
+executor step over the whole tree is a handful of tensor ops whatever the depth (`execute_tree`).
 """
 
 import torch
+from torch import Tensor
+from torch.nn import functional as F
 
 from typing import Protocol
 
@@ -35,14 +43,25 @@ def node_count(batch: int, num_actions: int, depth: int) -> int:
     return batch * sum(num_actions**d for d in range(depth + 1))
 
 
+def level_offsets(batch: int, num_actions: int, depth: int) -> list[int]:
+    """First row of every level in the flat layout, plus the total: [off_0 = 0, .., off_{K+1} = N]."""
+    offsets = [0]
+    for d in range(depth + 1):
+        offsets.append(offsets[-1] + batch * num_actions**d)
+    return offsets
+
+
 def executor_step(
     processor: MessagePassing, levels: list[torch.Tensor], edges: torch.Tensor
 ) -> list[torch.Tensor]:
-    """One application of the processor X over the whole tree (paper eqs. 4-5).
+    """One application of the processor X over the whole tree (paper eqs. 4-5), level by level.
 
     Messages flow from child h' to parent h along edge (h, h', a), as value iteration backs values
     up from successors. levels[d] [B * A^d, H]; edges [A, H] is the embedded edge feature of each
     action. Leaves have no incoming edge: their aggregate is 0.
+
+    The readable reference of the step; `execute_tree` computes the same roots with the fused,
+    pruned kernel (tests/test_agent.py checks both against the generic processor).
     """
     num_actions = edges.shape[0]
     updated = []
@@ -58,18 +77,99 @@ def executor_step(
     return updated
 
 
-def execute_tree(
+def execute_tree_reference(
     processor: MessagePassing, levels: list[torch.Tensor], edges: torch.Tensor, steps: int
 ) -> torch.Tensor:
-    """Run the executor `steps` times over the tree and read out the roots' chi [B, H].
-
-    chi = X(nodes), then chi = X(chi + nodes) for the remaining steps (REFERENCE.md), so every
-    step sees the tree's node embeddings as well as the previous step's output. With steps = 0
-    there is no tree to plan over and chi is the root embedding itself.
-    """
+    """`execute_tree` written level by level over the whole tree at every step (for tests)."""
     if steps == 0:
         return levels[0]
     chi = executor_step(processor, levels, edges)
     for _ in range(steps - 1):
         chi = executor_step(processor, [c + x for c, x in zip(chi, levels)], edges)
     return chi[0]
+
+
+def execute_tree(
+    processor: MessagePassing, levels: list[Tensor], edges: Tensor, steps: int
+) -> Tensor:
+    """Run the executor `steps` times over the tree and read out the roots' chi [B, H].
+
+    chi = X(nodes), then chi = X(chi + nodes) for the remaining steps (REFERENCE.md), so every
+    step sees the tree's node embeddings as well as the previous step's output. With steps = 0
+    there is no tree to plan over and chi is the root embedding itself.
+
+    The kernel computes exactly what the roots need, in a few tensor ops per step:
+
+    - pruning: information climbs one level per step, so step s's output is read only on levels
+      0 .. steps - s (the leaves' own update is never read when steps <= depth, and the last step
+      only updates the roots);
+    - the message Linear(3H -> H) on [h_child, h_parent, e_a] is split into its three blocks:
+      h_child W_s^T once per child, h_parent W_r^T once per parent (not A times) and e_a W_e^T + b
+      once per action: 3x fewer multiply-adds than the Linear on the concatenation;
+    - the flat layout (module docstring): the children of every updated node are one contiguous
+      block, so each step is one matmul per block and a few element-wise ops on the whole pruned
+      tree, whatever its depth (no Python loop over levels or nodes). The first, largest step
+      reads its parents and children as two concatenations of the levels (their backward is a
+      free split), the later, smaller ones as slices of the previous step's output.
+
+    Equal to `execute_tree_reference` up to float rounding (the blocked matmul sums in another
+    order than the Linear on the concatenated input).
+    """
+    if steps == 0:
+        return levels[0]
+    batch = levels[0].shape[0]
+    num_actions, hidden = edges.shape
+    depth = len(levels) - 1
+    if depth == 0:  # a tree without edges: every step is the update with aggregate 0
+        chi = processor.update(levels[0], torch.zeros_like(levels[0]))
+        for _ in range(steps - 1):
+            chi = processor.update(chi + levels[0], torch.zeros_like(levels[0]))
+        return chi
+    offsets = level_offsets(batch, num_actions, depth)
+    w_sender, w_receiver, w_edge = processor.message_fn.weight.split(hidden, dim=1)
+    edge_part = torch.addmm(processor.message_fn.bias, edges, w_edge.T)  # [A, H]
+    chi: Tensor | None = None
+    for s in range(1, steps + 1):
+        # Step s's output is read (by later steps or as the result) on levels 0 .. top only;
+        # computing it needs the step's input on levels 0 .. top + 1.
+        top = min(steps - s, depth)
+        internal = min(top, depth - 1)  # deepest level that receives messages
+        read = min(top + 1, depth)  # deepest level read
+        if chi is None:  # first step: the input is the tree itself
+            parents = _cat(levels[: internal + 1])
+            children = _cat(levels[1 : internal + 2])
+            rest = _cat(levels[internal + 1 : read + 1]) if top == depth else None
+        else:
+            x = chi + _cat(levels[: read + 1])  # chi holds levels 0 .. read of the last step
+            parents, children = x[: offsets[internal + 1]], x[batch : offsets[internal + 2]]
+            rest = x[offsets[depth] :] if top == depth else None
+        chi = _step(processor, parents, children, num_actions, w_sender, w_receiver, edge_part)
+        if rest is not None:  # more steps than levels: the leaves' update (aggregate 0) is read
+            chi = torch.cat([chi, processor.update(rest, torch.zeros_like(rest))])
+    assert chi is not None
+    return chi[:batch]
+
+
+def _cat(tensors: list[Tensor]) -> Tensor:
+    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
+
+
+def _step(
+    processor: MessagePassing,
+    parents: Tensor,
+    children: Tensor,
+    num_actions: int,
+    w_sender: Tensor,
+    w_receiver: Tensor,
+    edge_part: Tensor,
+) -> Tensor:
+    """One processor step: parents [P, H] receive from their children [P * A, H] (child a of
+    parent p is row p * A + a); returns the parents' update [P, H]."""
+    rows, hidden = parents.shape
+    # In place on the fresh matmul output (autograd keeps only the matmul's inputs and the ReLU's
+    # output), so the largest tensor of the step is allocated once.
+    messages = F.linear(children, w_sender).view(rows, num_actions, hidden)
+    messages += F.linear(parents, w_receiver).unsqueeze(1)
+    messages += edge_part  # actions (and the bias)
+    messages.relu_()
+    return processor.update(parents, processor.aggregate_dense(messages))
