@@ -2,6 +2,7 @@
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.heads import ActorCriticHeads
@@ -9,6 +10,13 @@ from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.nn.transe import transe_loss
 from xlvin.nn.transition import Transition
 from xlvin.nn.tree import execute_tree, expand_tree
+
+
+def _heads(heads: ActorCriticHeads, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`heads(features)` with the same ops called directly (bit-identical; no module dispatch on
+    the per-step forward of collection)."""
+    logits = F.linear(features, heads.actor.weight, heads.actor.bias)
+    return logits, F.linear(features, heads.critic.weight, heads.critic.bias).squeeze(-1)
 
 
 class PPOAgent(ActorCritic):
@@ -24,7 +32,7 @@ class PPOAgent(ActorCritic):
         self.heads = ActorCriticHeads(embedding_dim, num_actions)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.heads(self.encoder(obs))
+        return _heads(self.heads, self.encoder(obs))
 
 
 class XLVINAgent(ActorCritic):
@@ -83,7 +91,7 @@ class XLVINAgent(ActorCritic):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.encoder(obs)
-        return self.heads(torch.cat([h, self.plan(h)], dim=-1))
+        return _heads(self.heads, torch.cat([h, self.plan(h)], dim=-1))
 
     def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
         if self.transe_weight == 0:

@@ -46,9 +46,12 @@ class Transition(nn.Module):
         in place on tensors nothing else reads): bit-identical, and it runs on every tree level of
         every forward."""
         _, hidden_layer, norm, _, out_layer = self.rest
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])  # 2-D: one addmm per layer and 2-D element-wise backward
         x = F.linear(x.relu_(), hidden_layer.weight, hidden_layer.bias)
         x = F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-        return F.linear(x.relu_(), out_layer.weight, out_layer.bias)
+        x = F.linear(x.relu_(), out_layer.weight, out_layer.bias)
+        return x.view(*shape[:-1], x.shape[-1])
 
     def successors(self, h: torch.Tensor) -> torch.Tensor:
         """Next embeddings for every action: h [N, k] -> h + T(h, a) for all a, [N, A, k]."""

@@ -1,0 +1,1 @@
+"""Benchmark suite (not part of the tests): `python -m benchmarks.run --help`."""

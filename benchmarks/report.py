@@ -1,0 +1,151 @@
+"""results/bench.md from results/bench.json (see benchmarks/run.py)."""
+
+import statistics
+from typing import Any
+
+
+def _mean(xs: list[float]) -> float:
+    return statistics.fmean(xs) if xs else float("nan")
+
+
+def _f(x: Any, nd: int = 0) -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "-"
+    return f"{x:,.{nd}f}"
+
+
+def _load(p: dict[str, Any]) -> str:
+    return (f"measured {p.get('started', '?')} to {p.get('finished', '?')}, load average "
+            f"{p.get('loadavg_start')} at the start, {p.get('loadavg_end')} at the end"
+            + (" (quick run)" if p.get("quick") else ""))
+
+
+def _ppo_section(title: str, p: dict[str, Any], target: str, ratio_target: float) -> list[str]:
+    runs = p["runs"]
+    sides = {s: [r for r in runs if r["side"] == s and "sps" in r] for s in ("ours", "sb3", "ours_baseline")}
+    lines = [f"## {title}", "", _load(p) + ".", "",
+             f"{p['env']}, {p['steps']:,} steps per run, hyperparameters on both sides: "
+             + ", ".join(f"{k} {v}" for k, v in p["hyperparameters"].items())
+             + f"; network: {p['encoder']}; one torch thread on both sides. "
+             "Final return: greedy, evaluated by the same function (xlvin.train.rollout."
+             "evaluate_policy) on the same episodes (seeds 1,000,000+).", "",
+             "| run | side | steps/s | final return (greedy) | training return (last 20 episodes) |",
+             "|---|---|---|---|---|"]
+    for r in runs:
+        if "error" in r:
+            lines.append(f"| {r['repeat']} | {r['side']} | error: {r['error']} | | |")
+            continue
+        lines.append(f"| {r['repeat']} | {r['side']} | {_f(r['sps'])} | {_f(r['final_return'], 1)} "
+                     f"+- {_f(r['final_return_std'], 1)} | {_f(r.get('train_return_last20'), 1)} |")
+    ours, sb3 = _mean([r["sps"] for r in sides["ours"]]), _mean([r["sps"] for r in sides["sb3"]])
+    ratio = ours / sb3 if sb3 else float("nan")
+    lines += ["", f"Mean steps/s: ours **{_f(ours)}**, SB3 **{_f(sb3)}**, ratio **{ratio:.2f}x** "
+              f"(target: {target}; {'met' if ratio >= ratio_target else 'NOT met'}). "
+              f"Final greedy return: ours {_f(_mean([r['final_return'] for r in sides['ours']]), 1)}, "
+              f"SB3 {_f(_mean([r['final_return'] for r in sides['sb3']]), 1)}."]
+    if sides["ours_baseline"]:
+        before = _mean([r["sps"] for r in sides["ours_baseline"]])
+        lines.append(f"Before this issue's changes (same run, code of the baseline revision): "
+                     f"{_f(before)} steps/s ({ours / before:.2f}x now).")
+    return lines + [""]
+
+
+def render(data: dict[str, Any]) -> str:
+    m = data.get("machine", {})
+    parts = data.get("parts", {})
+    out = ["# Benchmarks", "",
+           "Written by `python -m benchmarks.run` (see `benchmarks/run.py`; not part of CI). "
+           "Every figure comes from its own fresh process; figures compared with each other are "
+           "measured side by side in one invocation, interleaved. The machine is shared with other "
+           "jobs: the load average of each part is given, and figures from a busier period are "
+           "lower.", "",
+           f"Machine: {m.get('cpu')}, {m.get('cores')} cores, torch {m.get('torch')} "
+           f"({m.get('torch_threads_used')} torch thread in every measurement), Python "
+           f"{m.get('python')}, Stable-Baselines3 {m.get('stable_baselines3')}."]
+    if "baseline" in data:
+        out += ["", f"\"Before\" figures: the code at `{data['baseline']['revision']}` "
+                f"(commit {data['baseline']['commit']}, before this issue's optimisations), run in "
+                "the same invocation."]
+    out.append("")
+    if "ppo_sb3" in parts:
+        out += _ppo_section("1. PPO vs Stable-Baselines3: CartPole-v1", parts["ppo_sb3"],
+                            "ours >= 2x SB3", 2.0)
+    if "atari" in parts:
+        out += _ppo_section("1b. PPO vs Stable-Baselines3: Atari Freeway (Nature CNN)", parts["atari"],
+                            "ours >= 1x SB3", 1.0)
+        out += ["Same preprocessing on both sides: both make the gymnasium id `xlvin/Freeway-v5` "
+                "(ALE v5, frameskip 1 + AtariPreprocessing: 30 no-ops, skip 4, 84x84 gray; 4 stacked "
+                "frames; sticky actions 0.25); SB3 through `make_vec_env` (DummyVecEnv), ours "
+                "through a sync gymnasium vector env. Both use the Nature CNN (512 features) with "
+                "linear actor and critic heads.", ""]
+    if "planning" in parts:
+        p = parts["planning"]
+        out += ["## 2. Planning overhead: training steps/s of XLVIN over PPO", "", _load(p) + ".", "",
+                "Online PPO (`train_ppo`) with the same encoder for both agents; XLVIN adds the "
+                "transition model, the tree of depth K over all A actions and the frozen executor "
+                "(H = 50; on Atari a Linear(512 -> 50) node projection). Atari cases on the real "
+                "`xlvin/<Game>-v5` envs; the maze on synthetic (3, 8, 8) observations (no maze "
+                "environment in the library yet) with an MLP encoder.", "",
+                "| case | (A, K) | env steps | PPO steps/s | XLVIN steps/s | XLVIN / PPO | target | XLVIN before (baseline code) |",
+                "|---|---|---|---|---|---|---|---|"]
+        for name, c in p["cases"].items():
+            case = c["case"]
+            get = lambda agent, code="current": next((r for r in c["runs"] if r["agent"] == agent and r["code"] == code), {})  # noqa: E731
+            ppo, xl, before = get("ppo"), get("xlvin"), get("xlvin", "baseline")
+            ratio = xl.get("sps", float("nan")) / ppo["sps"] if "sps" in ppo and "sps" in xl else float("nan")
+            target = ">= 0.5x" if case["K"] <= 2 else "report"
+            verdict = "" if case["K"] > 2 else (" (met)" if ratio >= 0.5 else " (NOT met)")
+            out.append(f"| {case['label']} | ({case['A']}, {case['K']}) | {c['steps']:,} | "
+                       f"{_f(ppo.get('sps'), 1)} | {_f(xl.get('sps'), 1)} | {ratio:.2f}x{verdict} | "
+                       f"{target} | {_f(before.get('sps'), 1) if before else '-'} |")
+        out.append("")
+    if "kernel" in parts:
+        p = parts["kernel"]
+        rate = p["matmul_rate"]
+        peak = max(v for v in rate.values() if isinstance(v, float))
+        out += ["## 3. Tree + executor kernel (batch 256)", "", _load(p) + ".", "",
+                "Expansion (transition on every node, k = 50) + K executor steps (H = 50, max "
+                "aggregation), roots [256, 50] to chi [256, 50]. Forward: under no_grad; "
+                "forward+backward: gradients to the roots and the transition (the executor is "
+                "frozen). Floor = the multiply-adds the tree needs (the pruned tree: see "
+                "`benchmarks/worker.py:kernel_macs`; backward counted 2x for the transition, 1x "
+                "for the frozen executor) / the best matrix-multiply rate torch reaches here, "
+                f"measured in the same run: {peak / 1e9:.1f} GMAC/s (1024^3 GEMM; "
+                f"{rate.get('tree_64', 0) / 1e9:.1f} GMAC/s on the tree's [65536, 64] x [64, 64] shape). "
+                "Peak memory = the rise of the process's max RSS during the measurement. "
+                "\"retain memory\": with `xlvin.nn.tree.retain_freed_memory()` (glibc keeps freed "
+                "memory instead of unmapping every tensor over 32 MiB).", "",
+                "| case | (A, K) | nodes | code | retain memory | mode | best time | floor | fraction of floor | peak memory |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, c in p["cases"].items():
+            case = c["case"]
+            nodes = 256 * sum(case["A"] ** d for d in range(case["K"] + 1))
+            for r in c["runs"]:
+                if "skipped" in r or "error" in r:
+                    out.append(f"| {name} | ({case['A']}, {case['K']}) | {nodes:,} | {r['code']} | "
+                               f"{'yes' if r['retain_memory'] else 'no'} | {r['mode']} | "
+                               f"{r.get('skipped') or r.get('error')} | | | |")
+                    continue
+                floor = r["macs"][r["mode"]] / peak
+                out.append(
+                    f"| {name} | ({case['A']}, {case['K']}) | {nodes:,} | {r['code']} | "
+                    f"{'yes' if r['retain_memory'] else 'no'} | {r['mode'].replace('_', '+')} | "
+                    f"{r['best_s'] * 1e3:,.1f} ms | {floor * 1e3:,.2f} ms | "
+                    f"{100 * floor / r['best_s']:.1f} % | {r['peak_rss_increase_mb']:,.0f} MB |")
+        out += ["", "Target: >= 30 % of the floor for the largest case (the maze, (8, 4))."
+                " The small cases are bound by per-op overhead, not arithmetic.", ""]
+    if "end_to_end" in parts:
+        p = parts["end_to_end"]
+        out += ["## 4. End to end", "", _load(p) + ".", "", "| job | wall time | exit |", "|---|---|---|"]
+        for name, r in p.items():
+            if isinstance(r, dict) and "wall_s" in r:
+                out.append(f"| {name} | {r['wall_s'] / 60:.1f} min | {r['rc']} |")
+        out.append("")
+    else:
+        out += ["## 4. End to end", "",
+                "Not measured in this invocation: `python -m benchmarks.run --only end_to_end` "
+                "(~40 min; executor pre-training, `xlvin quickstart` with a cold and a warm cache, "
+                "`xlvin reproduce classic` with its default seeds).", ""]
+    for extra in data.get("notes", []):
+        out.append(extra)
+    return "\n".join(out) + "\n"
