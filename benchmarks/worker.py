@@ -41,10 +41,12 @@ def _env_dims(env_id: str) -> tuple[tuple[int, ...], int]:
 
 
 def _encoder(spec: dict[str, Any], obs_shape: tuple[int, ...]) -> tuple[torch.nn.Module, int]:
-    from xlvin.nn.encoders import MLPEncoder, NatureCNN
+    from xlvin.nn.encoders import MLPEncoder
 
     if spec["kind"] == "mlp":
         return MLPEncoder(int(np.prod(obs_shape)), spec["hidden"], spec["k"]), spec["k"]
+    from xlvin.nn.encoders import NatureCNN  # (not in the baseline code)
+
     return NatureCNN(obs_shape[0], spec["k"]), spec["k"]
 
 
@@ -273,7 +275,7 @@ def matmul_rate(a: dict[str, Any]) -> dict[str, Any]:
 def kernel(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.executor import MessagePassing
     from xlvin.nn.transition import Transition
-    from xlvin.nn.tree import execute_tree, execute_tree_reference, expand_tree
+    from xlvin.nn.tree import execute_tree, expand_tree
 
     _threads(a["threads"])
     if a.get("retain_memory"):
@@ -287,7 +289,7 @@ def kernel(a: dict[str, Any]) -> dict[str, Any]:
     processor = MessagePassing(k, "max").requires_grad_(False)
     edges = torch.randn(A, k)
     h = torch.randn(B, k, requires_grad=True)
-    execute = execute_tree if a["impl"] == "fused" else execute_tree_reference
+    execute = execute_tree  # the current kernel, or the old one when run on the baseline code
 
     def forward() -> torch.Tensor:
         return execute(processor, expand_tree(h, transition, K), edges, K)

@@ -43,3 +43,28 @@ def test_flat_layout_children_are_one_block() -> None:
             p = offsets[d] + i
             for a in range(actions):
                 assert offsets[d + 1] + i * actions + a == batch + p * actions + a
+
+
+def test_transe_reuses_the_forward_encoding_exactly() -> None:
+    """auxiliary_losses after a forward on the same obs reuses z(s): same loss, same gradients."""
+    from xlvin.nn.agent import XLVINAgent
+    from xlvin.nn.encoders import MLPEncoder
+    from xlvin.nn.policy import Transitions
+
+    def grads(reuse: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        torch.manual_seed(0)
+        agent = XLVINAgent(MLPEncoder(4, 16, 8), 8, 3, Transition(8, 3, 16),
+                           MessagePassing(8, "max"), depth=2)
+        obs, next_obs = torch.randn(16, 4), torch.randn(16, 4)
+        batch = Transitions(obs if reuse else obs.clone(), torch.randint(0, 3, (16,)), next_obs)
+        logits, values = agent(obs)
+        torch.manual_seed(1)  # the TransE negatives
+        aux = agent.auxiliary_losses(batch)["transe"]
+        (logits.sum() + values.sum() + aux).backward()
+        return aux.detach(), [p.grad.clone() for p in agent.encoder.parameters()]
+
+    aux_a, g_a = grads(reuse=True)
+    aux_b, g_b = grads(reuse=False)
+    assert torch.equal(aux_a, aux_b)
+    for a, b in zip(g_a, g_b):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)

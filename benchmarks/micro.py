@@ -1,0 +1,121 @@
+"""Per-optimisation micro-benchmarks, current code vs a baseline revision, side by side:
+`python -m benchmarks.micro [--baseline REV]` (prints a Markdown table; CPU time of one thread,
+best of several repeats, so that other jobs on the machine disturb it less than wall time).
+
+Each measurement runs in its own process on each code version, alternating.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBES = {
+    "episode statistics: 4 x CartPole-v1 vector env step": "env_step",
+    "PPO agent forward, batch 4 (collection)": "ppo_forward",
+    "XLVIN-R CartPole forward, batch 4 (collection)": "xlvin_forward",
+    "XLVIN-R CartPole forward+backward, batch 128 (one minibatch)": "xlvin_fb",
+    "XLVIN-R Acrobot-v1 greedy evaluation, 100 episodes (final evaluation of a Table 1 cell)": "xlvin_eval",
+}
+
+
+def _best(fn, n: int, reps: int = 5) -> float:
+    for _ in range(min(n, 20)):
+        fn()
+    best = float("inf")
+    for _ in range(reps):
+        t = time.thread_time()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.thread_time() - t) / n)
+    return best
+
+
+def probe(name: str) -> float:
+    """Seconds per call of one probe on the code importable as `xlvin`."""
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    from xlvin.train.run import TrainConfig, build_agent
+
+    if name == "env_step":
+        from xlvin.train.rollout import make_vector_env
+
+        envs = make_vector_env("CartPole-v1", 4)
+        envs.reset(seed=0)
+        actions = [np.zeros(4, dtype=np.int64), np.ones(4, dtype=np.int64)]
+        i = [0]
+
+        def step() -> None:
+            i[0] += 1
+            envs.step(actions[i[0] % 2])
+
+        return _best(step, 2000)
+    torch.manual_seed(0)
+    if name == "ppo_forward":
+        agent = build_agent(TrainConfig(env="CartPole-v1", agent="ppo"), 4, 2, None)
+        obs = torch.randn(4, 4)
+        with torch.no_grad():
+            return _best(lambda: agent(obs), 2000)
+    from xlvin.nn.executor import MessagePassing
+
+    env, obs_dim, actions = ("Acrobot-v1", 6, 3) if name == "xlvin_eval" else ("CartPole-v1", 4, 2)
+    agent = build_agent(TrainConfig(env=env, agent="xlvin"), obs_dim, actions, MessagePassing(50, "max"))
+    if name == "xlvin_forward":
+        obs = torch.randn(4, obs_dim)
+        with torch.no_grad():
+            return _best(lambda: agent(obs), 500)
+    if name == "xlvin_fb":
+        obs = torch.randn(128, obs_dim)
+
+        def fb() -> None:
+            logits, values = agent(obs)
+            (logits.sum() + values.sum()).backward()
+
+        return _best(fb, 50)
+    from xlvin.train.rollout import evaluate_policy
+
+    t = time.thread_time()
+    evaluate_policy(agent, env, episodes=100, seed=1_000_000)
+    return time.thread_time() - t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--baseline", default="368992e~1")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--probe", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.probe:
+        print(json.dumps(probe(args.probe)))
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="xlvin-baseline-"))
+    archive = subprocess.run(["git", "archive", args.baseline, "src"], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    paths = {"before": str(tmp / "src") + os.pathsep + str(ROOT), "after": str(ROOT)}
+    print(f"load average at start: {os.getloadavg()}", file=sys.stderr)
+    print("| probe | before | after | speed-up |\n|---|---|---|---|")
+    for label, name in PROBES.items():
+        best = {"before": float("inf"), "after": float("inf")}
+        for _ in range(args.rounds):
+            for code in ("before", "after"):
+                env = dict(os.environ, PYTHONPATH=paths[code])
+                out = subprocess.run([sys.executable, "-m", "benchmarks.micro", "--probe", name],
+                                     cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+                best[code] = min(best[code], json.loads(out.stdout.strip().splitlines()[-1]))
+        unit, scale = ("s", 1) if best["before"] > 0.5 else ("us", 1e6)
+        print(f"| {label} | {best['before'] * scale:,.1f} {unit} | {best['after'] * scale:,.1f} {unit} "
+              f"| {best['before'] / best['after']:.2f}x |", flush=True)
+    print(f"load average at end: {os.getloadavg()}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
