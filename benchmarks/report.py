@@ -1,6 +1,7 @@
 """results/bench.md from results/bench.json (see benchmarks/run.py)."""
 
 import statistics
+from pathlib import Path
 from typing import Any
 
 
@@ -146,6 +147,7 @@ def render(data: dict[str, Any]) -> str:
                 "Not measured in this invocation: `python -m benchmarks.run --only end_to_end` "
                 "(~40 min; executor pre-training, `xlvin quickstart` with a cold and a warm cache, "
                 "`xlvin reproduce classic` with its default seeds).", ""]
-    for extra in data.get("notes", []):
-        out.append(extra)
+    notes = Path(__file__).with_name("notes.md")
+    if notes.exists():  # the hand-written closing note (profiles, before / after per change)
+        out.append(notes.read_text().rstrip())
     return "\n".join(out) + "\n"
