@@ -13,6 +13,6 @@ want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet "torch==2.13.0"
-  .venv/bin/python -m pip install --quiet -e ".[test,ray]"
+  .venv/bin/python -m pip install --quiet -e ".[test,ray,atari]"
   echo "$want" > "$stamp"
 fi
