@@ -17,19 +17,9 @@ from safetensors.torch import load_file
 from xlvin.cli import main
 from xlvin.io import run_dir as run_dir_module
 from xlvin.io.checkpoint import CHECKPOINT
-from xlvin.io.executor_file import save_executor
 from xlvin.io.run_dir import read_metrics
-from xlvin.nn.executor import VIExecutor
 
 WALL_CLOCK = ("charts/sps",)
-
-
-@pytest.fixture(scope="module")
-def executor_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("exec") / "executor.safetensors"
-    save_executor(path, VIExecutor(hidden=16, aggregation="max", layer_norm=True), {"family": "test"})
-    return path
 
 
 def online_args(executor: Path) -> list[str]:

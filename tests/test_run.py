@@ -8,21 +8,11 @@ import torch
 from safetensors.torch import load_file
 
 from xlvin.cli import main
-from xlvin.io.executor_file import load_executor, save_executor
+from xlvin.io.executor_file import load_executor
 from xlvin.io.run_dir import read_metrics
-from xlvin.nn.executor import VIExecutor
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import LowDataConfig
 from xlvin.train.run import RunConfig, TrainConfig, load_run, train_run
-
-
-@pytest.fixture(scope="module")
-def executor_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small (untrained) executor file: these tests are about the pipeline, not its quality."""
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("exec") / "executor.safetensors"
-    save_executor(path, VIExecutor(hidden=16, aggregation="max", layer_norm=True), {"family": "test"})
-    return path
 
 
 def tiny(agent: str, executor: Path, seed: int = 0, **train: object) -> RunConfig:
