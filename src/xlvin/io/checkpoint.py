@@ -35,14 +35,14 @@ class Resumed:
 
     loop: dict[str, Any]  # the loop's JSON state, as saved
     tensors: dict[str, torch.Tensor]  # the loop's tensors (prefix `loop/` removed)
-    extra: dict[str, Any]
 
 
 @dataclass
 class Checkpointer:
     """Saves and restores a training loop's state in `path` every `every` updates (0: never).
 
-    `extra` is the run-level record saved alongside (the caller keeps updating the same dict).
+    `extra` is the run-level record saved alongside (the caller keeps updating the same dict);
+    `restore` updates it in place with the saved record.
     """
 
     path: Path
@@ -106,7 +106,7 @@ class Checkpointer:
             raise UserError(f"checkpoint {self.path} does not fit this run: {first}") from None
         self.extra.update(extra)
         loop_tensors = {k[len("loop/"):]: v for k, v in tensors.items() if k.startswith("loop/")}
-        return Resumed(loop=loop, tensors=loop_tensors, extra=extra)
+        return Resumed(loop=loop, tensors=loop_tensors)
 
 
 def _optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list]:
