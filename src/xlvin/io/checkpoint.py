@@ -89,12 +89,11 @@ class Checkpointer:
         self, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, sampler: torch.Generator
     ) -> Resumed:
         """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
-        _read_meta(Path(self.path))  # the format, before reading any tensor
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
+        _check_format(Path(self.path), meta)
         try:
-            model = {k[len("model/"):]: v for k, v in tensors.items() if k.startswith("model/")}
-            policy.load_state_dict(model, strict=True)
-            _load_optimizer(optimizer, tensors, meta["param_groups"])
+            policy.load_state_dict(_section(tensors, "model/"), strict=True)
+            _load_optimizer(optimizer, _section(tensors, "optim/"), meta["param_groups"])
             torch.set_rng_state(tensors["rng/torch"])
             sampler.set_state(tensors["rng/sampler"])
             _set_numpy_state(meta["rng"]["numpy"])
@@ -105,8 +104,7 @@ class Checkpointer:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise UserError(f"checkpoint {self.path} does not fit this run: {first}") from None
         self.extra.update(extra)
-        loop_tensors = {k[len("loop/"):]: v for k, v in tensors.items() if k.startswith("loop/")}
-        return Resumed(loop=loop, tensors=loop_tensors)
+        return Resumed(loop=loop, tensors=_section(tensors, "loop/"))
 
 
 def _optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list]:
@@ -123,11 +121,11 @@ def _optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.
 def _load_optimizer(
     optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list
 ) -> None:
+    """`tensors`: the `optim/` section, keyed `<i>/<key>`."""
     state: dict[int, dict[str, torch.Tensor]] = {}
     for name, value in tensors.items():
-        if name.startswith("optim/"):
-            _, index, key = name.split("/", 2)
-            state.setdefault(int(index), {})[key] = value
+        index, key = name.split("/", 1)
+        state.setdefault(int(index), {})[key] = value
     groups = [{k: tuple(v) if k == "betas" else v for k, v in g.items()} for g in groups]
     optimizer.load_state_dict({"state": state, "param_groups": groups})
 
@@ -148,8 +146,17 @@ def _set_numpy_state(s: dict[str, Any]) -> None:
     np.random.set_state((s["name"], key, s["pos"], s["has_gauss"], s["cached"]))
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
-    meta = read_metadata(path, what="checkpoint")
+def _section(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    """The tensors named `prefix...`, with the prefix removed."""
+    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+
+def _check_format(path: Path, meta: dict[str, Any]) -> None:
     if meta.get("format") != FORMAT:
         raise UserError(f"{path}: not an {FORMAT} file (format {meta.get('format')!r})")
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    meta = read_metadata(path, what="checkpoint")
+    _check_format(path, meta)
     return meta

@@ -263,7 +263,7 @@ def train_ppo(
     num_updates = cfg.num_updates
     exact_envs = restorable(envs)
 
-    first_update, global_step, elapsed = 0, 0, 0.0
+    first_update, global_step, elapsed, resumed_at = 0, 0, 0.0, -1
     episode_returns: list[float] = []
     metrics: dict[str, float] = {}
     bar = tqdm(total=num_updates * cfg.batch_size, disable=not progress, unit="step", desc=env_id)
@@ -273,6 +273,7 @@ def train_ppo(
             resumed = checkpoint.restore(policy, optimizer, generator)
             loop = resumed.loop
             first_update, global_step, elapsed = loop["update"], loop["global_step"], loop["elapsed"]
+            resumed_at = first_update
             episode_returns, metrics = loop["episode_returns"], loop["metrics"]
             if loop["envs"] is not None:
                 restore_env_state(envs, loop["envs"])
@@ -283,7 +284,7 @@ def train_ppo(
             bar.update(global_step)
         start = time.perf_counter() - elapsed
         for update in range(first_update, num_updates):
-            if checkpoint is not None and checkpoint.due(update) and (update > first_update or update == 0):
+            if checkpoint is not None and checkpoint.due(update) and update != resumed_at:
                 loop = {
                     "update": update, "global_step": global_step, "log_step": global_step,
                     "elapsed": time.perf_counter() - start, "episode_returns": episode_returns,
