@@ -337,8 +337,8 @@ def test_extreme_policy_change_gives_a_finite_loss_and_nan_stops_training() -> N
         truncated=torch.zeros(T, 1, dtype=torch.bool), valid=torch.ones(T, 1, dtype=torch.bool),
     )
     policy = Fixed(0.0)
-    metrics = ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=1e-3), rollout, PPOConfig(), torch.Generator().manual_seed(0))
+    metrics = ppo_update(policy, make_optimizer(policy, PPOConfig()), rollout, PPOConfig(), torch.Generator().manual_seed(0))
     assert all(math.isfinite(v) for k, v in metrics.items() if k != "losses/explained_variance")
     broken = Fixed(float("nan"))
     with pytest.raises(TrainingDiverged, match="non-finite PPO loss"):
-        ppo_update(broken, torch.optim.SGD(broken.parameters(), lr=1e-3), rollout, PPOConfig(), torch.Generator().manual_seed(0))
+        ppo_update(broken, make_optimizer(broken, PPOConfig()), rollout, PPOConfig(), torch.Generator().manual_seed(0))

@@ -25,7 +25,7 @@ import torch
 from xlvin.errors import UserError
 from xlvin.io.weights import atomic_save_tensors, load_weights, read_metadata
 
-FORMAT = "xlvin-checkpoint/1"
+FORMAT = "xlvin-checkpoint/2"
 CHECKPOINT = "checkpoint.safetensors"
 
 

@@ -1,7 +1,5 @@
 """Agents: the XLVIN policy network (paper section 3.2) and the model-free PPO baseline."""
 
-from collections.abc import Callable
-
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -9,7 +7,7 @@ from torch.nn import functional as F
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, Transitions
-from xlvin.nn.transe import transe_loss
+from xlvin.nn.transe import transe_loss, transe_objective
 from xlvin.nn.transition import Transition
 from xlvin.nn.tree import execute_tree, expand_tree
 
@@ -82,38 +80,41 @@ class XLVINAgent(ActorCritic):
         return self.edge_projection(self.edge_input)
 
     def plan(self, h: torch.Tensor) -> torch.Tensor:
-        """Expand the tree from h [B, k] and execute it: chi_s [B, H].
+        """Expand the tree from h [B, k] and execute it: chi_s [B, H]."""
+        return self._execute(expand_tree(h, self.transition, self.depth))
 
-        `execute_tree` runs the pruned, fused kernel of `xlvin.nn.tree` over the levels.
-        """
-        levels = expand_tree(h, self.transition, self.depth)
+    def _execute(self, levels: list[torch.Tensor]) -> torch.Tensor:
+        """The frozen executor over the expanded tree (`execute_tree`, the pruned, fused kernel of
+        `xlvin.nn.tree`): chi of the roots [B, H]."""
         if not isinstance(self.node_projection, nn.Identity):
             levels = [self.node_projection(level) for level in levels]
         return execute_tree(self.processor, levels, self.edge_features(), self.depth)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.encoder(obs)
+        levels = expand_tree(h, self.transition, self.depth)
         # Kept for auxiliary_losses on the same minibatch (the PPO update calls it right after
-        # this forward with the very same obs tensor): TransE then reuses z(s) instead of running
-        # the encoder on it a second time.
-        self._last_encoding = (obs, h) if torch.is_grad_enabled() else None
-        return _heads(self.heads, torch.cat([h, self.plan(h)], dim=-1))
+        # this forward with the very same obs tensor): TransE then reuses z(s) and, from the
+        # tree's first level, z(s) + T(z(s), a) for every action.
+        first_level = levels[1] if self.depth >= 1 else None
+        self._last_forward = (obs, h, first_level) if torch.is_grad_enabled() else None
+        return _heads(self.heads, torch.cat([h, self._execute(levels)], dim=-1))
 
     def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
         if self.transe_weight == 0:
             return {}
-        last, self._last_encoding = getattr(self, "_last_encoding", None), None
-        encoder: Callable[[torch.Tensor], torch.Tensor] = self.encoder
-        if last is not None and last[0] is batch.obs:
-            # z(s) of this batch is already in the graph: the same values, and the same gradient
-            # up to the order in which the encoder's backward sums its two uses. Saves one of the
-            # three encoder passes per minibatch (the one that dominates on pixels).
-            cached_obs, cached_h = last
-
-            def encoder(x: torch.Tensor) -> torch.Tensor:  # type: ignore[no-redef]
-                return cached_h if x is cached_obs else self.encoder(x)
-
-        loss = transe_loss(encoder, self.transition, batch.obs, batch.actions, batch.next_obs)
+        last, self._last_forward = getattr(self, "_last_forward", None), None
+        if last is not None and last[0] is batch.obs and last[2] is not None:
+            # z(s) and the prediction for every action are already in the graph: the same values
+            # up to float rounding (the tree computes T's first layer as state part + action
+            # column, `Transition.all_actions`). Saves an encoder pass and a transition pass.
+            _, z, first_level = last
+            rows = torch.arange(z.shape[0], device=z.device) * self.num_actions + batch.actions
+            loss = transe_objective(z, first_level[rows], self.encoder(batch.next_obs))
+        else:
+            loss = transe_loss(
+                self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs
+            )
         return {"transe": self.transe_weight * loss}
 
     def train(self, mode: bool = True) -> "XLVINAgent":

@@ -29,8 +29,22 @@ def transe_loss(
     one public version compares it with z(s). We follow the paper.
     """
     z = encoder(obs)  # [B, k]
-    z_next = encoder(next_obs)  # [B, k]
     predicted = z + transition(z, actions)
+    return transe_objective(z, predicted, encoder(next_obs), hinge, sigma, generator)
+
+
+def transe_objective(
+    z: torch.Tensor,
+    predicted: torch.Tensor,
+    z_next: torch.Tensor,
+    hinge: float = 1.0,
+    sigma: float = 0.5,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """`transe_loss` from its embeddings: z(s), the prediction z(s) + T(z(s), a) and z(s'), each
+    [B, k] (for a caller that already has some of them, e.g. XLVIN's tree holds the prediction
+    for every action). Draws one permutation of the batch from `generator` (torch's global RNG
+    when None) for the negatives."""
     negatives = z[torch.randperm(z.shape[0], generator=generator)]
     positive = energy(predicted, z_next, sigma)
     negative = torch.clamp(hinge - energy(negatives, z_next, sigma), min=0.0)
