@@ -115,7 +115,8 @@ def render(data: dict[str, Any]) -> str:
                 f"{rate.get('tree_64', 0) / 1e9:.1f} GMAC/s on the tree's [65536, 64] x [64, 64] shape). "
                 "Peak memory = the rise of the process's max RSS during the measurement. "
                 "\"retain memory\": with `xlvin.nn.tree.retain_freed_memory()` (glibc keeps freed "
-                "memory instead of unmapping every tensor over 32 MiB).", "",
+                "memory instead of unmapping every tensor over 32 MiB); every `xlvin` command "
+                "sets it, so \"yes\" is what `xlvin train` runs.", "",
                 "| case | (A, K) | nodes | code | retain memory | mode | best time | floor | fraction of floor | peak memory |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for name, c in p["cases"].items():

@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit:  # --help, or a usage error already printed in one line
         return int(exit.code or 0)
+    # Big latent trees (the maze's (8, 4): ~1.2 M nodes per minibatch) run ~2x faster when freed
+    # activations stay in the malloc heap instead of being unmapped and re-faulted every forward;
+    # a training process re-reaches its peak memory every minibatch anyway.
+    from xlvin.nn.tree import retain_freed_memory
+
+    retain_freed_memory()
     try:
         args.func(args)
     except UserError as err:

@@ -178,8 +178,9 @@ def _step(
 
 
 def retain_freed_memory() -> bool:
-    """Opt-in (process-wide, glibc only): serve large tensors from the malloc heap and keep freed
-    memory there instead of returning it to the OS. Returns whether the setting was applied.
+    """Process-wide (glibc only): serve large tensors from the malloc heap and keep freed memory
+    there instead of returning it to the OS. Returns whether the setting was applied. Every
+    `xlvin` command calls it; a library user opts in by calling it.
 
     glibc hands every allocation above 32 MiB to mmap and unmaps it on free, so every forward of a
     big tree re-faults its activations page by page (the kernel zeroes each page). On the (8, 4)
