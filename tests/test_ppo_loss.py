@@ -109,7 +109,7 @@ def test_flat_adam_follows_torch_adam() -> None:
         adam.step()
     for p, q in zip(net.parameters(), twin.parameters()):
         assert p.data_ptr() != q.data_ptr()
-        torch.testing.assert_close(p, q, rtol=0, atol=1e-6)
+        torch.testing.assert_close(p, q, rtol=0, atol=1e-6)  # fused kernel: rounding only
     # the parameters are views of the flat buffer, and state_dict / load_state_dict go through it
     assert net[0].weight.untyped_storage().data_ptr() == flat.flat.untyped_storage().data_ptr()
     net.load_state_dict({k: torch.zeros_like(v) for k, v in net.state_dict().items()})

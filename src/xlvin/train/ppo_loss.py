@@ -8,15 +8,37 @@ closed form.
 with r_i = exp(clamp(log pi(a_i|s_i) - log pi_old(a_i|s_i), -L, L)) and
 V^clip = V_old + clamp(V - V_old, -eps, eps). Written with autograd this is ~30 small nodes whose
 recording and backward cost more than the CartPole network itself (~0.7 ms per minibatch of 128
-here); `ppo_loss` computes the same value and the same gradient (including autograd's conventions
-at the kinks: a tie in a max splits the gradient in half, clamp passes it on its closed range) in
-a fixed handful of ops. Tests compare value and gradient with the plain autograd formula.
+here). `ppo_loss` is one node whose forward and backward compute the same value and gradient
+(including autograd's conventions at the kinks: a tie in a min or max splits the gradient in
+half, clamp passes it on its closed range) on [B, A] and [B] arrays in NumPy, where each of
+these tiny ops costs ~1 us instead of torch's ~5-10 us (the same reason `compute_gae` and
+`sample_actions` use NumPy). Only logits and values cross over (to the CPU, if they are
+elsewhere). Tests compare value and gradient with the plain autograd formula.
 """
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log pi(.|s) from logits [B, A] (max-shifted, as torch.log_softmax)."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    """np.clip as two ufuncs (np.clip's Python wrapper costs more than the work on [B])."""
+    return np.minimum(np.maximum(x, low), high)
+
+
+def action_logprobs(logits: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """log pi(a_i|s_i) [B] from logits [B, A] and actions [B]: the same function the loss uses,
+    so that the first PPO epoch on a fresh rollout sees ratios of 1 (up to the forward's own
+    batch-size rounding)."""
+    return log_softmax(logits)[np.arange(len(actions)), actions]
 
 
 @dataclass(frozen=True)
@@ -28,6 +50,10 @@ class PPOLossTerms:
     entropy: Tensor
     approx_kl: Tensor  # Schulman's k3 estimator, mean of (r - 1) - log r
     clipfrac: Tensor  # fraction of |r - 1| > eps
+
+
+def _numpy(t: Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
 
 
 class _PPOLoss(torch.autograd.Function):
@@ -47,70 +73,73 @@ class _PPOLoss(torch.autograd.Function):
         vf_coef: float,
         logratio_limit: float,
     ) -> tuple[Tensor, Tensor]:
-        n = logits.shape[0]
-        logp = torch.log_softmax(logits, dim=-1)
-        probs = logp.exp()
-        entropy = (probs * logp).sum(-1).neg_()  # [B]
-        raw_logratio = logp.gather(-1, actions.unsqueeze(-1)).squeeze(-1) - old_logprobs
-        logratio = raw_logratio.clamp(-logratio_limit, logratio_limit)
-        ratio = logratio.exp()
-        neg_adv = advantages.neg()
-        surrogate = neg_adv * ratio
-        clipped = neg_adv * ratio.clamp(1 - clip, 1 + clip)
-        policy_loss = torch.maximum(surrogate, clipped)
+        x, v, a = _numpy(logits), _numpy(values), _numpy(actions)
+        adv, ret, v_old = _numpy(advantages), _numpy(returns), _numpy(old_values)
+        n = x.shape[0]
+        logp = log_softmax(x)
+        probs = np.exp(logp)
+        entropy = -(probs * logp).sum(axis=-1)  # [B]
+        rows = np.arange(n)
+        raw_logratio = logp[rows, a] - _numpy(old_logprobs)
+        logratio = _clip(raw_logratio, -logratio_limit, logratio_limit)
+        ratio = np.exp(logratio)
+        # max(-A r, -A clip(r)) = -min(A r, A clip(r))
+        gain = adv * ratio
+        gain_clipped = adv * _clip(ratio, 1 - clip, 1 + clip)
+        policy_loss = -np.minimum(gain, gain_clipped).sum() / n
 
-        error = values - returns
-        sq_error = error.square()
+        error = v - ret
+        sq_error = np.square(error)
         if clip_value_loss:
-            delta = values - old_values
-            clipped_error = old_values + delta.clamp(-clip, clip) - returns
-            sq_clipped = clipped_error.square()
-            value_loss = 0.5 * torch.maximum(sq_error, sq_clipped)
+            delta = v - v_old
+            delta_clipped = _clip(delta, -clip, clip)
+            clipped_error = v_old + delta_clipped - ret
+            sq_clipped = np.square(clipped_error)
+            value_loss = 0.5 * np.maximum(sq_error, sq_clipped).sum() / n
         else:
-            value_loss = 0.5 * sq_error
-
-        terms = torch.stack(
-            [policy_loss.mean(), value_loss.mean(), entropy.mean(),
-             ((ratio - 1) - logratio).mean(), ((ratio - 1).abs() > clip).float().mean()]
+            value_loss = 0.5 * sq_error.sum() / n
+        mean_entropy = entropy.sum() / n
+        loss = policy_loss - ent_coef * mean_entropy + vf_coef * value_loss
+        ratio_minus_1 = ratio - 1
+        terms = np.array(
+            [loss, policy_loss, value_loss, mean_entropy, (ratio_minus_1 - logratio).sum() / n,
+             np.count_nonzero(np.abs(ratio_minus_1) > clip) / n], dtype=x.dtype,
         )
-        loss = terms[0] - ent_coef * terms[2] + vf_coef * terms[1]
 
-        # d loss / d log pi(a_i|s_i) = -A_i r_i / B where the max passes the gradient to r, times
-        # the logratio clamp's pass-through. Inside the clip range both sides of the max are
-        # equal and both carry r (autograd gives each half); outside it only the unclipped side
-        # does, and only when it is the larger one (a tie there means A_i = 0).
-        inside = (ratio >= 1 - clip) & (ratio <= 1 + clip)
-        through_ratio = inside | (surrogate > clipped)
-        passes = (raw_logratio >= -logratio_limit) & (raw_logratio <= logratio_limit)
-        grad_logprob = neg_adv * ratio * (through_ratio & passes) / n
-        # d loss / d V_i: 1/2 max(e^2, e_clip^2) -> e or e_clip (times the clamp's pass-through),
-        # half each on a tie.
+        # d loss / d log pi(a_i|s_i) = -A_i r_i / B where the min passes the gradient to r, and
+        # where the log-ratio is not clamped (clip returns its input exactly there). Inside the
+        # clip range both sides of the min are equal and both carry r (autograd gives each
+        # half); outside it only the unclipped side does, and only when it is the smaller one (a
+        # tie there means A_i = 0).
+        through_ratio = (gain <= gain_clipped) & (logratio == raw_logratio)
+        grad_logprob = np.where(through_ratio, gain, 0.0) * (-1.0 / n)
+        # d loss / d V_i: 1/2 max(e^2, e_clip^2) -> e, or e_clip where the clamp of V - V_old
+        # passes; half each on a tie.
         if clip_value_loss:
-            passes_v = ((delta >= -clip) & (delta <= clip)).float()
-            from_clipped = clipped_error * passes_v
-            grad_values = torch.where(
+            from_clipped = np.where(delta_clipped == delta, clipped_error, 0.0)
+            grad_values = np.where(
                 sq_error > sq_clipped, error,
-                torch.where(sq_error < sq_clipped, from_clipped, 0.5 * (error + from_clipped)),
+                np.where(sq_error < sq_clipped, from_clipped, 0.5 * (error + from_clipped)),
             )
         else:
             grad_values = error
-        grad_values = grad_values * (vf_coef / n)
-        ctx.save_for_backward(probs, logp, entropy, grad_logprob, grad_values, actions)
-        ctx.mark_non_differentiable(terms)
-        ctx.ent_scale = ent_coef / n
-        return loss, terms
+        # d log pi(a|s) / d logits = onehot(a) - pi;  d(-c_H H) / d logits = c_H pi (log pi + H).
+        grad_logits = probs * ((ent_coef / n) * (logp + entropy[:, None]) - grad_logprob[:, None])
+        grad_logits[rows, a] += grad_logprob
+        ctx.grads = (  # type: ignore[attr-defined]
+            torch.from_numpy(grad_logits.astype(x.dtype, copy=False)).to(logits.device),
+            torch.from_numpy((grad_values * (vf_coef / n)).astype(v.dtype, copy=False)).to(values.device),
+        )
+        loss_and_terms = torch.from_numpy(terms).to(logits.device)
+        terms_t = loss_and_terms[1:]
+        ctx.mark_non_differentiable(terms_t)
+        return loss_and_terms[0], terms_t
 
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad_loss: Tensor, _grad_terms: Tensor
     ) -> tuple[Tensor | None, ...]:
-        saved = ctx.saved_tensors  # type: ignore[attr-defined]
-        probs, logp, entropy, grad_logprob, grad_values, actions = saved
-        # d log pi(a|s) / d logits = onehot(a) - pi;  d(-c_H H) / d logits = c_H pi (log pi + H).
-        ent_scale: float = ctx.ent_scale  # type: ignore[attr-defined]
-        grad_logprob_ = grad_logprob.unsqueeze(-1)
-        grad_logits = probs * (ent_scale * (logp + entropy.unsqueeze(-1)) - grad_logprob_)
-        grad_logits.scatter_add_(-1, actions.unsqueeze(-1), grad_logprob_)
+        grad_logits, grad_values = ctx.grads  # type: ignore[attr-defined]
         return (grad_logits * grad_loss, grad_values * grad_loss) + (None,) * 10
 
 

@@ -26,6 +26,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with gymnasium)
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.train.ppo_loss import action_logprobs
 
 
 @dataclass
@@ -228,14 +229,12 @@ def collect_rollout(
         values[T] = policy(obs_t[T] if on_cpu else obs_t[T].to(device))[1].cpu().numpy()
 
     state.obs, state.autoreset = obs[T].copy(), autoreset.copy()
-    actions_t = torch.from_numpy(actions)
-    # log pi_old(a_t | obs_t) with the same torch ops as the update, so the first ratio is 1.
-    logprobs = torch.log_softmax(torch.from_numpy(logits), dim=-1)
-    logprobs = logprobs.gather(-1, actions_t.unsqueeze(-1)).squeeze(-1)
+    # log pi_old(a_t | obs_t) by the function the PPO loss uses, so the first ratio is 1.
+    logprobs = action_logprobs(logits.reshape(T * N, -1), actions.reshape(T * N)).reshape(T, N)
     return Rollout(
         obs=obs_t,
-        actions=actions_t,
-        logprobs=logprobs,
+        actions=torch.from_numpy(actions),
+        logprobs=torch.from_numpy(logprobs),
         values=torch.from_numpy(values),
         rewards=torch.from_numpy(rewards),
         terminated=torch.from_numpy(terminated),
@@ -498,9 +497,9 @@ def relabel(rollout: Rollout, policy: ActorCritic) -> Rollout:
     forward), as if the current policy had collected them."""
     T, N = rollout.actions.shape
     logits, values = policy(rollout.obs.flatten(0, 1))
-    logp = torch.log_softmax(logits.view(T + 1, N, -1)[:T], dim=-1)
+    logprobs = action_logprobs(logits[: T * N].cpu().numpy(), rollout.actions.flatten().numpy())
     return dataclasses.replace(
         rollout,
-        logprobs=logp.gather(-1, rollout.actions.unsqueeze(-1)).squeeze(-1),
+        logprobs=torch.from_numpy(logprobs).view(T, N),
         values=values.view(T + 1, N),
     )
