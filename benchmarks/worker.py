@@ -4,6 +4,7 @@ Prints one JSON line (the result) last. Every task sets one torch thread unless 
 so our code and Stable-Baselines3 run under the same settings, and nothing warms the other.
 """
 
+import importlib
 import json
 import os
 import resource
@@ -27,7 +28,7 @@ def _threads(n: int) -> None:
     out of both sides' timings.
     """
     torch.set_num_threads(n)
-    import torch._dynamo  # noqa: F401
+    importlib.import_module("torch._dynamo")
 
 
 def _maxrss_mb() -> float:
