@@ -24,6 +24,7 @@ import torch
 
 from xlvin.errors import UserError
 from xlvin.io.weights import atomic_save_tensors, load_weights, read_metadata
+from xlvin.train.optim import FlatAdam
 
 FORMAT = "xlvin-checkpoint/2"
 CHECKPOINT = "checkpoint.safetensors"
@@ -65,7 +66,7 @@ class Checkpointer:
     def save(
         self,
         policy: torch.nn.Module,
-        optimizer: torch.optim.Optimizer,
+        optimizer: FlatAdam,
         sampler: torch.Generator,
         loop: dict[str, Any],
         tensors: dict[str, torch.Tensor] | None = None,
@@ -86,7 +87,7 @@ class Checkpointer:
         atomic_save_tensors(Path(self.path), out, meta)
 
     def restore(
-        self, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, sampler: torch.Generator
+        self, policy: torch.nn.Module, optimizer: FlatAdam, sampler: torch.Generator
     ) -> Resumed:
         """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
@@ -107,7 +108,7 @@ class Checkpointer:
         return Resumed(loop=loop, tensors=_section(tensors, "loop/"))
 
 
-def _optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list]:
+def _optimizer_state(optimizer: FlatAdam) -> tuple[dict[str, torch.Tensor], list]:
     state = optimizer.state_dict()
     tensors = {
         f"optim/{index}/{key}": value if torch.is_tensor(value) else torch.tensor(value)
@@ -119,7 +120,7 @@ def _optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.
 
 
 def _load_optimizer(
-    optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list
+    optimizer: FlatAdam, tensors: dict[str, torch.Tensor], groups: list
 ) -> None:
     """`tensors`: the `optim/` section, keyed `<i>/<key>`."""
     state: dict[int, dict[str, torch.Tensor]] = {}

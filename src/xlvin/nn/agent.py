@@ -2,9 +2,9 @@
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from xlvin.nn.executor import MessagePassing
+from xlvin.nn.functional import linear
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.nn.transe import transe_loss, transe_objective
@@ -13,10 +13,10 @@ from xlvin.nn.tree import execute_tree, expand_tree
 
 
 def _heads(heads: ActorCriticHeads, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`heads(features)` with the same ops called directly (bit-identical; no module dispatch on
-    the per-step forward of collection)."""
-    logits = F.linear(features, heads.actor.weight, heads.actor.bias)
-    return logits, F.linear(features, heads.critic.weight, heads.critic.bias).squeeze(-1)
+    """`heads(features)` with the same ops called directly (bit-identical in training; no module
+    dispatch on the per-step forward of collection)."""
+    logits = linear(features, heads.actor.weight, heads.actor.bias)
+    return logits, linear(features, heads.critic.weight, heads.critic.bias).squeeze(-1)
 
 
 class PPOAgent(ActorCritic):
@@ -77,7 +77,7 @@ class XLVINAgent(ActorCritic):
 
     def edge_features(self) -> torch.Tensor:
         """Embedded [one-hot(a), gamma] for every action: [A, H]."""
-        return self.edge_projection(self.edge_input)
+        return linear(self.edge_input, self.edge_projection.weight, self.edge_projection.bias)
 
     def plan(self, h: torch.Tensor) -> torch.Tensor:
         """Expand the tree from h [B, k] and execute it: chi_s [B, H]."""

@@ -4,6 +4,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from xlvin.nn.functional import linear, transposed
+
 
 class Transition(nn.Module):
     """Three-layer MLP on [h, one-hot(a)] with LayerNorm after the second layer (paper 4.1).
@@ -37,8 +39,9 @@ class Transition(nn.Module):
         once and the one-hot part is a column of its weight, so no [N * A, k + A] input is built.
         """
         k = self.embedding_dim
-        state_part = F.linear(h, self.first.weight[:, :k], self.first.bias)  # [N, F]
-        action_part = self.first.weight[:, k:].T  # [A, F]
+        first_t = transposed(self.first.weight)  # [k + A, F]
+        state_part = torch.addmm(self.first.bias, h, first_t[:k])  # [N, F]
+        action_part = first_t[k:]  # [A, F]
         return self._rest(state_part.unsqueeze(1) + action_part)  # [N, A, F] -> [N, A, k]
 
     def _rest(self, x: torch.Tensor) -> torch.Tensor:
@@ -48,9 +51,9 @@ class Transition(nn.Module):
         _, hidden_layer, norm, _, out_layer = self.rest
         shape = x.shape
         x = x.reshape(-1, shape[-1])  # 2-D: one addmm per layer and 2-D element-wise backward
-        x = F.linear(x.relu_(), hidden_layer.weight, hidden_layer.bias)
+        x = linear(x.relu_(), hidden_layer.weight, hidden_layer.bias)
         x = F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-        x = F.linear(x.relu_(), out_layer.weight, out_layer.bias)
+        x = linear(x.relu_(), out_layer.weight, out_layer.bias)
         return x.view(*shape[:-1], x.shape[-1])
 
     def successors(self, h: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with gymnasium)
 from xlvin.errors import UserError
+from xlvin.nn.functional import acting
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.train.ppo_loss import action_logprobs
 
@@ -213,7 +214,7 @@ def collect_rollout(
 
     obs[0] = state.obs
     autoreset = state.autoreset
-    with torch.no_grad():
+    with acting():
         for t in range(T):
             valid[t] = ~autoreset
             step_logits, step_values = policy(obs_t[t] if on_cpu else obs_t[t].to(device))
@@ -441,7 +442,7 @@ def evaluate_policy(
     try:
         for j in range(n):
             start(j)
-        with torch.no_grad():
+        with acting():
             while True:
                 active = [j for j in range(n) if episode_of[j] >= 0]
                 if not active:

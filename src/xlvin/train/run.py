@@ -15,6 +15,7 @@ import torch
 from xlvin.config import from_dict, option, to_dict
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, Checkpointer
+from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.io.run_dir import (
     MODEL,
     SUMMARY,
@@ -28,7 +29,6 @@ from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
 from xlvin.nn.encoders import MLPEncoder
-from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.nn.transition import Transition
