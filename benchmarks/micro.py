@@ -22,7 +22,22 @@ PROBES = {
     "XLVIN-R CartPole forward, batch 4 (collection)": "xlvin_forward",
     "XLVIN-R CartPole forward+backward, batch 128 (one minibatch)": "xlvin_fb",
     "XLVIN-R Acrobot-v1 greedy evaluation, 100 episodes (final evaluation of a Table 1 cell)": "xlvin_eval",
+    "PPO agent, collection of one rollout (CartPole-v1, 4 envs x 128 steps)": "ppo_collect",
+    "PPO agent, update on one rollout (4 epochs x 4 minibatches of 128)": "ppo_update",
+    "XLVIN-R CartPole, collection of one rollout (4 envs x 128 steps)": "xlvin_collect",
+    "XLVIN-R CartPole, update on one rollout (4 epochs x 4 minibatches of 128)": "xlvin_update",
 }
+
+
+def _acting():  # the no-grad context collection uses on each code version
+    try:
+        from xlvin.nn.functional import acting
+
+        return acting()
+    except ImportError:
+        import torch
+
+        return torch.no_grad()
 
 
 def _best(fn, n: int, reps: int = 5) -> float:
@@ -59,19 +74,23 @@ def probe(name: str) -> float:
 
         return _best(step, 2000)
     torch.manual_seed(0)
-    if name == "ppo_forward":
+    if name.startswith("ppo_"):
         agent = build_agent(TrainConfig(env="CartPole-v1", agent="ppo"), 4, 2, None)
-        obs = torch.randn(4, 4)
-        with torch.no_grad():
-            return _best(lambda: agent(obs), 2000)
+        if name == "ppo_forward":
+            obs = torch.randn(4, 4)
+            with _acting():
+                return _best(lambda: agent(obs), 2000)
+        return _rollout_probe(agent, name.removeprefix("ppo_"))
     from xlvin.nn.executor import MessagePassing
 
     env, obs_dim, actions = ("Acrobot-v1", 6, 3) if name == "xlvin_eval" else ("CartPole-v1", 4, 2)
     agent = build_agent(TrainConfig(env=env, agent="xlvin"), obs_dim, actions, MessagePassing(50, "max"))
     if name == "xlvin_forward":
         obs = torch.randn(4, obs_dim)
-        with torch.no_grad():
+        with _acting():
             return _best(lambda: agent(obs), 500)
+    if name in ("xlvin_collect", "xlvin_update"):
+        return _rollout_probe(agent, name.removeprefix("xlvin_"))
     if name == "xlvin_fb":
         obs = torch.randn(128, obs_dim)
 
@@ -85,6 +104,24 @@ def probe(name: str) -> float:
     t = time.thread_time()
     evaluate_policy(agent, env, episodes=100, seed=1_000_000)
     return time.thread_time() - t
+
+
+def _rollout_probe(agent, what: str) -> float:
+    """Seconds of one `collect_rollout` (128 steps, 4 CartPole-v1 envs) or one `ppo_update` on it."""
+    import torch
+
+    from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
+    from xlvin.train.rollout import collect_rollout, make_vector_env, reset_envs
+
+    envs = make_vector_env("CartPole-v1", 4)
+    state = reset_envs(envs, 0)
+    generator = torch.Generator().manual_seed(0)
+    if what == "collect":
+        return _best(lambda: collect_rollout(envs, agent, 128, state, generator), 3)
+    rollout = collect_rollout(envs, agent, 128, state, generator)
+    cfg = PPOConfig()
+    optimizer = make_optimizer(agent, cfg)
+    return _best(lambda: ppo_update(agent, optimizer, rollout, cfg, generator), 2)
 
 
 def main() -> None:

@@ -5,7 +5,14 @@ import torch
 
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transition import Transition
-from xlvin.nn.tree import execute_tree, execute_tree_reference, expand_tree, level_offsets, node_count
+from xlvin.nn.tree import (
+    execute_tree,
+    execute_tree_reference,
+    expand_projected_tree,
+    expand_tree,
+    level_offsets,
+    node_count,
+)
 
 
 @pytest.mark.parametrize("aggregation", ["max", "sum"])
@@ -68,3 +75,29 @@ def test_transe_reuses_the_forward_encoding_exactly() -> None:
     assert torch.equal(aux_a, aux_b)
     for a, b in zip(g_a, g_b):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("batch,actions,depth", [(3, 2, 2), (2, 9, 2), (2, 4, 1), (1, 3, 3), (2, 2, 0)])
+def test_projected_tree_equals_projecting_every_level(batch, actions, depth) -> None:
+    """The tree grown in the executor's width equals expanding in the embedding space and
+    projecting every level, in values and in the gradients of every trainable weight."""
+    torch.manual_seed(0)
+    k, width, hidden = 12, 16, 5
+    transition = Transition(k, actions, width).double()
+    projection = torch.nn.Linear(k, hidden).double()
+    h = torch.randn(batch, k, dtype=torch.float64, requires_grad=True)
+    fast = expand_projected_tree(h, transition, projection, depth)
+    slow = [projection(level) for level in expand_tree(h, transition, depth)]
+    assert [t.shape for t in fast] == [t.shape for t in slow]
+    for a, b in zip(fast, slow):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    params = [h, *transition.parameters(), *projection.parameters()]
+
+    def grads(levels):
+        loss = sum((level.sin() * (i + 1)).sum() for i, level in enumerate(levels))
+        return torch.autograd.grad(loss, params, allow_unused=True)
+
+    for a, b in zip(grads(fast), grads(slow)):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)

@@ -9,7 +9,7 @@ from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.nn.transe import transe_loss, transe_objective
 from xlvin.nn.transition import Transition
-from xlvin.nn.tree import execute_tree, expand_tree
+from xlvin.nn.tree import execute_tree, expand_projected_tree, expand_tree
 
 
 def _heads(heads: ActorCriticHeads, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,40 +81,55 @@ class XLVINAgent(ActorCritic):
 
     def plan(self, h: torch.Tensor) -> torch.Tensor:
         """Expand the tree from h [B, k] and execute it: chi_s [B, H]."""
-        return self._execute(expand_tree(h, self.transition, self.depth))
+        return self._plan(h)[0]
 
-    def _execute(self, levels: list[torch.Tensor]) -> torch.Tensor:
-        """The frozen executor over the expanded tree (`execute_tree`, the pruned, fused kernel of
-        `xlvin.nn.tree`): chi of the roots [B, H]."""
-        if not isinstance(self.node_projection, nn.Identity):
-            levels = [self.node_projection(level) for level in levels]
-        return execute_tree(self.processor, levels, self.edge_features(), self.depth)
+    def _plan(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(chi_s [B, H], the tree's first level [B * A, k] when it was built in the embedding
+        space, else None).
+
+        With a node projection (k != H, pixel encoders) the tree is grown directly in the
+        executor's width by `expand_projected_tree` (the projected levels without the k-wide
+        ones); otherwise by `expand_tree`. Either way the frozen executor runs over it with
+        `execute_tree`, the pruned, fused kernel of `xlvin.nn.tree`.
+        """
+        if isinstance(self.node_projection, nn.Linear):
+            levels = expand_projected_tree(h, self.transition, self.node_projection, self.depth)
+            first_level = None
+        else:
+            levels = expand_tree(h, self.transition, self.depth)
+            first_level = levels[1] if self.depth >= 1 else None
+        chi = execute_tree(self.processor, levels, self.edge_features(), self.depth)
+        return chi, first_level
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.encoder(obs)
-        levels = expand_tree(h, self.transition, self.depth)
+        chi, first_level = self._plan(h)
         # Kept for auxiliary_losses on the same minibatch (the PPO update calls it right after
-        # this forward with the very same obs tensor): TransE then reuses z(s) and, from the
-        # tree's first level, z(s) + T(z(s), a) for every action.
-        first_level = levels[1] if self.depth >= 1 else None
+        # this forward with the very same obs tensor): TransE then reuses z(s) and, when the tree
+        # has it, z(s) + T(z(s), a) for every action.
         self._last_forward = (obs, h, first_level) if torch.is_grad_enabled() else None
-        return _heads(self.heads, torch.cat([h, self._execute(levels)], dim=-1))
+        return _heads(self.heads, torch.cat([h, chi], dim=-1))
 
     def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
         if self.transe_weight == 0:
             return {}
         last, self._last_forward = getattr(self, "_last_forward", None), None
-        if last is not None and last[0] is batch.obs and last[2] is not None:
-            # z(s) and the prediction for every action are already in the graph: the same values
-            # up to float rounding (the tree computes T's first layer as state part + action
-            # column, `Transition.all_actions`). Saves an encoder pass and a transition pass.
-            _, z, first_level = last
-            rows = torch.arange(z.shape[0], device=z.device) * self.num_actions + batch.actions
-            loss = transe_objective(z, first_level[rows], self.encoder(batch.next_obs))
-        else:
+        if last is None or last[0] is not batch.obs:
             loss = transe_loss(
                 self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs
             )
+        else:
+            # z(s) (and possibly every action's prediction) is already in the graph: the same
+            # values up to float rounding (the tree computes T's first layer as state part +
+            # action column, `Transition.all_actions`). Saves an encoder pass (and a transition
+            # pass).
+            _, z, first_level = last
+            if first_level is None:
+                predicted = self.transition.next_embedding(z, batch.actions)
+            else:
+                rows = torch.arange(z.shape[0], device=z.device) * self.num_actions
+                predicted = first_level[rows + batch.actions]
+            loss = transe_objective(z, predicted, self.encoder(batch.next_obs))
         return {"transe": self.transe_weight * loss}
 
     def train(self, mode: bool = True) -> "XLVINAgent":

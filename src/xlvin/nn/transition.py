@@ -48,13 +48,21 @@ class Transition(nn.Module):
         """`self.rest(x)` with the same ops called directly (no per-module Python dispatch, ReLUs
         in place on tensors nothing else reads): bit-identical, and it runs on every tree level of
         every forward."""
-        _, hidden_layer, norm, _, out_layer = self.rest
+        out_layer = self.rest[-1]
         shape = x.shape
-        x = x.reshape(-1, shape[-1])  # 2-D: one addmm per layer and 2-D element-wise backward
+        x = linear(self.hidden(x), out_layer.weight, out_layer.bias)
+        return x.view(*shape[:-1], x.shape[-1])
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        """The translation's last hidden layer r from the first layer's pre-activation x [..., F]:
+        relu(LayerNorm(W2 relu(x) + b2)), flattened to [N, F] (T = W3 r + b3).
+
+        2-D: one addmm per layer and 2-D element-wise backward (3-4x faster than 3-D here)."""
+        _, hidden_layer, norm, _, _ = self.rest
+        x = x.reshape(-1, x.shape[-1])
         x = linear(x.relu_(), hidden_layer.weight, hidden_layer.bias)
         x = F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-        x = linear(x.relu_(), out_layer.weight, out_layer.bias)
-        return x.view(*shape[:-1], x.shape[-1])
+        return x.relu_()
 
     def successors(self, h: torch.Tensor) -> torch.Tensor:
         """Next embeddings for every action: h [N, k] -> h + T(h, a) for all a, [N, A, k]."""

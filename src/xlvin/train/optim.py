@@ -4,20 +4,20 @@ PPO takes 16 optimizer steps per rollout on networks of a few thousand weights, 
 per tensor, not per weight: zeroing, clipping and Adam over the ~10 tensors of the CartPole MLP
 took ~0.45 ms per minibatch, about as long as the network's forward and backward together.
 `FlatAdam` makes every parameter (and its gradient) a view into one flat tensor, so zeroing and
-clipping are one op each and Adam's update is five ops on one tensor (~0.1 ms in all).
+clipping are one op each and Adam's fused kernel runs once, on one tensor (~0.07 ms in all).
 """
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 from torch import nn
+from torch.optim.adam import adam
 
 
 class FlatAdam:
-    """Adam (Kingma & Ba 2015; torch.optim.Adam's single-tensor update rule, no weight decay) on
-    one flat parameter whose slices are the given parameters.
+    """Adam (Kingma & Ba 2015; torch.optim.Adam's fused kernel, no weight decay) on one flat
+    parameter whose slices are the given parameters.
 
     After construction `p.data` and `p.grad` of every given parameter are views into
     `self.flat` and `self.flat.grad`: the module computes with them unchanged, autograd
@@ -26,8 +26,8 @@ class FlatAdam:
     place and re-binds the views (a gradient set to None would be cut off from the flat one), so a
     parameter left without gradient in a step gets a zero-gradient Adam step instead of none.
 
-    It is not a torch.optim.Optimizer (whose per-step bookkeeping costs ~3x the update itself at
-    this size) but offers what the training loops and checkpoints use of one: `param_groups`
+    It is not a torch.optim.Optimizer (whose per-step bookkeeping costs ~3x the update itself for
+    small nets) but offers what the training loops and checkpoints use of one: `param_groups`
     (its "lr" is read at every step, for schedules), `zero_grad`, `step`, `state_dict` and
     `load_state_dict` in torch.optim.Adam's layout (step, exp_avg, exp_avg_sq of parameter 0).
     """
@@ -54,7 +54,7 @@ class FlatAdam:
         self.flat = nn.Parameter(flat)
         self.flat.grad = grad
         self.param_groups = [{"params": [self.flat], "lr": lr, "betas": betas, "eps": eps}]
-        self.steps = 0
+        self.step_t = torch.zeros((), dtype=torch.float32, device=flat.device)
         self.exp_avg, self.exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
         self.zero_grad()
 
@@ -80,24 +80,22 @@ class FlatAdam:
 
     @torch.no_grad()
     def step(self) -> None:
-        """m <- lerp(m, g, 1 - b1); v <- b2 v + (1 - b2) g^2;
-        p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)."""
+        """One Adam step by torch's fused kernel (`torch.optim.adam.adam`, the functional form
+        torch.optim.Adam calls): one pass over the flat tensors, which matters for pixel encoders
+        (1.7 M weights: ~1.7 ms instead of ~6.9 ms for the same update as separate ops)."""
         group = self.param_groups[0]
         beta1, beta2 = group["betas"]
-        grad = self.flat.grad
-        assert grad is not None
-        self.steps += 1
-        self.exp_avg.lerp_(grad, 1 - beta1)
-        self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        denom = (self.exp_avg_sq.sqrt() / math.sqrt(1 - beta2**self.steps)).add_(group["eps"])
-        self.flat.addcdiv_(self.exp_avg, denom, value=-group["lr"] / (1 - beta1**self.steps))
+        adam(
+            [self.flat], [self.flat.grad], [self.exp_avg], [self.exp_avg_sq], [], [self.step_t],
+            fused=True, amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"],
+            weight_decay=0.0, eps=group["eps"], maximize=False,
+        )
 
     def state_dict(self) -> dict[str, Any]:
-        state = {"step": torch.tensor(float(self.steps)), "exp_avg": self.exp_avg,
-                 "exp_avg_sq": self.exp_avg_sq}
+        state = {"step": self.step_t, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
         groups = [{k: v for k, v in g.items() if k != "params"} | {"params": [0]}
                   for g in self.param_groups]
-        return {"state": {0: state} if self.steps else {}, "param_groups": groups}
+        return {"state": {0: state} if self.step_t > 0 else {}, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what `state_dict` gave (raises ValueError if it does not fit)."""
@@ -111,5 +109,5 @@ class FlatAdam:
                 )
             self.exp_avg.copy_(state["exp_avg"])
             self.exp_avg_sq.copy_(state["exp_avg_sq"])
-            self.steps = int(state["step"].item())
+            self.step_t.copy_(state["step"])
         self.param_groups[0].update({k: v for k, v in group.items() if k != "params"})
