@@ -62,7 +62,8 @@ def render(data: dict[str, Any]) -> str:
            "lower.", "",
            f"Machine: {m.get('cpu')}, {m.get('cores')} cores, torch {m.get('torch')} "
            f"({m.get('torch_threads_used')} torch thread in every measurement), Python "
-           f"{m.get('python')}, Stable-Baselines3 {m.get('stable_baselines3')}."]
+           f"{m.get('python')}, Stable-Baselines3 {m.get('stable_baselines3')}; torch device of "
+           f"every measurement: {m.get('device', 'cpu')}."]
     if "baseline" in data:
         out += ["", f"\"Before\" figures: the code at `{data['baseline']['revision']}` "
                 f"(commit {data['baseline']['commit']}, before this issue's optimisations), run in "

@@ -57,7 +57,7 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def machine() -> dict[str, Any]:
+def machine(device: str = "cpu") -> dict[str, Any]:
     import torch
 
     model = ""
@@ -71,6 +71,7 @@ def machine() -> dict[str, Any]:
     info: dict[str, Any] = {
         "cpu": model or platform.processor(), "cores": os.cpu_count(),
         "torch": torch.__version__, "torch_threads_used": 1, "python": platform.python_version(),
+        "device": device if device == "cpu" else f"{device} ({torch.cuda.get_device_name(device)})",
     }
     try:
         import stable_baselines3
@@ -94,13 +95,17 @@ class Runner:
                 ["git", "rev-parse", "--short", baseline], cwd=ROOT, capture_output=True, text=True
             ).stdout.strip()
 
+    device = "cpu"  # every task's torch device (--device)
+
     def __call__(self, task: dict[str, Any], code: str = "current", env: dict[str, str] | None = None) -> dict[str, Any]:
         """Run one worker task in a fresh process on the current code or the baseline."""
+        task = {**task, "device": self.device}
         environ = dict(os.environ, **(env or {}))
-        environ["PYTHONPATH"] = str(ROOT)
+        paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
         if code == "baseline":
             assert self.baseline_src, "no baseline"
-            environ["PYTHONPATH"] = self.baseline_src + os.pathsep + str(ROOT)
+            paths.insert(0, self.baseline_src)
+        environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         print(f"  [{dt.datetime.now():%H:%M:%S}] {task['task']} {code} "
               f"{json.dumps({k: v for k, v in task.items() if k not in ('task', 'hp')})[:110]}",
               flush=True)
@@ -151,7 +156,9 @@ def part_kernel(run: Runner, quick: bool, baseline: bool) -> dict[str, Any]:
     for name, case in PLANNING_CASES.items():
         c = {"A": case["A"], "K": case["K"], "F": case["F"]}
         rows = []
-        variants = [("current", False), ("current", True)] + ([("baseline", False)] if baseline else [])
+        # glibc's memory retention is a CPU matter: on a GPU only the default variant is timed
+        retain = [("current", True)] if run.device == "cpu" else []
+        variants = [("current", False)] + retain + ([("baseline", False)] if baseline else [])
         for code, retain in variants:
             for mode in ("forward", "forward_backward"):
                 if code == "baseline" and name == "maze" and mode == "forward_backward":
@@ -196,15 +203,20 @@ def main() -> None:
     parser.add_argument("--baseline", default=DEFAULT_BASELINE,
                         help="git revision measured as 'before' in the same run ('' for none)")
     parser.add_argument("--render-only", action="store_true", help="re-render bench.md from bench.json")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of every measurement (e.g. cuda); results then go to "
+                             "results/bench-DEVICE.{json,md}")
     args = parser.parse_args()
 
-    path = RESULTS / "bench.json"
+    stem = "bench" if args.device == "cpu" else f"bench-{args.device.split(':')[0]}"
+    path = RESULTS / f"{stem}.json"
     data = json.loads(path.read_text()) if path.exists() else {"parts": {}}
     if not args.render_only:
         run = Runner(args.baseline or None)
+        run.device = args.device
         base = bool(args.baseline)
         parts = [p.strip() for p in args.only.split(",") if p.strip()]
-        data["machine"] = machine()
+        data["machine"] = machine(args.device)
         if base:
             data["baseline"] = {"revision": args.baseline, "commit": run.baseline_rev}
         for part in parts:
@@ -231,8 +243,8 @@ def main() -> None:
             path.write_text(json.dumps(data, indent=1) + "\n")
     from benchmarks.report import render
 
-    (RESULTS / "bench.md").write_text(render(data))
-    print(f"wrote {path} and {RESULTS / 'bench.md'}")
+    (RESULTS / f"{stem}.md").write_text(render(data))
+    print(f"wrote {path} and {RESULTS / f'{stem}.md'}")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,17 @@ def _threads(n: int) -> None:
     importlib.import_module("torch._dynamo")
 
 
+def _device(a: dict[str, Any]) -> torch.device:
+    """The task's torch device ("cpu" unless the suite runs with --device)."""
+    return torch.device(a.get("device", "cpu"))
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for queued GPU work, so that a wall-clock reading covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -69,7 +80,7 @@ def ppo_ours(a: dict[str, Any]) -> dict[str, Any]:
     obs_shape, num_actions = _env_dims(a["env"])
     seed_everything(a["seed"])
     encoder, k = _encoder(a["encoder"], obs_shape)
-    agent = PPOAgent(encoder, k, num_actions)
+    agent = PPOAgent(encoder, k, num_actions).to(_device(a))
     h = a["hp"]
     cfg = PPOConfig(
         num_envs=h["n_envs"], num_steps=h["n_steps"], total_steps=a["steps"], lr=h["lr"],
@@ -143,7 +154,7 @@ def ppo_sb3(a: dict[str, Any]) -> dict[str, Any]:
         gamma=h["gamma"], gae_lambda=h["gae_lambda"], clip_range=h["clip"],
         clip_range_vf=h["clip"], ent_coef=h["ent_coef"], vf_coef=h["vf_coef"],
         max_grad_norm=h["max_grad_norm"], normalize_advantage=True, policy_kwargs=policy_kwargs,
-        seed=a["seed"], device="cpu", verbose=0,
+        seed=a["seed"], device=str(_device(a)), verbose=0,
     )
     start = time.perf_counter()
     model.learn(total_timesteps=a["steps"])
@@ -229,6 +240,7 @@ def planning(a: dict[str, Any]) -> dict[str, Any]:
         agent = XLVINAgent(
             encoder, k, num_actions, Transition(k, num_actions, c["F"]), processor, depth=c["K"]
         )
+    agent.to(_device(a))
     cfg = PPOConfig(
         num_envs=c["n_envs"], num_steps=c["n_steps"], total_steps=a["steps"],
         torch_threads=a["threads"],
@@ -268,14 +280,17 @@ def matmul_rate(a: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for name, (m, kk, n) in {"square_1024": (1024, 1024, 1024), "tree_64": (65536, 64, 64),
                              "tree_50": (65536, 50, 50)}.items():
-        x, w = torch.randn(m, kk), torch.randn(kk, n)
-        y = torch.empty(m, n)
+        device = _device(a)
+        x, w = torch.randn(m, kk, device=device), torch.randn(kk, n, device=device)
+        y = torch.empty(m, n, device=device)
         for _ in range(3):
             torch.mm(x, w, out=y)
         best = 1e9
         for _ in range(a.get("reps", 7)):
+            _sync(device)
             t = time.perf_counter()
             torch.mm(x, w, out=y)
+            _sync(device)
             best = min(best, time.perf_counter() - t)
         out[name] = m * kk * n / best
     return out
@@ -296,8 +311,11 @@ def kernel(a: dict[str, Any]) -> dict[str, Any]:
     torch.manual_seed(0)
     transition = Transition(k, A, F)
     processor = MessagePassing(k, "max").requires_grad_(False)
-    edges = torch.randn(A, k)
-    h = torch.randn(B, k, requires_grad=True)
+    device = _device(a)
+    transition.to(device)
+    processor.to(device)
+    edges = torch.randn(A, k, device=device)
+    h = torch.randn(B, k, device=device, requires_grad=True)
     execute = execute_tree  # the current kernel, or the old one when run on the baseline code
 
     def forward() -> torch.Tensor:
@@ -316,11 +334,15 @@ def kernel(a: dict[str, Any]) -> dict[str, Any]:
         times = []
         deadline = time.perf_counter() + a.get("budget_s", 10.0)
         while len(times) < a.get("reps", 5) and (not times or time.perf_counter() < deadline):
+            _sync(device)
             t = time.perf_counter()
             fn()
+            _sync(device)
             times.append(time.perf_counter() - t)
     return {"best_s": min(times), "median_s": float(np.median(times)), "reps": len(times),
-            "peak_rss_increase_mb": _maxrss_mb() - base, "macs": kernel_macs(B, A, K, k, F, k)}
+            "peak_rss_increase_mb": _maxrss_mb() - base, "macs": kernel_macs(B, A, K, k, F, k),
+            **({"peak_gpu_mb": torch.cuda.max_memory_allocated(device) / 2**20}
+               if device.type == "cuda" else {})}
 
 
 # --------------------------------------------------------------------------- end to end
