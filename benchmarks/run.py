@@ -199,6 +199,7 @@ def main() -> None:
     parser.add_argument("--only", default="ppo_sb3,atari,planning,kernel",
                         help="comma-separated parts (ppo_sb3, atari, planning, kernel, end_to_end)")
     parser.add_argument("--repeats", type=int, default=2, help="repeats of PPO vs SB3 (CartPole)")
+    parser.add_argument("--atari-repeats", type=int, default=1, help="repeats of PPO vs SB3 (Freeway)")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run, ~5 min)")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE,
                         help="git revision measured as 'before' in the same run ('' for none)")
@@ -227,7 +228,7 @@ def main() -> None:
                                   20_000 if args.quick else 50_000, args.repeats, 100, base)
             elif part == "atari":
                 result = part_ppo(run, "xlvin/Freeway-v5", ATARI_HP, NATURE_ENCODER,
-                                  4096 if args.quick else 8192, 1, 2, False)
+                                  4096 if args.quick else 8192, args.atari_repeats, 2, False)
             elif part == "planning":
                 result = part_planning(run, args.quick, base)
             elif part == "kernel":
