@@ -6,9 +6,11 @@ import torch
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
+from xlvin.nn.functional import acting, transposed
 from xlvin.nn.policy import Transitions
+from xlvin.nn.transe import transe_loss
 from xlvin.nn.transition import Transition
-from xlvin.nn.tree import executor_step, expand_tree
+from xlvin.nn.tree import execute_tree, executor_step, expand_tree
 
 
 def make_agent(depth: int = 2, actions: int = 3, hidden: int = 8, emb: int = 8) -> XLVINAgent:
@@ -109,3 +111,46 @@ def test_ppo_agent_has_no_planner() -> None:
     agent = PPOAgent(MLPEncoder(4, 16, 8), 8, 2)
     assert not any("transition" in n or "processor" in n for n, _ in agent.named_parameters())
     assert agent.auxiliary_losses(Transitions(torch.zeros(1, 4), torch.zeros(1), torch.zeros(1, 4))) == {}
+
+
+def test_acting_forward_matches_training_forward_and_sees_new_weights() -> None:
+    """Inside `acting()` the linear layers multiply by cached contiguous W^T: the same outputs as
+    the training forward (up to BLAS rounding), and a weight changed between two acting blocks
+    is seen by the second (the cache lives for one block only)."""
+    torch.manual_seed(0)
+    agent = make_agent()
+    obs = torch.randn(4, 4)
+    with torch.no_grad():
+        expected = agent(obs)
+    with acting():
+        got = agent(obs)
+        assert transposed(agent.heads.actor.weight) is transposed(agent.heads.actor.weight)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        agent.heads.actor.weight.add_(1.0)
+        changed = agent(obs)[0]
+    with acting():
+        torch.testing.assert_close(agent(obs)[0], changed, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(changed, expected[0])
+    # outside a block there is no cache: the plain transposed view
+    assert transposed(agent.heads.actor.weight)._base is agent.heads.actor.weight
+
+
+def test_projected_agent_plans_like_projecting_every_level_and_keeps_transe() -> None:
+    """With k != H (pixel encoders) the agent grows its tree in the executor's width; chi and the
+    TransE term equal the k-wide computation projected level by level."""
+    agent = make_agent(emb=12, hidden=8)  # node projection Linear(12 -> 8)
+    assert isinstance(agent.node_projection, torch.nn.Linear)
+    obs, next_obs = torch.randn(5, 4), torch.randn(5, 4)
+    actions = torch.randint(0, 3, (5,))
+    h = agent.encoder(obs)
+    levels = [agent.node_projection(level) for level in expand_tree(h, agent.transition, 2)]
+    expected = execute_tree(agent.processor, levels, agent.edge_features(), 2)
+    torch.testing.assert_close(agent.plan(h), expected, rtol=1e-5, atol=1e-6)
+    agent(obs)  # the PPO update's forward, then its auxiliary term on the same obs tensor
+    torch.manual_seed(1)
+    aux = agent.auxiliary_losses(Transitions(obs, actions, next_obs))["transe"]
+    torch.manual_seed(1)  # the same negatives
+    direct = transe_loss(agent.encoder, agent.transition, obs, actions, next_obs)
+    torch.testing.assert_close(aux, agent.transe_weight * direct)

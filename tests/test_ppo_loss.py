@@ -56,7 +56,7 @@ def minibatch(seed: int, n: int = 256, num_actions: int = 3):
 def test_ppo_loss_matches_autograd_formula(seed: int, clip_value: bool) -> None:
     logits, values, actions, old_logprobs, adv, returns, old_values = minibatch(seed)
     args = (actions, old_logprobs, adv, returns, old_values)
-    consts = dict(clip=0.2, ent_coef=0.01, vf_coef=0.5)
+    consts = {"clip": 0.2, "ent_coef": 0.01, "vf_coef": 0.5}
 
     l1, v1 = logits.clone().requires_grad_(), values.clone().requires_grad_()
     expected, expected_terms = reference(l1, v1, *args, clip_value=clip_value, **consts)
