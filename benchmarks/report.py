@@ -4,6 +4,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from xlvin.nn.tree import node_count
+
 
 def _mean(xs: list[float]) -> float:
     return statistics.fmean(xs) if xs else float("nan")
@@ -129,7 +131,7 @@ def render(data: dict[str, Any]) -> str:
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for name, c in p["cases"].items():
             case = c["case"]
-            nodes = 256 * sum(case["A"] ** d for d in range(case["K"] + 1))
+            nodes = node_count(256, case["A"], case["K"])
             for r in c["runs"]:
                 if "skipped" in r or "error" in r:
                     out.append(f"| {name} | ({case['A']}, {case['K']}) | {nodes:,} | {r['code']} | "

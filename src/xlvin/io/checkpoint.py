@@ -17,17 +17,24 @@ put their curriculum state there). Loading parses JSON and raw tensors only: no 
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from xlvin.errors import UserError
 from xlvin.io.weights import atomic_save_tensors, load_weights, read_metadata
-from xlvin.train.optim import FlatAdam
 
 FORMAT = "xlvin-checkpoint/2"
 CHECKPOINT = "checkpoint.safetensors"
+
+
+class Optimizer(Protocol):
+    """What a checkpoint needs of an optimizer (torch.optim's and `FlatAdam`'s state API)."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -66,7 +73,7 @@ class Checkpointer:
     def save(
         self,
         policy: torch.nn.Module,
-        optimizer: FlatAdam,
+        optimizer: Optimizer,
         sampler: torch.Generator,
         loop: dict[str, Any],
         tensors: dict[str, torch.Tensor] | None = None,
@@ -87,7 +94,7 @@ class Checkpointer:
         atomic_save_tensors(Path(self.path), out, meta)
 
     def restore(
-        self, policy: torch.nn.Module, optimizer: FlatAdam, sampler: torch.Generator
+        self, policy: torch.nn.Module, optimizer: Optimizer, sampler: torch.Generator
     ) -> Resumed:
         """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
@@ -108,7 +115,7 @@ class Checkpointer:
         return Resumed(loop=loop, tensors=_section(tensors, "loop/"))
 
 
-def _optimizer_state(optimizer: FlatAdam) -> tuple[dict[str, torch.Tensor], list]:
+def _optimizer_state(optimizer: Optimizer) -> tuple[dict[str, torch.Tensor], list]:
     state = optimizer.state_dict()
     tensors = {
         f"optim/{index}/{key}": value if torch.is_tensor(value) else torch.tensor(value)
@@ -120,7 +127,7 @@ def _optimizer_state(optimizer: FlatAdam) -> tuple[dict[str, torch.Tensor], list
 
 
 def _load_optimizer(
-    optimizer: FlatAdam, tensors: dict[str, torch.Tensor], groups: list
+    optimizer: Optimizer, tensors: dict[str, torch.Tensor], groups: list
 ) -> None:
     """`tensors`: the `optim/` section, keyed `<i>/<key>`."""
     state: dict[int, dict[str, torch.Tensor]] = {}

@@ -15,10 +15,9 @@ from typing import Protocol
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.functional import transposed
+from xlvin.nn.functional import linear, transposed
 from xlvin.nn.transition import Transition
 
 
@@ -58,14 +57,14 @@ def expand_projected_tree(
     embedding (k = 512, F = 64, H = 50). Returns levels [B * A^d, H] in the `expand_tree` layout.
     """
     if depth == 0:
-        return [F.linear(h, projection.weight, projection.bias)]
+        return [linear(h, projection.weight, projection.bias)]
     k = transition.embedding_dim
     first_t = transposed(transition.first.weight)  # [k + A, F]
     state_t, action_part = first_t[:k], first_t[k:]  # [k, F], [A, F]
     out_layer = transition.rest[-1]
     # [k, F + H]: the state part and the projection, both applied to a change of embedding
     readout_t = torch.cat([state_t, transposed(projection.weight)], dim=1)
-    width = state_t.shape[1]
+    width, hidden = state_t.shape[1], projection.weight.shape[0]
     delta_t = transposed(out_layer.weight) @ readout_t  # [F, F + H] = (W3^T)(W1_s^T | P^T)
     delta_b = out_layer.bias @ readout_t  # [F + H]
     state = torch.addmm(transition.first.bias, h, state_t)  # [B, F]
@@ -73,12 +72,10 @@ def expand_projected_tree(
     num_actions = action_part.shape[0]
     for d in range(depth):
         r = transition.hidden(state.unsqueeze(1) + action_part)  # [N A, F]
-        last = d == depth - 1  # leaves need no state part
-        delta = torch.addmm(delta_b[width:], r, delta_t[:, width:]) if last else (
-            torch.addmm(delta_b, r, delta_t)
-        )
-        delta = delta.view(state.shape[0], num_actions, -1)
-        levels.append((levels[-1].unsqueeze(1) + delta[..., -levels[0].shape[1]:]).flatten(0, 1))
+        last = d == depth - 1
+        cols = slice(width, None) if last else slice(None)  # leaves need no state part
+        delta = torch.addmm(delta_b[cols], r, delta_t[:, cols]).view(state.shape[0], num_actions, -1)
+        levels.append((levels[-1].unsqueeze(1) + delta[..., -hidden:]).flatten(0, 1))
         if not last:
             state = (state.unsqueeze(1) + delta[..., :width]).flatten(0, 1)
     return levels

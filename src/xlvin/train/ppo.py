@@ -147,9 +147,9 @@ def ppo_update(
 
     rows: list[torch.Tensor] = []  # per minibatch: the detached loss terms, then aux terms
     aux_names: list[str] = []
+    sizes = [len(part) for part in torch.tensor_split(torch.arange(n), cfg.num_minibatches)]
     for _ in range(cfg.update_epochs):
         order = torch.randperm(n, generator=generator).to(device)
-        sizes = [len(part) for part in torch.tensor_split(torch.arange(n), cfg.num_minibatches)]
         epoch = [data[name][order].split(sizes) for name in _MINIBATCH_FIELDS]
         for minibatch in zip(*epoch):
             obs, next_obs, actions, rewards, old_logprobs, old_values, mb_adv, mb_returns = minibatch
