@@ -1,5 +1,6 @@
 """XLVIN agent (paper section 3.2): tree execution, frozen executor, gradients, K = 0."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -148,9 +149,56 @@ def test_projected_agent_plans_like_projecting_every_level_and_keeps_transe() ->
     levels = [agent.node_projection(level) for level in expand_tree(h, agent.transition, 2)]
     expected = execute_tree(agent.processor, levels, agent.edge_features(), 2)
     torch.testing.assert_close(agent.plan(h), expected, rtol=1e-5, atol=1e-6)
-    agent(obs)  # the PPO update's forward, then its auxiliary term on the same obs tensor
     torch.manual_seed(1)
-    aux = agent.auxiliary_losses(Transitions(obs, actions, next_obs))["transe"]
+    aux = agent.evaluate(Transitions(obs, actions, next_obs))[2]["transe"]
     torch.manual_seed(1)  # the same negatives
     direct = transe_loss(agent.encoder, agent.transition, obs, actions, next_obs)
     torch.testing.assert_close(aux, agent.transe_weight * direct)
+
+
+def _array_agents() -> dict[str, torch.nn.Module]:
+    torch.manual_seed(0)
+    return {
+        "ppo": PPOAgent(MLPEncoder(4, 16, 8), 8, 3),
+        "xlvin": make_agent(),
+        "xlvin, projected tree (k 12 != H 8)": make_agent(emb=12),
+        "xlvin, depth 3, sum, no LayerNorm": XLVINAgent(
+            MLPEncoder(4, 16, 8), 8, 2, Transition(8, 2, 16), MessagePassing(8, "sum"), depth=3
+        ),
+        "xlvin, depth 0": make_agent(depth=0),
+    }
+
+
+@pytest.mark.parametrize("name", list(_array_agents()))
+@pytest.mark.parametrize("batch", [1, 4, 32])
+def test_array_forward_equals_the_torch_forward(name: str, batch: int) -> None:
+    """Inside `acting()` an agent with `array_forward` takes NumPy observations and computes in
+    NumPy: float32 arrays equal to the torch forward (up to BLAS rounding) at the batch sizes of
+    collection and evaluation, and the weights of the block it runs in."""
+    agent = _array_agents()[name]
+    assert agent.array_forward
+    obs = np.random.default_rng(batch).normal(size=(batch, 4)).astype(np.float32)
+    with torch.no_grad():
+        expected = agent(torch.from_numpy(obs))
+    with acting():
+        got = agent(obs)
+    for a, b in zip(got, expected, strict=True):
+        assert isinstance(a, np.ndarray) and a.dtype == np.float32 and a.shape == b.shape
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        for p in agent.parameters():
+            p.add_(0.1)
+        changed = agent(torch.from_numpy(obs))[0].numpy()
+    with acting():
+        np.testing.assert_allclose(agent(obs)[0], changed, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(changed, expected[0].numpy())
+    with pytest.raises(RuntimeError, match="acting"):
+        agent(obs)
+
+
+def test_only_agents_with_array_encoders_act_in_numpy() -> None:
+    from xlvin.nn.atreec import ATreeCAgent
+    from xlvin.nn.encoders import NatureCNN
+
+    assert not PPOAgent(NatureCNN(), 512, 3).array_forward
+    assert not ATreeCAgent(MLPEncoder(4, 16, 8), 8, 3, depth=2).array_forward

@@ -242,6 +242,27 @@ def test_collect_episodes_masks_episodes_beyond_the_count():
 # Evaluation
 
 
+def test_collection_and_evaluation_act_alike_in_numpy_and_torch():
+    """The NumPy acting path (`ActorCritic.array_forward`) samples the same actions as the torch
+    forward for the same seed, with log pi_old and V_old equal up to float rounding."""
+    torch.manual_seed(0)
+    policy = PPOAgent(MLPEncoder(4, 16, 8), 8, 2)
+    assert policy.array_forward
+    rollouts, evaluations = [], []
+    for array_forward in (True, False):
+        policy.array_forward = array_forward
+        envs = make_vector_env("CartPole-v1", 2)
+        rollouts.append(collect_rollout(envs, policy, 64, reset_envs(envs, 3),
+                                        torch.Generator().manual_seed(3)))
+        envs.close()
+        evaluations.append(evaluate_policy(policy, "CartPole-v1", 3, seed=5, deterministic=False))
+    numpy_path, torch_path = rollouts
+    assert torch.equal(numpy_path.actions, torch_path.actions)
+    torch.testing.assert_close(numpy_path.logprobs, torch_path.logprobs, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(numpy_path.values, torch_path.values, rtol=1e-5, atol=1e-6)
+    assert evaluations[0]["returns"] == evaluations[1]["returns"]
+
+
 def test_evaluate_counts_episodes_and_seeds_each_episode():
     policy = BalancingPolicy()
     one = evaluate_policy(policy, "CartPole-v1", episodes=5, seed=10, num_envs=1)

@@ -52,29 +52,35 @@ def test_flat_layout_children_are_one_block() -> None:
                 assert offsets[d + 1] + i * actions + a == batch + p * actions + a
 
 
-def test_transe_reuses_the_forward_encoding_exactly() -> None:
-    """auxiliary_losses after a forward on the same obs reuses z(s): same loss, same gradients."""
+@pytest.mark.parametrize("emb,depth", [(8, 2), (12, 2), (8, 0)])
+def test_evaluate_shares_work_but_equals_forward_and_transe(emb, depth) -> None:
+    """XLVIN's `evaluate` (one encoder pass over [obs; next_obs], TransE's prediction read from
+    the tree) gives the logits, values and TransE term of `forward` + `auxiliary_losses`, and the
+    same gradients for every weight; with a node projection (emb 12 != 8) and without a tree."""
     from xlvin.nn.agent import XLVINAgent
     from xlvin.nn.encoders import MLPEncoder
     from xlvin.nn.policy import Transitions
 
-    def grads(reuse: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def run(shared: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         torch.manual_seed(0)
-        agent = XLVINAgent(MLPEncoder(4, 16, 8), 8, 3, Transition(8, 3, 16),
-                           MessagePassing(8, "max"), depth=2)
+        agent = XLVINAgent(MLPEncoder(4, 16, emb), emb, 3, Transition(emb, 3, 16),
+                           MessagePassing(8, "max"), depth=depth)
         obs, next_obs = torch.randn(16, 4), torch.randn(16, 4)
-        batch = Transitions(obs if reuse else obs.clone(), torch.randint(0, 3, (16,)), next_obs)
-        logits, values = agent(obs)
+        batch = Transitions(obs, torch.randint(0, 3, (16,)), next_obs)
         torch.manual_seed(1)  # the TransE negatives
-        aux = agent.auxiliary_losses(batch)["transe"]
-        (logits.sum() + values.sum() + aux).backward()
-        return aux.detach(), [p.grad.clone() for p in agent.encoder.parameters()]
+        if shared:
+            logits, values, aux = agent.evaluate(batch)
+        else:
+            logits, values = agent(obs)
+            aux = agent.auxiliary_losses(batch)
+        (logits.sin().sum() + values.sum() + aux["transe"] * 100).backward()
+        grads = [p.grad for p in agent.parameters() if p.requires_grad]
+        return [logits, values, aux["transe"]], grads
 
-    aux_a, g_a = grads(reuse=True)
-    aux_b, g_b = grads(reuse=False)
-    assert torch.equal(aux_a, aux_b)
-    for a, b in zip(g_a, g_b):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    out_a, g_a = run(shared=True)
+    out_b, g_b = run(shared=False)
+    for a, b in zip(out_a + g_a, out_b + g_b, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("batch,actions,depth", [(3, 2, 2), (2, 9, 2), (2, 4, 1), (1, 3, 3), (2, 2, 0)])

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.functional import linear
+from xlvin.nn.functional import Array, cat, linear, parameter
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.nn.transe import transe_loss, transe_objective
@@ -12,11 +12,11 @@ from xlvin.nn.transition import Transition
 from xlvin.nn.tree import execute_tree, expand_projected_tree, expand_tree
 
 
-def _heads(heads: ActorCriticHeads, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _heads(heads: ActorCriticHeads, features: Array) -> tuple[Array, Array]:
     """`heads(features)` with the same ops called directly (bit-identical in training; no module
     dispatch on the per-step forward of collection)."""
-    logits = linear(features, heads.actor.weight, heads.actor.bias)
-    return logits, linear(features, heads.critic.weight, heads.critic.bias).squeeze(-1)
+    logits = linear(features, heads.actor)
+    return logits, linear(features, heads.critic).squeeze(-1)
 
 
 class PPOAgent(ActorCritic):
@@ -30,8 +30,9 @@ class PPOAgent(ActorCritic):
         self.num_actions = num_actions
         self.encoder = encoder
         self.heads = ActorCriticHeads(embedding_dim, num_actions)
+        self.array_forward = getattr(encoder, "array_forward", False)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: Array) -> tuple[Array, Array]:
         return _heads(self.heads, self.encoder(obs))
 
 
@@ -74,16 +75,18 @@ class XLVINAgent(ActorCritic):
         # constructor's arguments).
         edge_input = torch.cat([torch.eye(num_actions), torch.full((num_actions, 1), gamma)], 1)
         self.register_buffer("edge_input", edge_input, persistent=False)
+        self.array_forward = getattr(encoder, "array_forward", False)
 
-    def edge_features(self) -> torch.Tensor:
-        """Embedded [one-hot(a), gamma] for every action: [A, H]."""
-        return linear(self.edge_input, self.edge_projection.weight, self.edge_projection.bias)
+    def edge_features(self, like: Array | None = None) -> Array:
+        """Embedded [one-hot(a), gamma] for every action: [A, H] (of `like`'s array type)."""
+        edge_input = self.edge_input if like is None else parameter(self.edge_input, like)
+        return linear(edge_input, self.edge_projection)
 
-    def plan(self, h: torch.Tensor) -> torch.Tensor:
+    def plan(self, h: Array) -> Array:
         """Expand the tree from h [B, k] and execute it: chi_s [B, H]."""
         return self._plan(h)[0]
 
-    def _plan(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _plan(self, h: Array) -> tuple[Array, Array | None]:
         """(chi_s [B, H], the tree's first level [B * A, k] when it was built in the embedding
         space, else None).
 
@@ -98,39 +101,40 @@ class XLVINAgent(ActorCritic):
         else:
             levels = expand_tree(h, self.transition, self.depth)
             first_level = levels[1] if self.depth >= 1 else None
-        chi = execute_tree(self.processor, levels, self.edge_features(), self.depth)
+        chi = execute_tree(self.processor, levels, self.edge_features(like=h), self.depth)
         return chi, first_level
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: Array) -> tuple[Array, Array]:
         h = self.encoder(obs)
-        chi, first_level = self._plan(h)
-        # Kept for auxiliary_losses on the same minibatch (the PPO update calls it right after
-        # this forward with the very same obs tensor): TransE then reuses z(s) and, when the tree
-        # has it, z(s) + T(z(s), a) for every action.
-        self._last_forward = (obs, h, first_level) if torch.is_grad_enabled() else None
-        return _heads(self.heads, torch.cat([h, chi], dim=-1))
+        return _heads(self.heads, cat([h, self.plan(h)], dim=-1))
 
     def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
         if self.transe_weight == 0:
             return {}
-        last, self._last_forward = getattr(self, "_last_forward", None), None
-        if last is None or last[0] is not batch.obs:
-            loss = transe_loss(
-                self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs
-            )
-        else:
-            # z(s) (and possibly every action's prediction) is already in the graph: the same
-            # values up to float rounding (the tree computes T's first layer as state part +
-            # action column, `Transition.all_actions`). Saves an encoder pass (and a transition
-            # pass).
-            _, z, first_level = last
-            if first_level is None:
-                predicted = self.transition.next_embedding(z, batch.actions)
-            else:
-                rows = torch.arange(z.shape[0], device=z.device) * self.num_actions
-                predicted = first_level[rows + batch.actions]
-            loss = transe_objective(z, predicted, self.encoder(batch.next_obs))
+        loss = transe_loss(self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs)
         return {"transe": self.transe_weight * loss}
+
+    def evaluate(
+        self, batch: Transitions
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """`forward(batch.obs)` and the TransE term, sharing their work: one encoder pass over
+        [obs; next_obs], and z(s) + T(z(s), a) read from the tree's first level when the tree was
+        grown in the embedding space. The same values as the two calls up to float rounding (the
+        tree computes T's first layer as state part + action column, `Transition.all_actions`).
+        """
+        if self.transe_weight == 0:
+            return super().evaluate(batch)
+        both = self.encoder(torch.cat([batch.obs, batch.next_obs]))
+        z, z_next = both[: len(batch.obs)], both[len(batch.obs) :]
+        chi, first_level = self._plan(z)
+        logits, values = _heads(self.heads, torch.cat([z, chi], dim=-1))
+        if first_level is None:
+            predicted = self.transition.next_embedding(z, batch.actions)
+        else:
+            rows = torch.arange(z.shape[0], device=z.device) * self.num_actions
+            predicted = first_level[rows + batch.actions]
+        loss = transe_objective(z, predicted, z_next)
+        return logits, values, {"transe": self.transe_weight * loss}
 
     def train(self, mode: bool = True) -> "XLVINAgent":
         """Like nn.Module.train, but the frozen processor always stays in evaluation mode."""

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-from xlvin.nn.functional import linear
+from xlvin.nn.functional import Array, float_rows, linear, relu_
 
 
 def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -38,17 +38,20 @@ class MLPEncoder(nn.Module):
             )
         )
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    #: forward also takes NumPy observations inside `xlvin.nn.functional.acting()`
+    array_forward = True
+
+    def forward(self, obs: Array) -> Array:
         """obs [B, obs_dim] -> h_s [B, k].
 
         `self.net(x)` with the same ops called directly (no per-module dispatch; ReLUs in place on
-        the fresh Linear outputs; `xlvin.nn.functional.linear`): bit-identical in training, ~2x
-        less overhead on the per-step batch of a few observations during collection.
+        the fresh Linear outputs; `xlvin.nn.functional`): bit-identical in training, ~2x less
+        overhead on the per-step batch of a few observations during collection.
         """
         first, _, second, _, third = self.net
-        x = linear(obs.flatten(1).float(), first.weight, first.bias).relu_()
-        x = linear(x, second.weight, second.bias).relu_()
-        return linear(x, third.weight, third.bias)
+        x = relu_(linear(float_rows(obs), first))
+        x = relu_(linear(x, second))
+        return linear(x, third)
 
 
 class NatureCNN(nn.Module):

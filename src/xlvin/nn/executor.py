@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from xlvin.errors import UserError
 from xlvin.mdp.value_iteration import MDP
+from xlvin.nn.functional import Array, amax, layer_norm
 
 AGGREGATIONS = ("max", "sum")
 
@@ -51,7 +52,7 @@ class MessagePassing(nn.Module):
         """M([h_j, h_i, e_ji]) for every edge j -> i: [E, H] x3 -> [E, H] (eq. 2)."""
         return torch.relu(self.message_fn(torch.cat([sender, receiver, edge], dim=-1)))
 
-    def aggregate_dense(self, messages: Tensor) -> Tensor:
+    def aggregate_dense(self, messages: Array) -> Array:
         """Aggregate messages laid out densely, one row of senders per receiver: [N, D, H] -> [N, H]
         (the latent tree, where every parent receives from exactly its A children).
 
@@ -61,13 +62,15 @@ class MessagePassing(nn.Module):
         differ only where two children's messages are exactly equal and positive.
         """
         if self.aggregation == "sum":
-            return messages.sum(dim=1)
-        return messages.max(dim=1).values if torch.is_grad_enabled() else messages.amax(dim=1)
+            return messages.sum(1)
+        if isinstance(messages, Tensor) and torch.is_grad_enabled():
+            return messages.max(dim=1).values
+        return amax(messages, 1)
 
-    def update(self, x: Tensor, aggregated: Tensor) -> Tensor:
+    def update(self, x: Array, aggregated: Array) -> Array:
         """U(h_i, m_i) = h_i + m_i, then LayerNorm if enabled: [N, H] -> [N, H] (eq. 3)."""
         out = x + aggregated
-        return self.norm(out) if self.norm is not None else out
+        return layer_norm(out, self.norm) if self.norm is not None else out
 
     def forward(self, x: Tensor, senders: Tensor, receivers: Tensor, edge: Tensor) -> Tensor:
         """One step on nodes x [N, H] (or [K, N, H]: K feature sets on one graph) with edges

@@ -24,9 +24,14 @@ class ActorCritic(nn.Module):
 
     Agents differ only in this network and in `auxiliary_losses`, which the trainer adds to the
     PPO loss (each term already multiplied by its weight).
+
+    `array_forward`: whether `forward` also takes NumPy observations inside
+    `xlvin.nn.functional.acting()` (on CPU), computing in NumPy and returning NumPy arrays;
+    collection and evaluation then act without torch's per-op cost.
     """
 
     num_actions: int
+    array_forward: bool = False
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
@@ -34,3 +39,12 @@ class ActorCritic(nn.Module):
     def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
         """Weighted auxiliary loss terms on real transitions; none by default."""
         return {}
+
+    def evaluate(
+        self, batch: Transitions
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """What a PPO minibatch needs: `forward(batch.obs)` and `auxiliary_losses(batch)`.
+        An agent overrides it to share work between the two (the same values, up to float
+        rounding)."""
+        logits, values = self(batch.obs)
+        return logits, values, self.auxiliary_losses(batch)

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from xlvin.nn.functional import linear, transposed
+from xlvin.nn.functional import Array, affine, layer_norm, linear, relu_, transposed
 
 
 class Transition(nn.Module):
@@ -32,41 +32,40 @@ class Transition(nn.Module):
         one_hot = F.one_hot(actions, self.num_actions).to(h.dtype)
         return self.rest(self.first(torch.cat([h, one_hot], dim=-1)))
 
-    def all_actions(self, h: torch.Tensor) -> torch.Tensor:
+    def all_actions(self, h: Array) -> Array:
         """Translations for every action at once: h [N, k] -> T(h, a) for all a, [N, A, k].
 
         Exact rewrite of `forward` on the A copies of h: the first layer's state part is computed
         once and the one-hot part is a column of its weight, so no [N * A, k + A] input is built.
         """
         k = self.embedding_dim
-        first_t = transposed(self.first.weight)  # [k + A, F]
-        state_part = torch.addmm(self.first.bias, h, first_t[:k])  # [N, F]
+        first_t = transposed(self.first.weight, like=h)  # [k + A, F]
+        state_part = affine(h, first_t[:k], self.first.bias)  # [N, F]
         action_part = first_t[k:]  # [A, F]
-        return self._rest(state_part.unsqueeze(1) + action_part)  # [N, A, F] -> [N, A, k]
+        return self._rest(state_part[:, None] + action_part)  # [N, A, F] -> [N, A, k]
 
-    def _rest(self, x: torch.Tensor) -> torch.Tensor:
+    def _rest(self, x: Array) -> Array:
         """`self.rest(x)` with the same ops called directly (no per-module Python dispatch, ReLUs
         in place on tensors nothing else reads): bit-identical, and it runs on every tree level of
         every forward."""
         out_layer = self.rest[-1]
         shape = x.shape
-        x = linear(self.hidden(x), out_layer.weight, out_layer.bias)
-        return x.view(*shape[:-1], x.shape[-1])
+        x = linear(self.hidden(x), out_layer)
+        return x.reshape(*shape[:-1], x.shape[-1])
 
-    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+    def hidden(self, x: Array) -> Array:
         """The translation's last hidden layer r from the first layer's pre-activation x [..., F]:
         relu(LayerNorm(W2 relu(x) + b2)), flattened to [N, F] (T = W3 r + b3).
 
         2-D: one addmm per layer and 2-D element-wise backward (3-4x faster than 3-D here)."""
         _, hidden_layer, norm, _, _ = self.rest
         x = x.reshape(-1, x.shape[-1])
-        x = linear(x.relu_(), hidden_layer.weight, hidden_layer.bias)
-        x = F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-        return x.relu_()
+        x = linear(relu_(x), hidden_layer)
+        return relu_(layer_norm(x, norm))
 
-    def successors(self, h: torch.Tensor) -> torch.Tensor:
+    def successors(self, h: Array) -> Array:
         """Next embeddings for every action: h [N, k] -> h + T(h, a) for all a, [N, A, k]."""
-        return h.unsqueeze(1) + self.all_actions(h)
+        return h[:, None] + self.all_actions(h)
 
     def next_embedding(self, h: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """h' = h + T(h, a) (paper section 3.2, step 3(b)i)."""

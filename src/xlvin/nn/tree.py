@@ -14,20 +14,29 @@ executor step over the whole tree is a handful of tensor ops whatever the depth 
 from typing import Protocol
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.functional import linear, transposed
+from xlvin.nn.functional import (
+    Array,
+    affine,
+    cat,
+    linear,
+    parameter,
+    relu_,
+    transposed,
+    zeros_like,
+)
 from xlvin.nn.transition import Transition
 
 
 class LatentModel(Protocol):
     """Anything that maps embeddings [N, k] to the embeddings of all their successors [N, A, k]."""
 
-    def successors(self, h: torch.Tensor) -> torch.Tensor: ...
+    def successors(self, h: Array) -> Array: ...
 
 
-def expand_tree(h: torch.Tensor, model: LatentModel, depth: int) -> list[torch.Tensor]:
+def expand_tree(h: Array, model: LatentModel, depth: int) -> list[Array]:
     """Grow the latent tree from the roots h [B, k] over all actions to `depth` (paper 3.2, step 3).
 
     Returns levels S^0 .. S^depth, level d of shape [B * A^d, k]; child of row i via action a is
@@ -40,8 +49,8 @@ def expand_tree(h: torch.Tensor, model: LatentModel, depth: int) -> list[torch.T
 
 
 def expand_projected_tree(
-    h: Tensor, transition: Transition, projection: nn.Linear, depth: int
-) -> list[Tensor]:
+    h: Array, transition: Transition, projection: nn.Linear, depth: int
+) -> list[Array]:
     """`[projection(level) for level in expand_tree(h, transition, depth)]`, computed without the
     k-dimensional embeddings of any node below the roots (equal in exact arithmetic).
 
@@ -57,27 +66,28 @@ def expand_projected_tree(
     embedding (k = 512, F = 64, H = 50). Returns levels [B * A^d, H] in the `expand_tree` layout.
     """
     if depth == 0:
-        return [linear(h, projection.weight, projection.bias)]
+        return [linear(h, projection)]
     k = transition.embedding_dim
-    first_t = transposed(transition.first.weight)  # [k + A, F]
+    first_t = transposed(transition.first.weight, like=h)  # [k + A, F]
     state_t, action_part = first_t[:k], first_t[k:]  # [k, F], [A, F]
     out_layer = transition.rest[-1]
     # [k, F + H]: the state part and the projection, both applied to a change of embedding
-    readout_t = torch.cat([state_t, transposed(projection.weight)], dim=1)
+    readout_t = cat([state_t, transposed(projection.weight, like=h)], dim=1)
     width, hidden = state_t.shape[1], projection.weight.shape[0]
-    delta_t = transposed(out_layer.weight) @ readout_t  # [F, F + H] = (W3^T)(W1_s^T | P^T)
-    delta_b = out_layer.bias @ readout_t  # [F + H]
-    state = torch.addmm(transition.first.bias, h, state_t)  # [B, F]
-    levels = [torch.addmm(projection.bias, h, readout_t[:, width:])]  # [B, H]
+    # [F, F + H] = (W3^T)(W1_s^T | P^T) and [F + H]
+    delta_t = transposed(out_layer.weight, like=h) @ readout_t
+    delta_b = parameter(out_layer.bias, h) @ readout_t
+    state = affine(h, state_t, transition.first.bias)  # [B, F]
+    levels = [affine(h, readout_t[:, width:], projection.bias)]  # [B, H]
     num_actions = action_part.shape[0]
     for d in range(depth):
-        r = transition.hidden(state.unsqueeze(1) + action_part)  # [N A, F]
+        r = transition.hidden(state[:, None] + action_part)  # [N A, F]
         last = d == depth - 1
         cols = slice(width, None) if last else slice(None)  # leaves need no state part
-        delta = torch.addmm(delta_b[cols], r, delta_t[:, cols]).view(state.shape[0], num_actions, -1)
-        levels.append((levels[-1].unsqueeze(1) + delta[..., -hidden:]).flatten(0, 1))
+        delta = affine(r, delta_t[:, cols], delta_b[cols]).reshape(state.shape[0], num_actions, -1)
+        levels.append((levels[-1][:, None] + delta[..., -hidden:]).reshape(-1, hidden))
         if not last:
-            state = (state.unsqueeze(1) + delta[..., :width]).flatten(0, 1)
+            state = (state[:, None] + delta[..., :width]).reshape(-1, width)
     return levels
 
 
@@ -133,8 +143,8 @@ def execute_tree_reference(
 
 
 def execute_tree(
-    processor: MessagePassing, levels: list[Tensor], edges: Tensor, steps: int
-) -> Tensor:
+    processor: MessagePassing, levels: list[Array], edges: Array, steps: int
+) -> Array:
     """Run the executor `steps` times over the tree and read out the roots' chi [B, H].
 
     chi = X(nodes), then chi = X(chi + nodes) for the remaining steps (REFERENCE.md), so every
@@ -164,15 +174,16 @@ def execute_tree(
     num_actions, hidden = edges.shape
     depth = len(levels) - 1
     if depth == 0:  # a tree without edges: every step is the update with aggregate 0
-        chi = processor.update(levels[0], torch.zeros_like(levels[0]))
+        chi = processor.update(levels[0], zeros_like(levels[0]))
         for _ in range(steps - 1):
-            chi = processor.update(chi + levels[0], torch.zeros_like(levels[0]))
+            chi = processor.update(chi + levels[0], zeros_like(levels[0]))
         return chi
     offsets = level_offsets(batch, num_actions, depth)
     # W^T of the message Linear(3H -> H), [3H, H]: its row blocks act on sender, receiver, edge.
-    sender_t, receiver_t, edge_t = transposed(processor.message_fn.weight).split(hidden)
-    edge_part = torch.addmm(processor.message_fn.bias, edges, edge_t)  # [A, H]
-    chi: Tensor | None = None
+    message_t = transposed(processor.message_fn.weight, like=edges)
+    sender_t, receiver_t, edge_t = (message_t[i * hidden : (i + 1) * hidden] for i in range(3))
+    edge_part = affine(edges, edge_t, processor.message_fn.bias)  # [A, H]
+    chi: Array | None = None
     for s in range(1, steps + 1):
         # Step s's output is read (by later steps or as the result) on levels 0 .. top only;
         # computing it needs the step's input on levels 0 .. top + 1.
@@ -180,33 +191,29 @@ def execute_tree(
         internal = min(top, depth - 1)  # deepest level that receives messages
         read = min(top + 1, depth)  # deepest level read
         if chi is None:  # first step: the input is the tree itself
-            parents = _cat(levels[: internal + 1])
-            children = _cat(levels[1 : internal + 2])
-            rest = _cat(levels[internal + 1 : read + 1]) if top == depth else None
+            parents = cat(levels[: internal + 1])
+            children = cat(levels[1 : internal + 2])
+            rest = cat(levels[internal + 1 : read + 1]) if top == depth else None
         else:
-            x = chi + _cat(levels[: read + 1])  # chi holds levels 0 .. read of the last step
+            x = chi + cat(levels[: read + 1])  # chi holds levels 0 .. read of the last step
             parents, children = x[: offsets[internal + 1]], x[batch : offsets[internal + 2]]
             rest = x[offsets[depth] :] if top == depth else None
         chi = _step(processor, parents, children, num_actions, sender_t, receiver_t, edge_part)
         if rest is not None:  # more steps than levels: the leaves' update (aggregate 0) is read
-            chi = torch.cat([chi, processor.update(rest, torch.zeros_like(rest))])
+            chi = cat([chi, processor.update(rest, zeros_like(rest))])
     assert chi is not None
     return chi[:batch]
 
 
-def _cat(tensors: list[Tensor]) -> Tensor:
-    return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
-
-
 def _step(
     processor: MessagePassing,
-    parents: Tensor,
-    children: Tensor,
+    parents: Array,
+    children: Array,
     num_actions: int,
-    sender_t: Tensor,
-    receiver_t: Tensor,
-    edge_part: Tensor,
-) -> Tensor:
+    sender_t: Array,
+    receiver_t: Array,
+    edge_part: Array,
+) -> Array:
     """One processor step: parents [P, H] receive from their children [P * A, H] (child a of
     parent p is row p * A + a); returns the parents' update [P, H]."""
     rows, hidden = parents.shape
@@ -214,10 +221,10 @@ def _step(
     # output), so the largest tensor of the step is allocated once. The matmul takes the children
     # as [P, A, H] so that its output is no view: in-place ops on a view would make autograd
     # rebuild the whole base gradient in the backward (CopySlices, ~0.1 ms per op on small trees).
-    messages = children.view(rows, num_actions, hidden) @ sender_t
-    messages += (parents @ receiver_t).unsqueeze(1)
+    messages = children.reshape(rows, num_actions, hidden) @ sender_t
+    messages += (parents @ receiver_t)[:, None]
     messages += edge_part  # actions (and the bias)
-    messages.relu_()
+    relu_(messages)
     return processor.update(parents, processor.aggregate_dense(messages))
 
 

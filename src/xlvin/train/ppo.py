@@ -1,7 +1,8 @@
 """One PPO (clipped surrogate, Schulman et al. 2017) shared by every agent.
 
 Agents differ only in their `ActorCritic` network and its `auxiliary_losses` (e.g. XLVIN's TransE
-term), which `ppo_update` adds to the PPO loss on the minibatch's real transitions. Collection
+term), which `ppo_update` adds to the PPO loss on the minibatch's real transitions; it gets both
+from `ActorCritic.evaluate`, where an agent may share work between them. Collection
 (`xlvin.train.rollout`) and update are separate functions, so the online loop (`train_ppo`) and
 a low-data protocol (collect a fixed set of episodes once, update many times) share both.
 """
@@ -157,14 +158,13 @@ def ppo_update(
                 continue
             if cfg.norm_adv and actions.numel() > 1:
                 mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-            logits, new_values = policy(obs)
+            # The agent's forward and its auxiliary terms (already weighted), on real transitions.
+            logits, new_values, aux = policy.evaluate(Transitions(obs, actions, next_obs, rewards))
             loss, terms = ppo_loss(
                 logits, new_values, actions, old_logprobs, mb_adv, mb_returns, old_values,
                 clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss, ent_coef=cfg.ent_coef,
                 vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT,
             )
-            # Auxiliary terms of the agent (already weighted) on real transitions only.
-            aux = policy.auxiliary_losses(Transitions(obs, actions, next_obs, rewards))
             for term in aux.values():
                 loss = loss + term
             if not torch.isfinite(loss):

@@ -184,6 +184,18 @@ def _policy_device(policy: torch.nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
+def act(
+    policy: ActorCritic, obs: np.ndarray, device: torch.device
+) -> tuple[np.ndarray, np.ndarray]:
+    """(logits [B, A], values [B]) of observations [B, ...] by a policy on `device`, inside
+    `acting()`: in NumPy when the policy computes on arrays (`ActorCritic.array_forward`) on the
+    CPU, else by torch."""
+    if policy.array_forward and device.type == "cpu":
+        return policy(obs)
+    logits, values = policy(torch.from_numpy(obs).to(device))
+    return logits.cpu().numpy(), values.cpu().numpy()
+
+
 def collect_rollout(
     envs: VectorEnv,
     policy: ActorCritic,
@@ -200,7 +212,6 @@ def collect_rollout(
     """
     T, N = num_steps, envs.num_envs
     device = _policy_device(policy)
-    on_cpu = device.type == "cpu"
     # Preallocated NumPy buffers, filled step by step and handed over as torch tensors that
     # share their memory (torch.from_numpy: no copies).
     obs = np.empty((T + 1, N, *state.obs.shape[1:]), dtype=state.obs.dtype)
@@ -221,8 +232,7 @@ def collect_rollout(
     with acting():
         for t in range(T):
             valid[t] = ~autoreset
-            step_logits, step_values = policy(obs_t[t] if on_cpu else obs_t[t].to(device))
-            logits[t], values[t] = step_logits.cpu().numpy(), step_values.cpu().numpy()
+            logits[t], values[t] = act(policy, obs[t], device)
             actions[t] = sample_actions(logits[t], uniforms[t])
             next_obs, reward, term, trunc, info = envs.step(actions[t])
             obs[t + 1], rewards[t], terminated[t], truncated[t] = next_obs, reward, term, trunc
@@ -231,10 +241,11 @@ def collect_rollout(
                 finished = info["_episode"]
                 episode_returns += info["episode"]["r"][finished].tolist()
                 episode_lengths += info["episode"]["l"][finished].tolist()
-        values[T] = policy(obs_t[T] if on_cpu else obs_t[T].to(device))[1].cpu().numpy()
+        values[T] = act(policy, obs[T], device)[1]
 
     state.obs, state.autoreset = obs[T].copy(), autoreset.copy()
-    # log pi_old(a_t | obs_t) by the function the PPO loss uses, so the first ratio is 1.
+    # log pi_old(a_t | obs_t) by the function the PPO loss uses, so the first ratio is 1 (up to
+    # float rounding when the policy acted in NumPy).
     logprobs = action_logprobs(logits.reshape(T * N, -1), actions.reshape(T * N)).reshape(T, N)
     return Rollout(
         obs=obs_t,
@@ -451,8 +462,7 @@ def evaluate_policy(
                 active = [j for j in range(n) if episode_of[j] >= 0]
                 if not active:
                     break
-                batch = torch.from_numpy(np.stack([observations[j] for j in active]))
-                logits = policy(batch.to(device))[0].cpu().numpy()
+                logits = act(policy, np.stack([observations[j] for j in active]), device)[0]
                 if deterministic:
                     actions = logits.argmax(-1)
                 else:
