@@ -20,7 +20,8 @@ PROBES = {
     "episode statistics: 4 x CartPole-v1 vector env step": "env_step",
     "PPO agent forward, batch 4 (collection)": "ppo_forward",
     "XLVIN-R CartPole forward, batch 4 (collection)": "xlvin_forward",
-    "XLVIN-R CartPole forward+backward, batch 128 (one minibatch)": "xlvin_fb",
+    "XLVIN-R CartPole forward+backward, batch 128 (network only)": "xlvin_fb",
+    "XLVIN-R CartPole forward + TransE term + backward, batch 128 (one minibatch, no loss or optimiser)": "xlvin_minibatch",
     "XLVIN-R Acrobot-v1 greedy evaluation, 100 episodes (final evaluation of a Table 1 cell)": "xlvin_eval",
     "PPO agent, collection of one rollout (CartPole-v1, 4 envs x 128 steps)": "ppo_collect",
     "PPO agent, update on one rollout (4 epochs x 4 minibatches of 128)": "ppo_update",
@@ -38,6 +39,24 @@ def _acting():  # the no-grad context collection uses on each code version
         import torch
 
         return torch.no_grad()
+
+
+def _collection_forward(agent, obs):
+    """One forward as collection runs it on each code version: NumPy observations in, NumPy
+    logits and values out (through `xlvin.train.rollout.act` where it exists)."""
+    import torch
+
+    try:
+        from xlvin.train.rollout import act
+
+        device = torch.device("cpu")
+        return lambda: act(agent, obs, device)
+    except ImportError:
+        def forward():
+            logits, values = agent(torch.from_numpy(obs))
+            return logits.numpy(), values.numpy()
+
+        return forward
 
 
 def _best(fn, n: int, reps: int = 5) -> float:
@@ -77,20 +96,35 @@ def probe(name: str) -> float:
     if name.startswith("ppo_"):
         agent = build_agent(TrainConfig(env="CartPole-v1", agent="ppo"), 4, 2, None)
         if name == "ppo_forward":
-            obs = torch.randn(4, 4)
+            obs = torch.randn(4, 4).numpy()
             with _acting():
-                return _best(lambda: agent(obs), 2000)
+                return _best(_collection_forward(agent, obs), 2000)
         return _rollout_probe(agent, name.removeprefix("ppo_"))
     from xlvin.nn.executor import MessagePassing
 
     env, obs_dim, actions = ("Acrobot-v1", 6, 3) if name == "xlvin_eval" else ("CartPole-v1", 4, 2)
     agent = build_agent(TrainConfig(env=env, agent="xlvin"), obs_dim, actions, MessagePassing(50, "max"))
     if name == "xlvin_forward":
-        obs = torch.randn(4, obs_dim)
+        obs = torch.randn(4, obs_dim).numpy()
         with _acting():
-            return _best(lambda: agent(obs), 500)
+            return _best(_collection_forward(agent, obs), 500)
     if name in ("xlvin_collect", "xlvin_update"):
         return _rollout_probe(agent, name.removeprefix("xlvin_"))
+    if name == "xlvin_minibatch":
+        from xlvin.nn.policy import Transitions
+
+        batch = Transitions(torch.randn(128, obs_dim), torch.randint(0, actions, (128,)),
+                            torch.randn(128, obs_dim))
+
+        def minibatch() -> None:
+            if hasattr(agent, "evaluate"):
+                logits, values, aux = agent.evaluate(batch)
+            else:  # the old code: forward, then the auxiliary term reusing its z(s)
+                logits, values = agent(batch.obs)
+                aux = agent.auxiliary_losses(batch)
+            (logits.sum() + values.sum() + aux["transe"]).backward()
+
+        return _best(minibatch, 50)
     if name == "xlvin_fb":
         obs = torch.randn(128, obs_dim)
 

@@ -190,7 +190,7 @@ def act(
     """(logits [B, A], values [B]) of observations [B, ...] by a policy on `device`, inside
     `acting()`: in NumPy when the policy computes on arrays (`ActorCritic.array_forward`) on the
     CPU, else by torch."""
-    if policy.array_forward and device.type == "cpu":
+    if getattr(policy, "array_forward", False) and device.type == "cpu":
         return policy(obs)
     logits, values = policy(torch.from_numpy(obs).to(device))
     return logits.cpu().numpy(), values.cpu().numpy()
