@@ -96,19 +96,25 @@ def render(data: dict[str, Any]) -> str:
                 "transition model, the tree of depth K over all A actions and the frozen executor "
                 "(H = 50; on Atari a Linear(512 -> 50) node projection). Atari cases on the real "
                 "`xlvin/<Game>-v5` envs; the maze on synthetic (3, 8, 8) observations (no maze "
-                "environment in the library yet) with an MLP encoder.", "",
-                "| case | (A, K) | env steps | PPO steps/s | XLVIN steps/s | XLVIN / PPO | target | XLVIN before (baseline code) |",
-                "|---|---|---|---|---|---|---|---|"]
-        for name, c in p["cases"].items():
+                "environment in the library yet) with an MLP encoder. With several repeats (runs "
+                "interleaved: PPO, XLVIN, PPO, ...), steps/s are the mean over repeats and each "
+                "repeat's own ratio is listed.", "",
+                "| case | (A, K) | env steps | repeats | PPO steps/s | XLVIN steps/s | XLVIN / PPO | per repeat | target | XLVIN before (baseline code) |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for c in p["cases"].values():
             case = c["case"]
-            get = lambda agent, code="current": next((r for r in c["runs"] if r["agent"] == agent and r["code"] == code), {})  # noqa: E731
-            ppo, xl, before = get("ppo"), get("xlvin"), get("xlvin", "baseline")
-            ratio = xl.get("sps", float("nan")) / ppo["sps"] if "sps" in ppo and "sps" in xl else float("nan")
+
+            def sps(agent: str, code: str = "current", runs: list = c["runs"]) -> list[float]:
+                return [r["sps"] for r in runs if r["agent"] == agent and r["code"] == code and "sps" in r]
+
+            ppo, xl, before = sps("ppo"), sps("xlvin"), sps("xlvin", "baseline")
+            ratio = _mean(xl) / _mean(ppo) if ppo and xl else float("nan")
+            each = ", ".join(f"{x / q:.2f}" for q, x in zip(ppo, xl))
             target = ">= 0.5x" if case["K"] <= 2 else "report"
             verdict = "" if case["K"] > 2 else (" (met)" if ratio >= 0.5 else " (NOT met)")
-            out.append(f"| {case['label']} | ({case['A']}, {case['K']}) | {c['steps']:,} | "
-                       f"{_f(ppo.get('sps'), 1)} | {_f(xl.get('sps'), 1)} | {ratio:.2f}x{verdict} | "
-                       f"{target} | {_f(before.get('sps'), 1) if before else '-'} |")
+            out.append(f"| {case['label']} | ({case['A']}, {case['K']}) | {c['steps']:,} | {len(xl)} | "
+                       f"{_f(_mean(ppo), 1)} | {_f(_mean(xl), 1)} | {ratio:.2f}x{verdict} | {each} | "
+                       f"{target} | {_f(_mean(before), 1) if before else '-'} |")
         out.append("")
     if "kernel" in parts:
         p = parts["kernel"]

@@ -133,7 +133,7 @@ def part_ppo(run: Runner, env_id: str, hp: dict, encoder: dict, steps: int, repe
             "repeats": repeats, "runs": rows}
 
 
-def part_planning(run: Runner, quick: bool, baseline: bool) -> dict[str, Any]:
+def part_planning(run: Runner, quick: bool, baseline: bool, repeats: int) -> dict[str, Any]:
     cases = {}
     for name, case in PLANNING_CASES.items():
         atari = case["env"].startswith("xlvin/")
@@ -142,10 +142,11 @@ def part_planning(run: Runner, quick: bool, baseline: bool) -> dict[str, Any]:
         agents = [("ppo", "current"), ("xlvin", "current")]
         if baseline and name == "cartpole":
             agents.append(("xlvin", "baseline"))
-        for agent, code in agents:
-            res = run({"task": "planning", "case": case, "agent": agent, "steps": steps,
-                       "threads": 1}, code)
-            runs.append({"agent": agent, "code": code, **res})
+        for r in range(1 if name == "maze" else repeats):  # the maze's XLVIN run alone is minutes
+            for agent, code in agents:
+                res = run({"task": "planning", "case": case, "agent": agent, "steps": steps,
+                           "threads": 1}, code)
+                runs.append({"agent": agent, "code": code, "repeat": r, **res})
         cases[name] = {"case": case, "steps": steps, "atari": atari, "runs": runs}
     return {"cases": cases}
 
@@ -200,6 +201,8 @@ def main() -> None:
                         help="comma-separated parts (ppo_sb3, atari, planning, kernel, end_to_end)")
     parser.add_argument("--repeats", type=int, default=2, help="repeats of PPO vs SB3 (CartPole)")
     parser.add_argument("--atari-repeats", type=int, default=1, help="repeats of PPO vs SB3 (Freeway)")
+    parser.add_argument("--planning-repeats", type=int, default=1,
+                        help="interleaved repeats of each planning case (the maze: 1)")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run, ~5 min)")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE,
                         help="git revision measured as 'before' in the same run ('' for none)")
@@ -230,7 +233,7 @@ def main() -> None:
                 result = part_ppo(run, "xlvin/Freeway-v5", ATARI_HP, NATURE_ENCODER,
                                   4096 if args.quick else 8192, args.atari_repeats, 2, False)
             elif part == "planning":
-                result = part_planning(run, args.quick, base)
+                result = part_planning(run, args.quick, base, args.planning_repeats)
             elif part == "kernel":
                 result = part_kernel(run, args.quick, base)
             elif part == "end_to_end":
