@@ -104,10 +104,8 @@ def make_optimizer(policy: ActorCritic, cfg: PPOConfig) -> FlatAdam:
     return FlatAdam(policy.parameters(), lr=cfg.lr, eps=1e-5)
 
 
-#: The rollout tensors a minibatch is cut from, in the order `ppo_update` gathers them.
-_MINIBATCH_FIELDS = (
-    "obs", "next_obs", "actions", "rewards", "logprobs", "values", "advantages", "returns",
-)
+#: The per-transition tensors a minibatch is cut from, in the order `ppo_update` gathers them.
+_MINIBATCH_FIELDS = ("actions", "rewards", "logprobs", "values", "advantages", "returns")
 
 
 def ppo_update(
@@ -133,25 +131,31 @@ def ppo_update(
     # (s, a, s') of the MDP and must not enter any loss or the advantage statistics.
     advantages, returns = compute_gae(rollout, cfg.gamma, cfg.gae_lambda)
     valid = rollout.valid
-    real = rollout.transitions()
+    # Observations are gathered straight from the rollout, once per epoch: row r of the flattened
+    # obs [(T + 1) N, ...] is step r // N of env r % N, and its next observation is row r + N.
+    # (`rollout.transitions()` would copy every observation twice more; pixels make that count.)
+    real_rows = valid.flatten().nonzero().squeeze(1)  # [n], in `rollout.transitions()` order
     data = {
-        "obs": real.obs, "next_obs": real.next_obs, "actions": real.actions,
-        "rewards": real.rewards, "logprobs": rollout.logprobs[valid],
-        "values": rollout.values[:-1][valid], "advantages": advantages[valid],
-        "returns": returns[valid],
+        "actions": rollout.actions[valid], "rewards": rollout.rewards[valid],
+        "logprobs": rollout.logprobs[valid], "values": rollout.values[:-1][valid],
+        "advantages": advantages[valid], "returns": returns[valid],
     }
-    n = real.actions.shape[0]
+    n = real_rows.shape[0]
     if n == 0:
         return {}
     device = next(policy.parameters()).device
     data = {name: tensor.to(device) for name, tensor in data.items()}
+    flat_obs = rollout.obs.flatten(0, 1).to(device)
+    real_rows, step = real_rows.to(device), rollout.num_envs
 
     rows: list[torch.Tensor] = []  # per minibatch: the detached loss terms, then aux terms
     aux_names: list[str] = []
     sizes = [len(part) for part in torch.tensor_split(torch.arange(n), cfg.num_minibatches)]
     for _ in range(cfg.update_epochs):
         order = torch.randperm(n, generator=generator).to(device)
-        epoch = [data[name][order].split(sizes) for name in _MINIBATCH_FIELDS]
+        rows_in_order = real_rows[order]
+        epoch = [flat_obs[rows_in_order].split(sizes), flat_obs[rows_in_order + step].split(sizes)]
+        epoch += [data[name][order].split(sizes) for name in _MINIBATCH_FIELDS]
         for minibatch in zip(*epoch):
             obs, next_obs, actions, rewards, old_logprobs, old_values, mb_adv, mb_returns = minibatch
             if actions.numel() == 0:
