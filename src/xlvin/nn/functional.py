@@ -64,8 +64,8 @@ def _derived(obj: object, key: Any, make: Callable[[], Any]) -> Any:
 def transposed(weight: Tensor, like: Array | None = None) -> Array:
     """W^T of a weight [out, in]: inside `acting()` a cached contiguous copy (a NumPy array when
     `like` is one), else the view."""
-    if isinstance(like, np.ndarray):
-        return _derived(weight, (id(weight), "T"), lambda: weight.detach().t().contiguous().numpy())
+    if isinstance(like, np.ndarray):  # a NumPy view of the cached contiguous copy
+        return _derived(weight, (id(weight), "T"), lambda: transposed(weight).numpy())
     if _state.cache is None:
         return weight.t()
     return _derived(weight, (id(weight), "t"), lambda: weight.detach().t().contiguous())
@@ -92,15 +92,12 @@ def affine(x: Array, weight_t: Array, bias: Array | None) -> Array:
 def linear(x: Array, layer: nn.Linear) -> Array:
     """layer(x) for x [N, in]: `F.linear`'s addmm (through `transposed` while acting), or in
     NumPy against the layer's cached W^T and bias."""
-    if isinstance(x, np.ndarray):
+    if isinstance(x, np.ndarray):  # one cache lookup per layer: the NumPy forward's hot path
         weight_t, bias = _derived(layer, id(layer), lambda: (
-            layer.weight.detach().t().contiguous().numpy(),
-            None if layer.bias is None else layer.bias.detach().numpy(),
+            transposed(layer.weight, like=x),
+            None if layer.bias is None else parameter(layer.bias, x),
         ))
-        out = x @ weight_t
-        if bias is not None:
-            out += bias
-        return out
+        return affine(x, weight_t, bias)
     return affine(x, transposed(layer.weight), layer.bias)
 
 
@@ -143,14 +140,13 @@ def layer_norm(x: Array, norm: nn.LayerNorm) -> Array:
     the biased variance, as torch computes it."""
     if not isinstance(x, np.ndarray):
         return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-    weight, bias, eps = _derived(norm, id(norm), lambda: (
-        None if norm.weight is None else norm.weight.detach().numpy(),
-        None if norm.bias is None else norm.bias.detach().numpy(),
-        norm.eps,
+    weight, bias = _derived(norm, id(norm), lambda: (
+        None if norm.weight is None else parameter(norm.weight, x),
+        None if norm.bias is None else parameter(norm.bias, x),
     ))
     scale = 1.0 / x.shape[-1]
     x = x - np.add.reduce(x, axis=-1, keepdims=True) * scale
-    x *= 1.0 / np.sqrt(np.add.reduce(x * x, axis=-1, keepdims=True) * scale + eps)
+    x *= 1.0 / np.sqrt(np.add.reduce(x * x, axis=-1, keepdims=True) * scale + norm.eps)
     if weight is not None:
         x *= weight
     if bias is not None:

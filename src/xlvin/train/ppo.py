@@ -148,7 +148,7 @@ def ppo_update(
     flat_obs = rollout.obs.flatten(0, 1).to(device)
     real_rows, step = real_rows.to(device), rollout.num_envs
 
-    rows: list[torch.Tensor] = []  # per minibatch: the detached loss terms, then aux terms
+    terms_per_minibatch: list[torch.Tensor] = []  # the detached loss terms, then aux terms
     aux_names: list[str] = []
     sizes = [len(part) for part in torch.tensor_split(torch.arange(n), cfg.num_minibatches)]
     for _ in range(cfg.update_epochs):
@@ -182,13 +182,13 @@ def ppo_update(
             optimizer.clip_grad_norm_(cfg.max_grad_norm)
             optimizer.step()
             aux_names = list(aux)
-            rows.append(torch.stack([
+            terms_per_minibatch.append(torch.stack([
                 terms.policy_loss, terms.value_loss, terms.entropy, terms.approx_kl,
                 terms.clipfrac, *(t.detach() for t in aux.values()),
             ]))
 
     names = ["policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", *aux_names]
-    means = torch.stack(rows).double().mean(0).tolist()  # one host sync for all the metrics
+    means = torch.stack(terms_per_minibatch).double().mean(0).tolist()  # one host sync for all the metrics
     metrics = {f"losses/{name}": value for name, value in zip(names, means)}
     b_returns, b_values = data["returns"], data["values"]
     var_returns = b_returns.var().item() if n > 1 else 0.0
