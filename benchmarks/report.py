@@ -60,6 +60,51 @@ def _peak_memory(r: dict[str, Any]) -> str:
     return f"{r['peak_rss_increase_mb']:,.0f} MB"
 
 
+def _depth_section(p: dict[str, Any]) -> list[str]:
+    """CartPole at tree depths 0, 1, 2: the time per rollout the tree adds, against the 0.5x
+    budget of the planning target."""
+    def rows(agent: str, depth: int | None) -> list[dict[str, Any]]:
+        return [r for r in p["runs"] if r["agent"] == agent and r["depth"] == depth and "sps" in r]
+
+    def per_rollout(runs: list[dict[str, Any]]) -> tuple[float, float, float]:
+        collection = _mean([r["collection_ms_per_rollout"] for r in runs])
+        update = _mean([r["update_ms_per_rollout"] for r in runs])
+        return collection, update, collection + update
+
+    ppo = rows("ppo", None)
+    lines = ["## 2b. CartPole-v1: what the tree costs (XLVIN at depth K = 0, 1, 2)", "",
+             _load(p) + ".", "",
+             f"{p['case']['label']}, {p['steps']:,} steps per run, the planning part's settings; "
+             "XLVIN at K = 0 has the transition model (TransE term), the executor's width in the "
+             "heads and no tree. Wall time per rollout of 4 envs x 128 steps, summed over the run "
+             "and divided by the rollouts; means over interleaved repeats.", "",
+             "| agent | runs | steps/s | collection ms / rollout | update ms / rollout | "
+             "total ms / rollout | steps/s over PPO |", "|---|---|---|---|---|---|---|"]
+    ppo_sps, (_, _, ppo_total) = _mean([r["sps"] for r in ppo]), per_rollout(ppo)
+    totals = {}
+    for agent, depth in [("ppo", None), ("xlvin", 0), ("xlvin", 1), ("xlvin", 2)]:
+        runs = rows(agent, depth)
+        if not runs:
+            continue
+        collection, update, totals[depth] = per_rollout(runs)
+        sps = _mean([r["sps"] for r in runs])
+        label = "PPO" if depth is None else f"XLVIN, K = {depth}"
+        lines.append(f"| {label} | {len(runs)} | {_f(sps)} | {collection:.1f} | {update:.1f} | "
+                     f"{totals[depth]:.1f} | {sps / ppo_sps:.2f}x |")
+    if {0, 2} <= totals.keys() and ppo:
+        added, tree, budget = totals[2] - ppo_total, totals[2] - totals[0], 2 * ppo_total - totals[0]
+        need = f"{tree / budget:.1f}x less time" if budget > 0 else "no time at all (over budget)"
+        lines += ["", f"0.5x of PPO allows XLVIN at K = 2 {2 * ppo_total:.1f} ms per rollout: "
+                  f"PPO's {ppo_total:.1f} ms plus as much again for everything XLVIN adds (the "
+                  f"transition model and its TransE term, the tree, the executor, the wider heads). "
+                  f"Those additions take {added:.1f} ms now, so the target needs them in "
+                  f"{added / ppo_total:.1f}x less time. Without its tree (K = 0, where the TransE "
+                  f"prediction runs its own transition pass) XLVIN takes {totals[0]:.1f} ms, which "
+                  f"leaves the depth-2 tree {budget:.1f} ms of the {tree:.1f} ms it takes now "
+                  f"({need})."]
+    return lines + [""]
+
+
 def render(data: dict[str, Any]) -> str:
     m = data.get("machine", {})
     parts = data.get("parts", {})
@@ -116,6 +161,8 @@ def render(data: dict[str, Any]) -> str:
                        f"{_f(_mean(ppo), 1)} | {_f(_mean(xl), 1)} | {ratio:.2f}x{verdict} | {each} | "
                        f"{target} | {_f(_mean(before), 1) if before else '-'} |")
         out.append("")
+    if "depth" in parts:
+        out += _depth_section(parts["depth"])
     if "kernel" in parts:
         p = parts["kernel"]
         rate = p["matmul_rate"]

@@ -5,6 +5,8 @@ Parts (default: all but end_to_end):
   atari       the same on Freeway (8 envs x 128 steps, Nature CNN), same preprocessing
   planning    training steps/s of XLVIN over PPO for (A, K) = (2,2) CartPole, (3,2) Freeway,
               (9,2) Enduro, (18,1) Alien, (8,4) maze (synthetic observations)
+  depth       CartPole-v1: PPO and XLVIN at tree depth K = 0, 1, 2, with the time per rollout
+              of collection and of the update (what the tree costs)
   kernel      tree expansion + executor, batch 256: forward and forward+backward time, peak
               memory, fraction of the matmul floor; before (--baseline revision) and after
   end_to_end  (opt-in, ~40 min) wall time of executor pre-training, `xlvin quickstart` and
@@ -151,6 +153,20 @@ def part_planning(run: Runner, quick: bool, baseline: bool, repeats: int) -> dic
     return {"cases": cases}
 
 
+def part_depth(run: Runner, quick: bool, repeats: int) -> dict[str, Any]:
+    """CartPole-v1 with PPO and XLVIN at tree depths 0, 1 and 2 (A = 2), interleaved: steps/s
+    and the wall time per rollout of collection and of the update, to show what the tree costs."""
+    case, steps = PLANNING_CASES["cartpole"], 10240 if quick else 20480
+    agents: list[tuple[str, int | None]] = [("ppo", None), ("xlvin", 0), ("xlvin", 1), ("xlvin", 2)]
+    runs = []
+    for r in range(repeats):
+        for agent, depth in agents:
+            task = {"task": "planning", "case": case, "agent": agent, "steps": steps, "threads": 1}
+            res = run(task if depth is None else {**task, "depth": depth})
+            runs.append({"agent": agent, "depth": depth, "repeat": r, **res})
+    return {"case": case, "steps": steps, "runs": runs}
+
+
 def part_kernel(run: Runner, quick: bool, baseline: bool) -> dict[str, Any]:
     rate = run({"task": "matmul_rate", "threads": 1})
     cases = {}
@@ -197,12 +213,13 @@ def part_end_to_end(run: Runner) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="ppo_sb3,atari,planning,kernel",
-                        help="comma-separated parts (ppo_sb3, atari, planning, kernel, end_to_end)")
+    parser.add_argument("--only", default="ppo_sb3,atari,planning,depth,kernel",
+                        help="comma-separated parts (ppo_sb3, atari, planning, depth, kernel, end_to_end)")
     parser.add_argument("--repeats", type=int, default=2, help="repeats of PPO vs SB3 (CartPole)")
     parser.add_argument("--atari-repeats", type=int, default=1, help="repeats of PPO vs SB3 (Freeway)")
     parser.add_argument("--planning-repeats", type=int, default=1,
-                        help="interleaved repeats of each planning case (the maze: 1)")
+                        help="interleaved repeats of each planning case (the maze: 1) and of the "
+                             "depth part")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run, ~5 min)")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE,
                         help="git revision measured as 'before' in the same run ('' for none)")
@@ -234,6 +251,8 @@ def main() -> None:
                                   4096 if args.quick else 8192, args.atari_repeats, 2, False)
             elif part == "planning":
                 result = part_planning(run, args.quick, base, args.planning_repeats)
+            elif part == "depth":
+                result = part_depth(run, args.quick, args.planning_repeats)
             elif part == "kernel":
                 result = part_kernel(run, args.quick, base)
             elif part == "end_to_end":

@@ -11,6 +11,8 @@ import resource
 import sys
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -237,19 +239,50 @@ def planning(a: dict[str, Any]) -> dict[str, Any]:
             processor = load_executor_processor(executor_file("random"))[0]
         else:
             processor = MessagePassing(50, "max")
+        depth = a.get("depth", c["K"])  # the tree's depth (the case's K unless told)
         agent = XLVINAgent(
-            encoder, k, num_actions, Transition(k, num_actions, c["F"]), processor, depth=c["K"]
+            encoder, k, num_actions, Transition(k, num_actions, c["F"]), processor, depth=depth
         )
     agent.to(_device(a))
     cfg = PPOConfig(
         num_envs=c["n_envs"], num_steps=c["n_steps"], total_steps=a["steps"],
         torch_threads=a["threads"],
     )
-    start = time.perf_counter()
-    result = train_ppo(agent, env_id, cfg, seed=0, progress=False)
-    wall = time.perf_counter() - start
+    with _phase_timer() as phases:
+        start = time.perf_counter()
+        result = train_ppo(agent, env_id, cfg, seed=0, progress=False)
+        wall = time.perf_counter() - start
+    per_rollout = {f"{name}_ms_per_rollout": 1e3 * seconds / result.num_updates
+                   for name, seconds in phases.items()}
     return {"steps": result.global_step, "wall_s": wall, "sps": result.global_step / wall,
-            "peak_rss_mb": _maxrss_mb()}
+            "peak_rss_mb": _maxrss_mb(), **per_rollout}
+
+
+@contextmanager
+def _phase_timer() -> Iterator[dict[str, float]]:
+    """Wall seconds `train_ppo` spends in `collect_rollout` ("collection") and `ppo_update`
+    ("update"), summed over the run: the two names are wrapped in `xlvin.train.ppo`'s namespace
+    (where `train_ppo` looks them up) for the block's duration."""
+    from xlvin.train import ppo
+
+    phases = {"collection": 0.0, "update": 0.0}
+    originals = {"collection": ppo.collect_rollout, "update": ppo.ppo_update}
+
+    def timed(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return originals[name](*args, **kwargs)
+            finally:
+                phases[name] += time.perf_counter() - start
+
+        return call
+
+    ppo.collect_rollout, ppo.ppo_update = timed("collection"), timed("update")
+    try:
+        yield phases
+    finally:
+        ppo.collect_rollout, ppo.ppo_update = originals["collection"], originals["update"]
 
 
 # --------------------------------------------------------------------------- tree kernel
