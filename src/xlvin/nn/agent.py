@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.functional import Array, cat, linear, parameter
+from xlvin.nn.functional import Array, cat, linear, parameter, per_block
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, Transitions
 from xlvin.nn.transe import transe_loss, transe_objective
@@ -78,9 +78,15 @@ class XLVINAgent(ActorCritic):
         self.array_forward = getattr(encoder, "array_forward", False)
 
     def edge_features(self, like: Array | None = None) -> Array:
-        """Embedded [one-hot(a), gamma] for every action: [A, H] (of `like`'s array type)."""
-        edge_input = self.edge_input if like is None else parameter(self.edge_input, like)
-        return linear(edge_input, self.edge_projection)
+        """Embedded [one-hot(a), gamma] for every action: [A, H] (of `like`'s array type; once per
+        `acting()` block)."""
+        layer = self.edge_projection
+
+        def embed() -> Array:
+            edge_input = self.edge_input if like is None else parameter(self.edge_input, like)
+            return linear(edge_input, layer)
+
+        return per_block(layer, (id(layer), "edge features", type(like)), embed)
 
     def plan(self, h: Array) -> Array:
         """Expand the tree from h [B, k] and execute it: chi_s [B, H]."""

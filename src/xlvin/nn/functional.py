@@ -61,6 +61,13 @@ def _derived(obj: object, key: Any, make: Callable[[], Any]) -> Any:
     return entry[1]
 
 
+def per_block(obj: object, key: Any, make: Callable[[], Any]) -> Any:
+    """`make()` for a value derived from weights only (not from the observations): computed once
+    per `acting()` block (cached for `obj` under `key`), and at every call outside one, where the
+    weights change between calls and gradients flow through it."""
+    return make() if _state.cache is None else _derived(obj, key, make)
+
+
 def transposed(weight: Tensor, like: Array | None = None) -> Array:
     """W^T of a weight [out, in]: inside `acting()` a cached contiguous copy (a NumPy array when
     `like` is one), else the view."""

@@ -23,6 +23,7 @@ from xlvin.nn.functional import (
     cat,
     linear,
     parameter,
+    per_block,
     relu_,
     transposed,
     zeros_like,
@@ -71,12 +72,17 @@ def expand_projected_tree(
     first_t = transposed(transition.first.weight, like=h)  # [k + A, F]
     state_t, action_part = first_t[:k], first_t[k:]  # [k, F], [A, F]
     out_layer = transition.rest[-1]
-    # [k, F + H]: the state part and the projection, both applied to a change of embedding
-    readout_t = cat([state_t, transposed(projection.weight, like=h)], dim=1)
+
+    def readout() -> tuple[Array, Array, Array]:
+        # [k, F + H]: the state part and the projection, both applied to a change of embedding
+        readout_t = cat([state_t, transposed(projection.weight, like=h)], dim=1)
+        # [F, F + H] = (W3^T)(W1_s^T | P^T) and [F + H]
+        delta_t = transposed(out_layer.weight, like=h) @ readout_t
+        return readout_t, delta_t, parameter(out_layer.bias, h) @ readout_t
+
+    key = (id(projection), id(transition), "readout", type(h))
+    readout_t, delta_t, delta_b = per_block(projection, key, readout)  # weights only
     width, hidden = state_t.shape[1], projection.weight.shape[0]
-    # [F, F + H] = (W3^T)(W1_s^T | P^T) and [F + H]
-    delta_t = transposed(out_layer.weight, like=h) @ readout_t
-    delta_b = parameter(out_layer.bias, h) @ readout_t
     state = affine(h, state_t, transition.first.bias)  # [B, F]
     levels = [affine(h, readout_t[:, width:], projection.bias)]  # [B, H]
     num_actions = action_part.shape[0]
@@ -182,7 +188,10 @@ def execute_tree(
     # W^T of the message Linear(3H -> H), [3H, H]: its row blocks act on sender, receiver, edge.
     message_t = transposed(processor.message_fn.weight, like=edges)
     sender_t, receiver_t, edge_t = (message_t[i * hidden : (i + 1) * hidden] for i in range(3))
-    edge_part = affine(edges, edge_t, processor.message_fn.bias)  # [A, H]
+    edge_part = per_block(  # [A, H], weights only
+        edges, (id(edges), id(processor), "edge part"),
+        lambda: affine(edges, edge_t, processor.message_fn.bias),
+    )
     chi: Array | None = None
     for s in range(1, steps + 1):
         # Step s's output is read (by later steps or as the result) on levels 0 .. top only;
