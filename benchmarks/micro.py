@@ -111,14 +111,14 @@ def probe(name: str) -> float:
     if name in ("xlvin_collect", "xlvin_update"):
         return _rollout_probe(agent, name.removeprefix("xlvin_"))
     if name == "xlvin_minibatch":
-        from xlvin.nn.policy import Transitions
+        from xlvin.nn.policy import TransitionBatch
 
-        batch = Transitions(torch.randn(128, obs_dim), torch.randint(0, actions, (128,)),
+        batch = TransitionBatch(torch.randn(128, obs_dim), torch.randint(0, actions, (128,)),
                             torch.randn(128, obs_dim))
 
         def minibatch() -> None:
             if hasattr(agent, "evaluate"):
-                logits, values, aux = agent.evaluate(batch)
+                logits, values, aux = agent.forward_with_aux(batch)
             else:  # the old code: forward, then the auxiliary term reusing its z(s)
                 logits, values = agent(batch.obs)
                 aux = agent.auxiliary_losses(batch)

@@ -217,7 +217,7 @@ class SyntheticEnv(_gym.Env):
 def planning(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.agent import PPOAgent, XLVINAgent
     from xlvin.nn.executor import MessagePassing
-    from xlvin.nn.transition import Transition
+    from xlvin.nn.transition import TransitionModel
     from xlvin.seeding import seed_everything
     from xlvin.train.ppo import PPOConfig, train_ppo
 
@@ -241,7 +241,7 @@ def planning(a: dict[str, Any]) -> dict[str, Any]:
             processor = MessagePassing(50, "max")
         depth = a.get("depth", c["K"])  # the tree's depth (the case's K unless told)
         agent = XLVINAgent(
-            encoder, k, num_actions, Transition(k, num_actions, c["F"]), processor, depth=depth
+            encoder, k, num_actions, TransitionModel(k, num_actions, c["F"]), processor, depth=depth
         )
     agent.to(_device(a))
     cfg = PPOConfig(
@@ -331,7 +331,7 @@ def matmul_rate(a: dict[str, Any]) -> dict[str, Any]:
 
 def kernel(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.executor import MessagePassing
-    from xlvin.nn.transition import Transition
+    from xlvin.nn.transition import TransitionModel
     from xlvin.nn.tree import execute_tree, expand_tree
 
     _threads(a["threads"])
@@ -342,7 +342,7 @@ def kernel(a: dict[str, Any]) -> dict[str, Any]:
     c = a["case"]
     B, A, K, F, k = a["batch"], c["A"], c["K"], c["F"], 50
     torch.manual_seed(0)
-    transition = Transition(k, A, F)
+    transition = TransitionModel(k, A, F)
     processor = MessagePassing(k, "max").requires_grad_(False)
     device = _device(a)
     transition.to(device)

@@ -8,16 +8,16 @@ from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.functional import acting, transposed
-from xlvin.nn.policy import Transitions
+from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transe import transe_loss
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import execute_tree, executor_step, expand_tree
 
 
 def make_agent(depth: int = 2, actions: int = 3, hidden: int = 8, emb: int = 8) -> XLVINAgent:
     torch.manual_seed(0)
     return XLVINAgent(
-        MLPEncoder(4, 16, emb), emb, actions, Transition(emb, actions, 16),
+        MLPEncoder(4, 16, emb), emb, actions, TransitionModel(emb, actions, 16),
         MessagePassing(hidden, "max", layer_norm=True), depth=depth,
     )
 
@@ -28,7 +28,7 @@ def test_tree_step_equals_message_passing_on_the_explicit_graph(aggregation: str
     torch.manual_seed(1)
     batch, actions, depth, hidden = 2, 3, 2, 8
     processor = MessagePassing(hidden, aggregation, layer_norm=True)
-    levels = expand_tree(torch.randn(batch, hidden), Transition(hidden, actions, 16), depth)
+    levels = expand_tree(torch.randn(batch, hidden), TransitionModel(hidden, actions, 16), depth)
     edges = torch.randn(actions, hidden)
     fast = torch.cat(executor_step(processor, levels, edges))
 
@@ -60,7 +60,7 @@ def test_executor_is_frozen_but_passes_gradient_to_transition_and_encoder() -> N
     before = {k: v.clone() for k, v in agent.processor.state_dict().items()}
     optimizer = torch.optim.Adam(agent.parameters(), lr=1e-2)
     obs = torch.randn(16, 4)
-    batch = Transitions(obs, torch.randint(0, 3, (16,)), torch.randn(16, 4))
+    batch = TransitionBatch(obs, torch.randint(0, 3, (16,)), torch.randn(16, 4))
     for _ in range(3):
         logits, values = agent(obs)
         loss = logits.logsumexp(-1).mean() + values.pow(2).mean()
@@ -90,7 +90,7 @@ def test_plan_depends_on_the_transition_model() -> None:
 def test_transe_term_has_the_paper_weight() -> None:
     agent = make_agent()
     obs = torch.randn(8, 4)
-    batch = Transitions(obs, torch.zeros(8, dtype=torch.long), torch.randn(8, 4))
+    batch = TransitionBatch(obs, torch.zeros(8, dtype=torch.long), torch.randn(8, 4))
     torch.manual_seed(5)
     weighted = agent.auxiliary_losses(batch)["transe"]
     agent.transe_weight = 1.0
@@ -111,7 +111,7 @@ def test_depth_zero_degenerates_to_a_plain_encoder() -> None:
 def test_ppo_agent_has_no_planner() -> None:
     agent = PPOAgent(MLPEncoder(4, 16, 8), 8, 2)
     assert not any("transition" in n or "processor" in n for n, _ in agent.named_parameters())
-    assert agent.auxiliary_losses(Transitions(torch.zeros(1, 4), torch.zeros(1), torch.zeros(1, 4))) == {}
+    assert agent.auxiliary_losses(TransitionBatch(torch.zeros(1, 4), torch.zeros(1), torch.zeros(1, 4))) == {}
 
 
 def test_acting_forward_matches_training_forward_and_sees_new_weights() -> None:
@@ -150,7 +150,7 @@ def test_projected_agent_plans_like_projecting_every_level_and_keeps_transe() ->
     expected = execute_tree(agent.processor, levels, agent.edge_features(), 2)
     torch.testing.assert_close(agent.plan(h), expected, rtol=1e-5, atol=1e-6)
     torch.manual_seed(1)
-    aux = agent.evaluate(Transitions(obs, actions, next_obs))[2]["transe"]
+    aux = agent.forward_with_aux(TransitionBatch(obs, actions, next_obs))[2]["transe"]
     torch.manual_seed(1)  # the same negatives
     direct = transe_loss(agent.encoder, agent.transition, obs, actions, next_obs)
     torch.testing.assert_close(aux, agent.transe_weight * direct)
@@ -163,7 +163,7 @@ def _array_agents() -> dict[str, torch.nn.Module]:
         "xlvin": make_agent(),
         "xlvin, projected tree (k 12 != H 8)": make_agent(emb=12),
         "xlvin, depth 3, sum, no LayerNorm": XLVINAgent(
-            MLPEncoder(4, 16, 8), 8, 2, Transition(8, 2, 16), MessagePassing(8, "sum"), depth=3
+            MLPEncoder(4, 16, 8), 8, 2, TransitionModel(8, 2, 16), MessagePassing(8, "sum"), depth=3
         ),
         "xlvin, depth 0": make_agent(depth=0),
     }

@@ -11,7 +11,7 @@ from torch import nn
 from xlvin.errors import UserError
 from xlvin.nn.agent import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
-from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.seeding import seed_everything
 from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, train_ppo
 from xlvin.train.rollout import (
@@ -73,7 +73,7 @@ class RecordingAgent(ActorCritic):
         self.num_actions = num_actions
         self.actor = nn.Linear(1, num_actions)
         self.critic = nn.Linear(1, 1)
-        self.batches: list[Transitions] = []
+        self.batches: list[TransitionBatch] = []
 
     def forward(self, obs):
         x = obs.float() % 1000 / 10  # position inside the episode

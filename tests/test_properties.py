@@ -19,7 +19,7 @@ from xlvin.mdp.value_iteration import (
     value_iteration,
 )
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import execute_tree, expand_tree, node_count
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -191,7 +191,7 @@ def test_tree_levels_counts_and_child_rows(
     batch: int, actions: int, depth: int, k: int, seed: int
 ) -> None:
     torch.manual_seed(seed % 2**31)
-    model = Transition(k, actions, hidden=8)
+    model = TransitionModel(k, actions, hidden=8)
     h = torch.randn(batch, k)
     with torch.no_grad():
         levels = expand_tree(h, model, depth)
@@ -217,7 +217,7 @@ def test_tree_row_of_an_action_path(
 ) -> None:
     """Row index of the node reached from root b by a_1 .. a_d is b * A^d + (a_1 .. a_d in base A)."""
     torch.manual_seed(seed % 2**31)
-    model = Transition(5, actions, hidden=8)
+    model = TransitionModel(5, actions, hidden=8)
     h = torch.randn(batch, 5)
     b = data.draw(st.integers(0, batch - 1), label="root")
     path = data.draw(st.lists(st.integers(0, actions - 1), min_size=depth, max_size=depth),
@@ -240,7 +240,7 @@ def test_execute_tree_reads_out_each_root_independently(
 ) -> None:
     hidden = 6
     torch.manual_seed(seed % 2**31)
-    model = Transition(hidden, actions, hidden=8)
+    model = TransitionModel(hidden, actions, hidden=8)
     processor = MessagePassing(hidden, aggregation, layer_norm)
     edges = torch.randn(actions, hidden)
     h = torch.randn(batch, hidden)

@@ -6,7 +6,7 @@ import torch
 
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.transe import energy, transe_loss
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
 from xlvin.train.random_data import random_transitions
 
@@ -19,7 +19,7 @@ def test_energy_is_scaled_squared_distance() -> None:
 def test_loss_is_zero_for_a_perfect_model_with_far_negatives() -> None:
     """d(z + T, z') = 0 and negatives beyond the hinge give L = 0."""
 
-    class Shift(Transition):
+    class Shift(TransitionModel):
         def forward(self, h: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
             return torch.ones_like(h) * 10.0
 
@@ -45,7 +45,7 @@ def test_random_transitions_never_pair_terminal_with_reset() -> None:
 def test_transe_separates_positives_from_negatives_on_cartpole() -> None:
     torch.manual_seed(0)
     data = random_transitions("CartPole-v1", episodes=300, seed=1)
-    encoder, transition = MLPEncoder(4, 64, 50), Transition(50, 2, 64)
+    encoder, transition = MLPEncoder(4, 64, 50), TransitionModel(50, 2, 64)
     cfg = TransEConfig(epochs=5, holdout=0.2)
     stats = pretrain_transe(encoder, transition, data, cfg, seed=0, progress=False)
     assert stats["after/positive_energy"] < 0.1 * stats["after/negative_energy"]

@@ -1,19 +1,19 @@
-"""Transition model and latent tree expansion: the invariants of paper section 3.2."""
+"""TransitionModel model and latent tree expansion: the invariants of paper section 3.2."""
 
 import pytest
 import torch
 
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import expand_tree, node_count
 
 
 @pytest.fixture
-def transition() -> Transition:
+def transition() -> TransitionModel:
     torch.manual_seed(0)
-    return Transition(embedding_dim=6, num_actions=3, hidden=16)
+    return TransitionModel(embedding_dim=6, num_actions=3, hidden=16)
 
 
-def test_all_actions_matches_one_action_at_a_time(transition: Transition) -> None:
+def test_all_actions_matches_one_action_at_a_time(transition: TransitionModel) -> None:
     h = torch.randn(5, 6)
     batched = transition.all_actions(h)  # [5, 3, 6]
     for a in range(3):
@@ -22,7 +22,7 @@ def test_all_actions_matches_one_action_at_a_time(transition: Transition) -> Non
 
 
 @pytest.mark.parametrize("depth", [0, 1, 2, 3])
-def test_tree_layout_and_counts(transition: Transition, depth: int) -> None:
+def test_tree_layout_and_counts(transition: TransitionModel, depth: int) -> None:
     batch, actions = 4, 3
     h = torch.randn(batch, 6)
     levels = expand_tree(h, transition, depth)
@@ -37,13 +37,13 @@ def test_tree_layout_and_counts(transition: Transition, depth: int) -> None:
                 torch.testing.assert_close(children[i * actions + a], expected[0])
 
 
-def test_depth_zero_is_the_root_itself(transition: Transition) -> None:
+def test_depth_zero_is_the_root_itself(transition: TransitionModel) -> None:
     h = torch.randn(3, 6)
     (root,) = expand_tree(h, transition, 0)
     assert root is h
 
 
-def test_rows_of_a_batch_do_not_mix(transition: Transition) -> None:
+def test_rows_of_a_batch_do_not_mix(transition: TransitionModel) -> None:
     """Tree b's nodes depend on root b only: row index = b * A^d + action digits."""
     h = torch.randn(2, 6)
     levels = expand_tree(h, transition, 2)

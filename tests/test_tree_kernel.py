@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import (
     execute_tree,
     execute_tree_reference,
@@ -24,7 +24,7 @@ from xlvin.nn.tree import (
 def test_kernel_equals_reference(aggregation, layer_norm, batch, actions, depth, steps) -> None:
     torch.manual_seed(0)
     processor = MessagePassing(8, aggregation, layer_norm)
-    transition = Transition(8, actions, 16)
+    transition = TransitionModel(8, actions, 16)
     h = torch.randn(batch, 8, requires_grad=True)
     edges = torch.randn(actions, 8)
     fast = execute_tree(processor, expand_tree(h, transition, depth), edges, steps)
@@ -59,17 +59,17 @@ def test_evaluate_shares_work_but_equals_forward_and_transe(emb, depth) -> None:
     same gradients for every weight; with a node projection (emb 12 != 8) and without a tree."""
     from xlvin.nn.agent import XLVINAgent
     from xlvin.nn.encoders import MLPEncoder
-    from xlvin.nn.policy import Transitions
+    from xlvin.nn.policy import TransitionBatch
 
     def run(shared: bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         torch.manual_seed(0)
-        agent = XLVINAgent(MLPEncoder(4, 16, emb), emb, 3, Transition(emb, 3, 16),
+        agent = XLVINAgent(MLPEncoder(4, 16, emb), emb, 3, TransitionModel(emb, 3, 16),
                            MessagePassing(8, "max"), depth=depth)
         obs, next_obs = torch.randn(16, 4), torch.randn(16, 4)
-        batch = Transitions(obs, torch.randint(0, 3, (16,)), next_obs)
+        batch = TransitionBatch(obs, torch.randint(0, 3, (16,)), next_obs)
         torch.manual_seed(1)  # the TransE negatives
         if shared:
-            logits, values, aux = agent.evaluate(batch)
+            logits, values, aux = agent.forward_with_aux(batch)
         else:
             logits, values = agent(obs)
             aux = agent.auxiliary_losses(batch)
@@ -89,7 +89,7 @@ def test_projected_tree_equals_projecting_every_level(batch, actions, depth) -> 
     projecting every level, in values and in the gradients of every trainable weight."""
     torch.manual_seed(0)
     k, width, hidden = 12, 16, 5
-    transition = Transition(k, actions, width).double()
+    transition = TransitionModel(k, actions, width).double()
     projection = torch.nn.Linear(k, hidden).double()
     h = torch.randn(batch, k, dtype=torch.float64, requires_grad=True)
     fast = expand_projected_tree(h, transition, projection, depth)

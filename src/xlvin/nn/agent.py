@@ -6,9 +6,9 @@ from torch import nn
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.functional import Array, cat, linear, parameter, per_block
 from xlvin.nn.heads import ActorCriticHeads
-from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transe import transe_loss, transe_objective
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import execute_tree, expand_projected_tree, expand_tree
 
 
@@ -51,7 +51,7 @@ class XLVINAgent(ActorCritic):
         encoder: nn.Module,
         embedding_dim: int,
         num_actions: int,
-        transition: Transition,
+        transition: TransitionModel,
         processor: MessagePassing,
         depth: int,
         gamma: float = 0.99,
@@ -114,22 +114,22 @@ class XLVINAgent(ActorCritic):
         h = self.encoder(obs)
         return _heads(self.heads, cat([h, self.plan(h)], dim=-1))
 
-    def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
+    def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         if self.transe_weight == 0:
             return {}
         loss = transe_loss(self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs)
         return {"transe": self.transe_weight * loss}
 
-    def evaluate(
-        self, batch: Transitions
+    def forward_with_aux(
+        self, batch: TransitionBatch
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """`forward(batch.obs)` and the TransE term, sharing their work: one encoder pass over
         [obs; next_obs], and z(s) + T(z(s), a) read from the tree's first level when the tree was
         grown in the embedding space. The same values as the two calls up to float rounding (the
-        tree computes T's first layer as state part + action column, `Transition.all_actions`).
+        tree computes T's first layer as state part + action column, `TransitionModel.all_actions`).
         """
         if self.transe_weight == 0:
-            return super().evaluate(batch)
+            return super().forward_with_aux(batch)
         both = self.encoder(torch.cat([batch.obs, batch.next_obs]))
         z, z_next = both[: len(batch.obs)], both[len(batch.obs) :]
         chi, first_level = self._plan(z)

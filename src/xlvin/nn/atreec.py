@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from xlvin.nn.encoders import orthogonal_init
-from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.tree import expand_tree
 
 
@@ -90,7 +90,7 @@ class ATreeCAgent(ActorCritic):
         x = self.embed(obs)
         return self.q_values(x), self.critic(x).squeeze(-1)
 
-    def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
+    def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         if self.reward_weight == 0 or batch.rewards is None:
             return {}
         predicted = self.reward(self.embed(batch.obs)).gather(1, batch.actions.view(-1, 1))

@@ -7,7 +7,7 @@ from torch import nn
 
 
 @dataclass
-class Transitions:
+class TransitionBatch:
     """A batch of environment transitions (s, a, s') that are real: never an autoreset step.
 
     obs: [B, *obs_shape], actions: [B] (long), next_obs: [B, *obs_shape], rewards: [B] or None.
@@ -36,12 +36,12 @@ class ActorCritic(nn.Module):
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
-    def auxiliary_losses(self, batch: Transitions) -> dict[str, torch.Tensor]:
+    def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         """Weighted auxiliary loss terms on real transitions; none by default."""
         return {}
 
-    def evaluate(
-        self, batch: Transitions
+    def forward_with_aux(
+        self, batch: TransitionBatch
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """What a PPO minibatch needs: `forward(batch.obs)` and `auxiliary_losses(batch)`.
         An agent overrides it to share work between the two (the same values, up to float

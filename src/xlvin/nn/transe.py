@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 
 
 def energy(x: torch.Tensor, y: torch.Tensor, sigma: float = 0.5) -> torch.Tensor:
@@ -13,7 +13,7 @@ def energy(x: torch.Tensor, y: torch.Tensor, sigma: float = 0.5) -> torch.Tensor
 
 def transe_loss(
     encoder: nn.Module,
-    transition: Transition,
+    transition: TransitionModel,
     obs: torch.Tensor,
     actions: torch.Tensor,
     next_obs: torch.Tensor,
@@ -54,7 +54,7 @@ def transe_objective(
 @torch.no_grad()
 def hits_at_1(
     encoder: nn.Module,
-    transition: Transition,
+    transition: TransitionModel,
     obs: torch.Tensor,
     actions: torch.Tensor,
     next_obs: torch.Tensor,

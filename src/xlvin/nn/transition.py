@@ -1,4 +1,4 @@
-"""Transition model T: R^k x A -> R^k (paper section 3.1, eq. 3): h' = h + T(h, a)."""
+"""TransitionModel model T: R^k x A -> R^k (paper section 3.1, eq. 3): h' = h + T(h, a)."""
 
 import torch
 from torch import nn
@@ -7,7 +7,7 @@ from torch.nn import functional as F
 from xlvin.nn.functional import Array, affine, layer_norm, linear, relu_, transposed
 
 
-class Transition(nn.Module):
+class TransitionModel(nn.Module):
     """Three-layer MLP on [h, one-hot(a)] with LayerNorm after the second layer (paper 4.1).
 
     Linear(k + A -> F) -> ReLU -> Linear(F -> F) -> LayerNorm -> ReLU -> Linear(F -> k).

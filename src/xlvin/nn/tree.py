@@ -28,7 +28,7 @@ from xlvin.nn.functional import (
     transposed,
     zeros_like,
 )
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 
 
 class LatentModel(Protocol):
@@ -50,7 +50,7 @@ def expand_tree(h: Array, model: LatentModel, depth: int) -> list[Array]:
 
 
 def expand_projected_tree(
-    h: Array, transition: Transition, projection: nn.Linear, depth: int
+    h: Array, transition: TransitionModel, projection: nn.Linear, depth: int
 ) -> list[Array]:
     """`[projection(level) for level in expand_tree(h, transition, depth)]`, computed without the
     k-dimensional embeddings of any node below the roots (equal in exact arithmetic).

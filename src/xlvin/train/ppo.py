@@ -17,7 +17,7 @@ from tqdm import tqdm
 from xlvin.config import option
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import Checkpointer
-from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.seeding import seed_everything
 from xlvin.train.env_state import env_state, restorable, restore_env_state
 from xlvin.train.optim import FlatAdam
@@ -163,7 +163,7 @@ def ppo_update(
             if cfg.norm_adv and actions.numel() > 1:
                 mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
             # The agent's forward and its auxiliary terms (already weighted), on real transitions.
-            logits, new_values, aux = policy.evaluate(Transitions(obs, actions, next_obs, rewards))
+            logits, new_values, aux = policy.forward_with_aux(TransitionBatch(obs, actions, next_obs, rewards))
             loss, terms = ppo_loss(
                 logits, new_values, actions, old_logprobs, mb_adv, mb_returns, old_values,
                 clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss, ent_coef=cfg.ent_coef,

@@ -165,7 +165,7 @@ def pretrain_executor(
 
 
 @torch.no_grad()
-def rollout(executor: VIExecutor, mdps: list[MDP], steps: list[int]) -> list[np.ndarray]:
+def run_executor(executor: VIExecutor, mdps: list[MDP], steps: list[int]) -> list[np.ndarray]:
     """Run the executor on its own predictions from V_0 = 0: V_{t+1} = V_t + X(V_t), for
     steps[b] iterations on MDP b (all MDPs batched as one graph). Returns the final values.
     """
@@ -221,7 +221,7 @@ def evaluate_executor(
     results = _solve(mdps, tol)
     accuracy, mse = [], []
     for idx in _edge_batches(mdps):
-        preds = rollout(executor, [mdps[i] for i in idx], [results[i].steps for i in idx])
+        preds = run_executor(executor, [mdps[i] for i in idx], [results[i].steps for i in idx])
         for i, v in zip(idx, preds):
             if not np.all(np.isfinite(v)):
                 accuracy.append(0.0)

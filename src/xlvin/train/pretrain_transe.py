@@ -8,9 +8,9 @@ from torch import nn
 from tqdm import tqdm
 
 from xlvin.config import option
-from xlvin.nn.policy import Transitions
+from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transe import energy, hits_at_1, transe_loss
-from xlvin.nn.transition import Transition
+from xlvin.nn.transition import TransitionModel
 
 
 @dataclass
@@ -30,17 +30,17 @@ class TransEConfig:
     holdout: float = option(0.1, "fraction of transitions held out to measure hits@1")
 
 
-def split(data: Transitions, fraction: float, generator: torch.Generator) -> tuple[Transitions, Transitions]:
+def split(data: TransitionBatch, fraction: float, generator: torch.Generator) -> tuple[TransitionBatch, TransitionBatch]:
     """Shuffle and split transitions into (train, held-out)."""
     order = torch.randperm(len(data.obs), generator=generator)
     cut = len(order) - max(1, int(round(fraction * len(order))))
-    pick = lambda idx: Transitions(data.obs[idx], data.actions[idx], data.next_obs[idx])  # noqa: E731
+    pick = lambda idx: TransitionBatch(data.obs[idx], data.actions[idx], data.next_obs[idx])  # noqa: E731
     return pick(order[:cut]), pick(order[cut:])
 
 
 @torch.no_grad()
 def transe_metrics(
-    encoder: nn.Module, transition: Transition, data: Transitions, batch_size: int, sigma: float
+    encoder: nn.Module, transition: TransitionModel, data: TransitionBatch, batch_size: int, sigma: float
 ) -> dict[str, float]:
     """Held-out quality: hits@1 within batches of `batch_size`, mean positive energy
     d(z(s) + T(z(s), a), z(s')) and mean energy to a shuffled negative d(z(s~), z(s'))."""
@@ -66,8 +66,8 @@ def transe_metrics(
 
 def pretrain_transe(
     encoder: nn.Module,
-    transition: Transition,
-    data: Transitions,
+    transition: TransitionModel,
+    data: TransitionBatch,
     cfg: TransEConfig,
     seed: int,
     progress: bool = True,

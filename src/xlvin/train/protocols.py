@@ -22,7 +22,7 @@ from tqdm import tqdm
 from xlvin.config import option
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import Checkpointer
-from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.seeding import seed_everything
 from xlvin.train.ppo import LogFn, PPOConfig, make_optimizer, ppo_update
 from xlvin.train.rollout import Rollout, collect_episodes, evaluate_policy, relabel
@@ -80,7 +80,7 @@ def train_low_data(
     cfg: PPOConfig,
     low: LowDataConfig,
     seed: int,
-    pretrain: Callable[[Transitions], None] | None = None,
+    pretrain: Callable[[TransitionBatch], None] | None = None,
     log: LogFn | None = None,
     progress: bool = True,
     checkpoint: Checkpointer | None = None,

@@ -1,15 +1,15 @@
-"""Transitions of a uniform random policy, the TransE pre-training data (paper appendix B)."""
+"""TransitionBatch of a uniform random policy, the TransE pre-training data (paper appendix B)."""
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from xlvin.nn.policy import Transitions
+from xlvin.nn.policy import TransitionBatch
 
 
 def random_transitions(
     env_id: str, episodes: int, seed: int, max_transitions: int | None = None
-) -> Transitions:
+) -> TransitionBatch:
     """Run up to `episodes` episodes with uniformly random actions and return every (s, a, s'),
     stopping early once `max_transitions` pairs are collected (every pair stays a real step).
 
@@ -34,7 +34,7 @@ def random_transitions(
             next_list.append(next_obs)
             obs, done = next_obs, terminated or truncated
     env.close()
-    return Transitions(
+    return TransitionBatch(
         obs=torch.as_tensor(np.asarray(obs_list), dtype=torch.float32),
         actions=torch.as_tensor(np.asarray(action_list), dtype=torch.long),
         next_obs=torch.as_tensor(np.asarray(next_list), dtype=torch.float32),

@@ -26,7 +26,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with gymnasium)
 from xlvin.errors import UserError
 from xlvin.nn.functional import acting
-from xlvin.nn.policy import ActorCritic, Transitions
+from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.train.ppo_loss import action_logprobs
 
 
@@ -50,10 +50,10 @@ class Rollout:
     def num_steps(self) -> int:
         return self.actions.shape[0]
 
-    def transitions(self) -> Transitions:
+    def transitions(self) -> TransitionBatch:
         """The real transitions (s, a, s', r) of the rollout, flattened: autoreset steps dropped."""
         valid = self.valid
-        return Transitions(
+        return TransitionBatch(
             obs=self.obs[:-1][valid],
             actions=self.actions[valid],
             next_obs=self.obs[1:][valid],

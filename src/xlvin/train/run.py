@@ -30,8 +30,8 @@ from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.policy import ActorCritic, Transitions
-from xlvin.nn.transition import Transition
+from xlvin.nn.policy import ActorCritic, TransitionBatch
+from xlvin.nn.transition import TransitionModel
 from xlvin.seeding import seed_everything
 from xlvin.train.ppo import PPOConfig, TrainingDiverged, evaluate_policy, train_ppo
 from xlvin.train.pretrain_executor import default_executor
@@ -184,7 +184,7 @@ def build_agent(
         encoder,
         cfg.embedding_dim,
         num_actions,
-        Transition(cfg.embedding_dim, num_actions, f),
+        TransitionModel(cfg.embedding_dim, num_actions, f),
         processor,
         depth=cfg.depth,
         transe_weight=cfg.transe_weight,
@@ -223,7 +223,7 @@ def train_run(
     resuming = resume and checkpoint.exists()
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
 
-    def pretrain(data: Transitions) -> None:
+    def pretrain(data: TransitionBatch) -> None:
         assert isinstance(agent, XLVINAgent)
         summary["transe"] = pretrain_transe(
             agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress
