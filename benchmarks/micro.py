@@ -30,33 +30,62 @@ PROBES = {
 }
 
 
-def _acting():  # the no-grad context collection uses on each code version
-    try:
-        from xlvin.nn.functional import acting
+def _lib(name: str):
+    """`name` from the library as laid out on each code version (new module first, then old)."""
+    import importlib
 
-        return acting()
-    except ImportError:
-        import torch
-
-        return torch.no_grad()
+    for module in {
+        "make_vector_env": ("xlvin.train.collect", "xlvin.train.rollout"),
+        "reset_envs": ("xlvin.train.collect", "xlvin.train.rollout"),
+        "collect_rollout": ("xlvin.train.collect", "xlvin.train.rollout"),
+        "evaluate_policy": ("xlvin.train.evaluation", "xlvin.train.rollout"),
+    }[name]:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(name)
 
 
 def _collection_forward(agent, obs):
     """One forward as collection runs it on each code version: NumPy observations in, NumPy
-    logits and values out (through `xlvin.train.rollout.act` where it exists)."""
+    logits and values out (`xlvin.train.collect.make_actor`, or the older `rollout.act` inside
+    `acting()`, or the plain forward)."""
     import torch
 
     try:
+        from xlvin.train.collect import make_actor
+
+        actor = make_actor(agent)
+        return lambda: actor(obs)
+    except ImportError:
+        pass
+    try:
+        from xlvin.nn.functional import acting
         from xlvin.train.rollout import act
 
-        device = torch.device("cpu")
-        return lambda: act(agent, obs, device)
+        def forward_in_block():
+            with acting():
+                return act(agent, obs, torch.device("cpu"))
+
+        return forward_in_block
     except ImportError:
+        @torch.no_grad()
         def forward():
             logits, values = agent(torch.from_numpy(obs))
             return logits.numpy(), values.numpy()
 
         return forward
+
+
+def _build(cfg, obs_dim: int, actions: int, processor):
+    """`build_agent` with the observation shape (current) or size (older code)."""
+    from xlvin.train.run import build_agent
+
+    try:
+        return build_agent(cfg, (obs_dim,), actions, processor)
+    except TypeError:
+        return build_agent(cfg, obs_dim, actions, processor)
 
 
 def _best(fn, n: int, reps: int = 5) -> float:
@@ -77,12 +106,10 @@ def probe(name: str) -> float:
     import torch
 
     torch.set_num_threads(1)
-    from xlvin.train.run import TrainConfig, build_agent
+    from xlvin.train.run import TrainConfig
 
     if name == "env_step":
-        from xlvin.train.rollout import make_vector_env
-
-        envs = make_vector_env("CartPole-v1", 4)
+        envs = _lib("make_vector_env")("CartPole-v1", 4)
         envs.reset(seed=0)
         actions = [np.zeros(4, dtype=np.int64), np.ones(4, dtype=np.int64)]
         i = [0]
@@ -94,31 +121,32 @@ def probe(name: str) -> float:
         return _best(step, 2000)
     torch.manual_seed(0)
     if name.startswith("ppo_"):
-        agent = build_agent(TrainConfig(env="CartPole-v1", agent="ppo"), 4, 2, None)
+        agent = _build(TrainConfig(env="CartPole-v1", agent="ppo"), 4, 2, None)
         if name == "ppo_forward":
             obs = torch.randn(4, 4).numpy()
-            with _acting():
-                return _best(_collection_forward(agent, obs), 2000)
+            return _best(_collection_forward(agent, obs), 2000)
         return _rollout_probe(agent, name.removeprefix("ppo_"))
     from xlvin.nn.executor import MessagePassing
 
     env, obs_dim, actions = ("Acrobot-v1", 6, 3) if name == "xlvin_eval" else ("CartPole-v1", 4, 2)
-    agent = build_agent(TrainConfig(env=env, agent="xlvin"), obs_dim, actions, MessagePassing(50, "max"))
+    agent = _build(TrainConfig(env=env, agent="xlvin"), obs_dim, actions, MessagePassing(50, "max"))
     if name == "xlvin_forward":
         obs = torch.randn(4, obs_dim).numpy()
-        with _acting():
-            return _best(_collection_forward(agent, obs), 500)
+        return _best(_collection_forward(agent, obs), 500)
     if name in ("xlvin_collect", "xlvin_update"):
         return _rollout_probe(agent, name.removeprefix("xlvin_"))
     if name == "xlvin_minibatch":
-        from xlvin.nn.policy import TransitionBatch
+        from xlvin.nn import policy
 
-        batch = TransitionBatch(torch.randn(128, obs_dim), torch.randint(0, actions, (128,)),
-                            torch.randn(128, obs_dim))
+        batch_type = getattr(policy, "TransitionBatch", None) or policy.Transitions  # older name
+        batch = batch_type(torch.randn(128, obs_dim), torch.randint(0, actions, (128,)),
+                           torch.randn(128, obs_dim))
+
+        forward_with_aux = getattr(agent, "forward_with_aux", getattr(agent, "evaluate", None))
 
         def minibatch() -> None:
-            if hasattr(agent, "evaluate"):
-                logits, values, aux = agent.forward_with_aux(batch)
+            if forward_with_aux is not None:
+                logits, values, aux = forward_with_aux(batch)
             else:  # the old code: forward, then the auxiliary term reusing its z(s)
                 logits, values = agent(batch.obs)
                 aux = agent.auxiliary_losses(batch)
@@ -133,10 +161,8 @@ def probe(name: str) -> float:
             (logits.sum() + values.sum()).backward()
 
         return _best(fb, 50)
-    from xlvin.train.rollout import evaluate_policy
-
     t = time.thread_time()
-    evaluate_policy(agent, env, episodes=100, seed=1_000_000)
+    _lib("evaluate_policy")(agent, env, episodes=100, seed=1_000_000)
     return time.thread_time() - t
 
 
@@ -145,10 +171,10 @@ def _rollout_probe(agent, what: str) -> float:
     import torch
 
     from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
-    from xlvin.train.rollout import collect_rollout, make_vector_env, reset_envs
 
-    envs = make_vector_env("CartPole-v1", 4)
-    state = reset_envs(envs, 0)
+    collect_rollout = _lib("collect_rollout")
+    envs = _lib("make_vector_env")("CartPole-v1", 4)
+    state = _lib("reset_envs")(envs, 0)
     generator = torch.Generator().manual_seed(0)
     if what == "collect":
         return _best(lambda: collect_rollout(envs, agent, 128, state, generator), 3)

@@ -74,9 +74,10 @@ def _encoder(spec: dict[str, Any], obs_shape: tuple[int, ...]) -> tuple[torch.nn
 
 def ppo_ours(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.agent import PPOAgent
-    from xlvin.seeding import seed_everything
-    from xlvin.train.ppo import PPOConfig, train_ppo
-    from xlvin.train.rollout import evaluate_policy
+    from xlvin.process import seed_everything
+    from xlvin.train.evaluation import evaluate_policy
+    from xlvin.train.loop import train_ppo
+    from xlvin.train.ppo import PPOConfig
 
     _threads(a["threads"])
     obs_shape, num_actions = _env_dims(a["env"])
@@ -95,7 +96,7 @@ def ppo_ours(a: dict[str, Any]) -> dict[str, Any]:
     wall = time.perf_counter() - start
     ev = evaluate_policy(agent, a["env"], episodes=a["eval_episodes"], seed=a["eval_seed"])
     return {
-        "steps": result.global_step, "wall_s": wall, "sps": result.global_step / wall,
+        "steps": result.env_steps, "wall_s": wall, "sps": result.env_steps / wall,
         "final_return": ev["mean"], "final_return_std": ev["std"],
         "train_return_last20": float(np.mean(result.episode_returns[-20:])) if result.episode_returns else None,
     }
@@ -120,7 +121,7 @@ def ppo_sb3(a: dict[str, Any]) -> dict[str, Any]:
 
     import xlvin.envs  # noqa: F401  (the same env ids, so the same preprocessing)
     from xlvin.nn.encoders import MLPEncoder
-    from xlvin.train.rollout import evaluate_policy
+    from xlvin.train.evaluation import evaluate_policy
 
     _threads(a["threads"])
     obs_shape, num_actions = _env_dims(a["env"])
@@ -218,8 +219,9 @@ def planning(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.agent import PPOAgent, XLVINAgent
     from xlvin.nn.executor import MessagePassing
     from xlvin.nn.transition import TransitionModel
-    from xlvin.seeding import seed_everything
-    from xlvin.train.ppo import PPOConfig, train_ppo
+    from xlvin.process import seed_everything
+    from xlvin.train.loop import train_ppo
+    from xlvin.train.ppo import PPOConfig
 
     _threads(a["threads"])
     c = a["case"]
@@ -252,21 +254,21 @@ def planning(a: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         result = train_ppo(agent, env_id, cfg, seed=0, progress=False)
         wall = time.perf_counter() - start
-    per_rollout = {f"{name}_ms_per_rollout": 1e3 * seconds / result.num_updates
+    per_rollout = {f"{name}_ms_per_rollout": 1e3 * seconds / result.updates
                    for name, seconds in phases.items()}
-    return {"steps": result.global_step, "wall_s": wall, "sps": result.global_step / wall,
+    return {"steps": result.env_steps, "wall_s": wall, "sps": result.env_steps / wall,
             "peak_rss_mb": _maxrss_mb(), **per_rollout}
 
 
 @contextmanager
 def _phase_timer() -> Iterator[dict[str, float]]:
     """Wall seconds `train_ppo` spends in `collect_rollout` ("collection") and `ppo_update`
-    ("update"), summed over the run: the two names are wrapped in `xlvin.train.ppo`'s namespace
-    (where `train_ppo` looks them up) for the block's duration."""
-    from xlvin.train import ppo
+    ("update"), summed over the run: the two names are wrapped in `xlvin.train.loop`'s namespace
+    (where the loop and its online data source look them up) for the block's duration."""
+    from xlvin.train import loop
 
     phases = {"collection": 0.0, "update": 0.0}
-    originals = {"collection": ppo.collect_rollout, "update": ppo.ppo_update}
+    originals = {"collection": loop.collect_rollout, "update": loop.ppo_update}
 
     def timed(name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -278,11 +280,11 @@ def _phase_timer() -> Iterator[dict[str, float]]:
 
         return call
 
-    ppo.collect_rollout, ppo.ppo_update = timed("collection"), timed("update")
+    loop.collect_rollout, loop.ppo_update = timed("collection"), timed("update")
     try:
         yield phases
     finally:
-        ppo.collect_rollout, ppo.ppo_update = originals["collection"], originals["update"]
+        loop.collect_rollout, loop.ppo_update = originals["collection"], originals["update"]
 
 
 # --------------------------------------------------------------------------- tree kernel
@@ -336,7 +338,7 @@ def kernel(a: dict[str, Any]) -> dict[str, Any]:
 
     _threads(a["threads"])
     if a.get("retain_memory"):
-        from xlvin.nn.tree import retain_freed_memory
+        from xlvin.accel.allocator import retain_freed_memory
 
         assert retain_freed_memory()
     c = a["case"]

@@ -23,11 +23,15 @@ def test_nature_cnn_shapes_and_uint8_input() -> None:
     assert logits.shape == (3, 5) and values.shape == (3,)
 
 
-def test_mlp_encoder_functional_forward_is_the_sequential() -> None:
+def test_mlp_encoder_flattens_and_casts_observations() -> None:
+    """Observations of any shape and dtype are flattened to float32 rows: [5, 2, 3] -> [5, 8]."""
     torch.manual_seed(0)
     encoder = MLPEncoder(6, 16, 8)
-    obs = torch.randn(5, 6)
-    assert torch.equal(encoder(obs), encoder.net(obs))
+    obs = torch.randint(0, 5, (5, 2, 3), dtype=torch.uint8)
+    h = encoder(obs)
+    assert h.shape == (5, 8) and h.dtype == torch.float32
+    assert torch.equal(h, encoder.net(obs.reshape(5, 6).float()))
+    assert torch.equal(encoder(obs.double()), h)
 
 
 def test_atari_ids_are_registered_without_ale() -> None:

@@ -12,17 +12,13 @@ from xlvin.errors import UserError
 from xlvin.nn.agent import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.policy import ActorCritic, TransitionBatch
-from xlvin.seeding import seed_everything
-from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, train_ppo
-from xlvin.train.rollout import (
-    Rollout,
-    collect_episodes,
-    collect_rollout,
-    compute_gae,
-    evaluate_policy,
-    make_vector_env,
-    reset_envs,
-)
+from xlvin.process import seed_everything
+from xlvin.train.advantages import compute_gae
+from xlvin.train.collect import collect_episodes, collect_rollout, make_vector_env, reset_envs
+from xlvin.train.evaluation import evaluate_policy
+from xlvin.train.loop import train_ppo
+from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
+from xlvin.train.storage import Rollout
 
 torch.set_num_threads(1)  # small nets: one thread is fastest and keeps timings stable
 
@@ -242,20 +238,19 @@ def test_collect_episodes_masks_episodes_beyond_the_count():
 # Evaluation
 
 
-def test_collection_and_evaluation_act_alike_in_numpy_and_torch():
-    """The NumPy acting path (`ActorCritic.array_forward`) samples the same actions as the torch
+def test_collection_and_evaluation_act_alike_accelerated_and_readable():
+    """The NumPy acting snapshot (`accelerate=True`) samples the same actions as the torch
     forward for the same seed, with log pi_old and V_old equal up to float rounding."""
     torch.manual_seed(0)
     policy = PPOAgent(MLPEncoder(4, 16, 8), 8, 2)
-    assert policy.array_forward
     rollouts, evaluations = [], []
-    for array_forward in (True, False):
-        policy.array_forward = array_forward
+    for accelerate in (True, False):
         envs = make_vector_env("CartPole-v1", 2)
         rollouts.append(collect_rollout(envs, policy, 64, reset_envs(envs, 3),
-                                        torch.Generator().manual_seed(3)))
+                                        torch.Generator().manual_seed(3), accelerate))
         envs.close()
-        evaluations.append(evaluate_policy(policy, "CartPole-v1", 3, seed=5, deterministic=False))
+        evaluations.append(evaluate_policy(policy, "CartPole-v1", 3, seed=5, deterministic=False,
+                                           accelerate=accelerate))
     numpy_path, torch_path = rollouts
     assert torch.equal(numpy_path.actions, torch_path.actions)
     torch.testing.assert_close(numpy_path.logprobs, torch_path.logprobs, rtol=1e-5, atol=1e-6)
@@ -333,7 +328,7 @@ def test_ppo_baseline_learns_cartpole():
     cfg = PPOConfig(total_steps=40_000, lr=1e-3)
     result = train_ppo(policy, "CartPole-v1", cfg, seed=0, progress=False)
     evaluation = evaluate_policy(policy, "CartPole-v1", episodes=10, seed=10_000)
-    assert result.global_step == 40_000 - 40_000 % cfg.batch_size
+    assert result.env_steps == 40_000 - 40_000 % cfg.batch_size
     assert evaluation["mean"] > 150, (evaluation, random_return)
 
 
@@ -363,3 +358,39 @@ def test_extreme_policy_change_gives_a_finite_loss_and_nan_stops_training() -> N
     broken = Fixed(float("nan"))
     with pytest.raises(TrainingDiverged, match="non-finite PPO loss"):
         ppo_update(broken, make_optimizer(broken, PPOConfig()), rollout, PPOConfig(), torch.Generator().manual_seed(0))
+
+
+def test_minibatches_cover_every_real_transition_once_per_epoch():
+    (rollout,) = collect(RANDOM, num_envs=3, steps=[40])
+    advantages, returns = compute_gae(rollout, 0.99, 0.95)
+    minibatches = list(rollout.minibatches(advantages, returns, 4, torch.Generator().manual_seed(1)))
+    n = int(rollout.valid.sum())
+    assert len(minibatches) == 4 and sum(len(mb.obs) for mb in minibatches) == n
+    assert max(len(mb.obs) for mb in minibatches) - min(len(mb.obs) for mb in minibatches) <= 1
+    seen = torch.cat([mb.obs[:, 0] for mb in minibatches]).sort().values
+    assert torch.equal(seen, rollout.transitions().obs[:, 0].sort().values)
+    for mb in minibatches:  # next observations, targets and old values belong to the same rows
+        torch.testing.assert_close(mb.next_obs, mb.obs + 1)
+        assert torch.all(mb.rewards == 1)
+    by_obs = {float(o): (float(a), float(r)) for o, a, r in zip(
+        rollout.obs[:-1][rollout.valid][:, 0], advantages[rollout.valid], returns[rollout.valid])}
+    for mb in minibatches:
+        for o, a, r in zip(mb.obs[:, 0], mb.advantages, mb.returns):
+            assert by_obs[float(o)] == (float(a), float(r))
+
+
+@pytest.mark.parametrize("agent", ["ppo", "recording"])
+def test_accelerated_update_equals_the_readable_one(agent):
+    """Fused loss + flat Adam (accelerate) and ppo_loss + torch.optim.Adam give the same weights
+    after an update, up to float rounding."""
+    (rollout,) = collect(RANDOM, num_envs=3, steps=[40])
+    weights = []
+    for accelerate in (True, False):
+        torch.manual_seed(0)
+        policy = PPOAgent(MLPEncoder(1, 8, 4), 4, 2) if agent == "ppo" else RecordingAgent()
+        cfg = PPOConfig(num_envs=3, num_steps=40, update_epochs=2, accelerate=accelerate)
+        optimizer = make_optimizer(policy, cfg)
+        ppo_update(policy, optimizer, rollout, cfg, torch.Generator().manual_seed(0))
+        weights.append([p.detach().clone() for p in policy.parameters()])
+    for fast, readable in zip(*weights, strict=True):
+        torch.testing.assert_close(fast, readable, rtol=1e-4, atol=1e-5)

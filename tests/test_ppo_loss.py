@@ -1,32 +1,14 @@
-"""The closed-form PPO loss node and the flat Adam against their plain PyTorch definitions."""
+"""The accelerators of the PPO update (the fused loss node, the flat Adam) against the readable
+PPO loss and torch.optim.Adam."""
 
 import pytest
 import torch
 
-from xlvin.train.optim import FlatAdam
+from xlvin.accel.flat_adam import FlatAdam
+from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.train.ppo_loss import ppo_loss
 
 LIMIT = 20.0
-
-
-def reference(logits, values, actions, old_logprobs, adv, returns, old_values, clip, clip_value,
-              ent_coef, vf_coef):
-    """The PPO loss written op by op with autograd (the formula ppo_loss must reproduce)."""
-    logp = torch.log_softmax(logits, dim=-1)
-    new_logprobs = logp.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logp.exp() * logp).sum(-1).mean()
-    logratio = (new_logprobs - old_logprobs).clamp(-LIMIT, LIMIT)
-    ratio = logratio.exp()
-    policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-    if clip_value:
-        clipped = old_values + (values - old_values).clamp(-clip, clip)
-        value_loss = 0.5 * torch.max((values - returns) ** 2, (clipped - returns) ** 2).mean()
-    else:
-        value_loss = 0.5 * ((values - returns) ** 2).mean()
-    approx_kl = ((ratio - 1) - logratio).mean()
-    clipfrac = ((ratio - 1).abs() > clip).float().mean()
-    loss = policy_loss - ent_coef * entropy + vf_coef * value_loss
-    return loss, (policy_loss, value_loss, entropy, approx_kl, clipfrac)
 
 
 def minibatch(seed: int, n: int = 256, num_actions: int = 3):
@@ -53,24 +35,25 @@ def minibatch(seed: int, n: int = 256, num_actions: int = 3):
 
 @pytest.mark.parametrize("clip_value", [True, False])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_ppo_loss_matches_autograd_formula(seed: int, clip_value: bool) -> None:
+def test_fused_ppo_loss_matches_the_readable_loss(seed: int, clip_value: bool) -> None:
     logits, values, actions, old_logprobs, adv, returns, old_values = minibatch(seed)
     args = (actions, old_logprobs, adv, returns, old_values)
-    consts = {"clip": 0.2, "ent_coef": 0.01, "vf_coef": 0.5}
+    consts = {"clip": 0.2, "ent_coef": 0.01, "vf_coef": 0.5, "clip_value_loss": clip_value,
+              "logratio_limit": LIMIT}
 
     l1, v1 = logits.clone().requires_grad_(), values.clone().requires_grad_()
-    expected, expected_terms = reference(l1, v1, *args, clip_value=clip_value, **consts)
+    expected, expected_terms = ppo_loss(l1, v1, *args, **consts)
     (3.0 * expected).backward()
 
     l2, v2 = logits.clone().requires_grad_(), values.clone().requires_grad_()
-    loss, terms = ppo_loss(l2, v2, *args, clip_value_loss=clip_value, logratio_limit=LIMIT,
-                           **consts)
+    loss, terms = fused_ppo_loss(l2, v2, *args, **consts)
     (3.0 * loss).backward()
 
     torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-7)
-    got = (terms.policy_loss, terms.value_loss, terms.entropy, terms.approx_kl, terms.clipfrac)
-    for a, b in zip(got, expected_terms):
-        torch.testing.assert_close(a, b.detach(), rtol=1e-6, atol=1e-7)
+    fields = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+    for name in fields:
+        torch.testing.assert_close(getattr(terms, name), getattr(expected_terms, name),
+                                   rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(l2.grad, l1.grad, rtol=1e-5, atol=1e-8)
     torch.testing.assert_close(v2.grad, v1.grad, rtol=1e-5, atol=1e-8)
     # the data covers the regimes: some clipped ratios, some clamped log-ratios, some clipped values
@@ -78,14 +61,15 @@ def test_ppo_loss_matches_autograd_formula(seed: int, clip_value: bool) -> None:
     assert (l1.grad[8:24].abs().sum(-1) > 0).any()  # entropy still flows where the ratio is clamped
 
 
-def test_ppo_loss_gradient_is_zero_where_the_clipped_side_is_taken() -> None:
+@pytest.mark.parametrize("loss_fn", [ppo_loss, fused_ppo_loss])
+def test_ppo_loss_gradient_is_zero_where_the_clipped_side_is_taken(loss_fn) -> None:
     """A ratio far above 1 + eps with a positive advantage: the surrogate is flat there, so only
     the entropy term moves the logits."""
     logits = torch.zeros(1, 2, requires_grad=True)
     actions = torch.zeros(1, dtype=torch.long)
     old = torch.log(torch.tensor([0.1]))  # ratio 0.5 / 0.1 = 5
     zero = torch.zeros(1)
-    loss, terms = ppo_loss(logits, torch.zeros(1, requires_grad=True), actions, old,
+    loss, terms = loss_fn(logits, torch.zeros(1, requires_grad=True), actions, old,
                            torch.ones(1), zero, zero, 0.2, True, 0.0, 0.5, LIMIT)
     loss.backward()
     assert terms.clipfrac == 1.0
@@ -173,3 +157,23 @@ def test_flat_adam_state_round_trip_continues_identically() -> None:
     assert torch.equal(net.weight, twin.weight)
     with pytest.raises(ValueError, match="optimizer state for"):
         FlatAdam(torch.nn.Linear(2, 2).parameters(), lr=1e-2).load_state_dict(a.state_dict())
+
+
+def test_readable_ppo_loss_by_hand() -> None:
+    """Ratio 1 (pi = pi_old = 1/2), advantage 2, V = V_old = 1 and return 0:
+    policy loss -2, entropy log 2, value loss 1/2 (the clipped value equals V)."""
+    logits = torch.zeros(1, 2, requires_grad=True)
+    values = torch.ones(1, requires_grad=True)
+    half = torch.log(torch.tensor([0.5]))
+    loss, terms = ppo_loss(logits, values, torch.zeros(1, dtype=torch.long), half,
+                           torch.tensor([2.0]), torch.zeros(1), torch.ones(1), 0.2, True,
+                           0.01, 0.5, LIMIT)
+    log2 = torch.log(torch.tensor(2.0))
+    torch.testing.assert_close(terms.policy_loss, torch.tensor(-2.0))
+    torch.testing.assert_close(terms.entropy, log2)
+    torch.testing.assert_close(terms.value_loss, torch.tensor(0.5))
+    torch.testing.assert_close(loss, -2.0 - 0.01 * log2 + 0.5 * 0.5)
+    loss.backward()
+    # d(-A r)/d logit_a = -A (1 - pi_a) = -1; the entropy is at its maximum (zero gradient)
+    torch.testing.assert_close(logits.grad, torch.tensor([[-1.0, 1.0]]))
+    torch.testing.assert_close(values.grad, torch.tensor([0.5]))

@@ -90,9 +90,12 @@ def test_interrupted_run_resumes_to_the_same_result(
     assert_same_run(tmp_path / "full", tmp_path / "cut")
 
 
-def test_sigkill_at_a_random_moment_then_resume(tmp_path: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_seed", [0, 1])
+def test_sigkill_at_a_random_moment_then_resume(tmp_path: Path, kill_seed: int) -> None:
     """A real `xlvin train` process killed with SIGKILL, at a random moment after its first
-    checkpoint, then resumed: the result equals the uninterrupted run's."""
+    checkpoint (drawn from `kill_seed`, so a failure names the delay that caused it), then
+    resumed: the result equals the uninterrupted run's."""
     args = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "4", "--num-steps", "64",
             "--total-steps", "16384", "--checkpoint-every", "2", "--quiet"]
     assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
@@ -104,13 +107,15 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path: Path) -> None:
     deadline = time.monotonic() + 120
     while not (run / CHECKPOINT).exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    time.sleep(random.uniform(0.0, 1.0))
+    delay = random.Random(kill_seed).uniform(0.0, 1.0)
+    time.sleep(delay)
     process.send_signal(signal.SIGKILL)
-    assert process.wait() == -signal.SIGKILL, process.stderr.read().decode() if process.stderr else ""
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    assert process.wait() == -signal.SIGKILL, f"finished before the kill at +{delay:.3f} s: {stderr}"
     assert not (run / "summary.json").exists()
 
     resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.returncode == 0, f"killed at +{delay:.3f} s: {resumed.stderr}"
     assert_same_run(tmp_path / "full", run)
 
 
@@ -150,11 +155,11 @@ def test_corrupt_checkpoint_is_one_clear_error(tmp_path: Path, executor_path: Pa
 def test_a_diverged_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
     tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from xlvin.train import ppo
+    from xlvin.train import loop, ppo
 
     args = online_args(executor_path)
     assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
-    real_update, calls = ppo.ppo_update, {"n": 0}
+    real_update, calls = loop.ppo_update, {"n": 0}
 
     def diverge_at_update_5(*a, **k):
         calls["n"] += 1
@@ -163,7 +168,7 @@ def test_a_diverged_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
         return real_update(*a, **k)
 
     with monkeypatch.context() as patch:
-        patch.setattr(ppo, "ppo_update", diverge_at_update_5)
+        patch.setattr(loop, "ppo_update", diverge_at_update_5)
         capsys.readouterr()
         assert main(["train", *args, "--out", str(tmp_path / "cut")]) == 2
     err = capsys.readouterr().err.strip()
@@ -179,8 +184,8 @@ def test_a_diverged_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
 def test_env_state_restored_into_a_fresh_env_steps_identically(env_id: str) -> None:
     import numpy as np
 
+    from xlvin.train.collect import make_vector_env, reset_envs
     from xlvin.train.env_state import env_state, restorable, restore_env_state
-    from xlvin.train.rollout import make_vector_env, reset_envs
 
     rng = np.random.default_rng(0)
     original = make_vector_env(env_id, 3)

@@ -13,12 +13,23 @@ def transition() -> TransitionModel:
     return TransitionModel(embedding_dim=6, num_actions=3, hidden=16)
 
 
-def test_all_actions_matches_one_action_at_a_time(transition: TransitionModel) -> None:
-    h = torch.randn(5, 6)
-    batched = transition.all_actions(h)  # [5, 3, 6]
-    for a in range(3):
-        single = transition(h, torch.full((5,), a))
-        torch.testing.assert_close(batched[:, a], single, rtol=1e-5, atol=1e-6)
+def test_successors_match_one_action_at_a_time(transition: TransitionModel) -> None:
+    """successors(h)[:, a] = h + T(h, a): the split first layer equals the Linear on
+    [h, one-hot(a)], in values and in the gradients of every weight."""
+    transition = transition.double()
+    h = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
+    batched = transition.successors(h)  # [5, 3, 6]
+    assert batched.shape == (5, 3, 6)
+    singles = torch.stack(
+        [transition.next_embedding(h, torch.full((5,), a)) for a in range(3)], dim=1
+    )
+    torch.testing.assert_close(batched, singles, rtol=1e-12, atol=1e-12)
+    weights = torch.randn(5, 3, 6, dtype=torch.float64)
+    params = [h, *transition.parameters()]
+    fast = torch.autograd.grad((batched * weights).sum(), params)
+    slow = torch.autograd.grad((singles * weights).sum(), params)
+    for a, b in zip(fast, slow, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("depth", [0, 1, 2, 3])

@@ -1,4 +1,5 @@
-"""The fused, pruned tree executor (`execute_tree`) against the level-by-level reference."""
+"""The executor over the latent tree (`execute_tree`) against the generic message passing on
+the tree's explicit graph, and the tree grown in the executor's width (`expand_projected_tree`)."""
 
 import pytest
 import torch
@@ -7,7 +8,6 @@ from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import (
     execute_tree,
-    execute_tree_reference,
     expand_projected_tree,
     expand_tree,
     level_offsets,
@@ -15,29 +15,72 @@ from xlvin.nn.tree import (
 )
 
 
+def explicit_graph_roots(
+    processor: MessagePassing, levels: list[torch.Tensor], edges: torch.Tensor, steps: int
+) -> torch.Tensor:
+    """The paper's step 4 written on the tree's edge list: every child h' -> its parent h with
+    the edge feature of the action, `MessagePassing.forward` on all nodes at every step,
+    chi = X(nodes), then chi = X(chi + nodes); the roots' rows of the result."""
+    num_actions = edges.shape[0]
+    offsets = [0]
+    for level in levels:
+        offsets.append(offsets[-1] + level.shape[0])
+    senders, receivers, edge_actions = [], [], []
+    for d in range(len(levels) - 1):
+        for i in range(levels[d].shape[0]):
+            for a in range(num_actions):
+                senders.append(offsets[d + 1] + i * num_actions + a)  # child h'
+                receivers.append(offsets[d] + i)  # parent h
+                edge_actions.append(a)
+    graph = (
+        torch.tensor(senders, dtype=torch.long),
+        torch.tensor(receivers, dtype=torch.long),
+        edges[edge_actions].reshape(-1, edges.shape[1]),
+    )
+    nodes = torch.cat(levels)
+    chi = nodes
+    for step in range(steps):
+        chi = processor(nodes if step == 0 else chi + nodes, *graph)
+    return chi[: levels[0].shape[0]]
+
+
 @pytest.mark.parametrize("aggregation", ["max", "sum"])
 @pytest.mark.parametrize("layer_norm", [False, True])
 @pytest.mark.parametrize(
     "batch,actions,depth,steps",
-    [(3, 2, 2, 2), (2, 3, 3, 3), (2, 4, 1, 1), (1, 5, 2, 2), (2, 2, 3, 1), (4, 3, 2, 4), (3, 2, 0, 2)],
+    [(3, 2, 2, 2), (2, 3, 3, 3), (2, 4, 1, 1), (1, 5, 2, 2), (2, 2, 3, 1), (4, 3, 2, 4),
+     (3, 2, 0, 2), (2, 3, 1, 3), (2, 2, 2, 0)],
 )
-def test_kernel_equals_reference(aggregation, layer_norm, batch, actions, depth, steps) -> None:
+def test_tree_execution_equals_message_passing_on_the_explicit_graph(
+    aggregation, layer_norm, batch, actions, depth, steps
+) -> None:
+    """Values and gradients (roots, transition, edges) of the pruned flat-layout execution equal
+    the generic processor's on the explicit graph, in float64; steps > depth and depth 0
+    included."""
     torch.manual_seed(0)
-    processor = MessagePassing(8, aggregation, layer_norm)
-    transition = TransitionModel(8, actions, 16)
-    h = torch.randn(batch, 8, requires_grad=True)
-    edges = torch.randn(actions, 8)
-    fast = execute_tree(processor, expand_tree(h, transition, depth), edges, steps)
-    slow = execute_tree_reference(processor, expand_tree(h, transition, depth), edges, steps)
-    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
-    # gradients through the kernel (transition and roots) match the reference too
-    params = [h, transition.first.weight]
-    g_fast = torch.autograd.grad(fast.square().sum(), params, allow_unused=True)
-    g_slow = torch.autograd.grad(slow.square().sum(), params, allow_unused=True)
-    for a, b in zip(g_fast, g_slow):
+    hidden = 8
+    processor = MessagePassing(hidden, aggregation, layer_norm).double()
+    if layer_norm:  # a non-trivial affine part of the LayerNorm
+        torch.nn.init.normal_(processor.norm.weight)
+        torch.nn.init.normal_(processor.norm.bias)
+    transition = TransitionModel(hidden, actions, 16).double()
+    h = torch.randn(batch, hidden, dtype=torch.float64, requires_grad=True)
+    edges = torch.randn(actions, hidden, dtype=torch.float64, requires_grad=True)
+    tree = execute_tree(processor, expand_tree(h, transition, depth), edges, steps)
+    graph = explicit_graph_roots(processor, expand_tree(h, transition, depth), edges, steps)
+    assert tree.shape == graph.shape == (batch, hidden)
+    torch.testing.assert_close(tree, graph, rtol=1e-10, atol=1e-10)
+    if steps == 0:
+        assert tree is h
+        return
+    params = [h, edges, *transition.parameters()]
+    weights = torch.randn(batch, hidden, dtype=torch.float64)
+    g_tree = torch.autograd.grad((tree * weights).sum(), params, allow_unused=True)
+    g_graph = torch.autograd.grad((graph * weights).sum(), params, allow_unused=True)
+    for a, b in zip(g_tree, g_graph, strict=True):
         assert (a is None) == (b is None)  # depth 0: the transition is not used
         if a is not None:
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
 
 
 def test_flat_layout_children_are_one_block() -> None:
@@ -53,10 +96,10 @@ def test_flat_layout_children_are_one_block() -> None:
 
 
 @pytest.mark.parametrize("emb,depth", [(8, 2), (12, 2), (8, 0)])
-def test_evaluate_shares_work_but_equals_forward_and_transe(emb, depth) -> None:
-    """XLVIN's `evaluate` (one encoder pass over [obs; next_obs], TransE's prediction read from
-    the tree) gives the logits, values and TransE term of `forward` + `auxiliary_losses`, and the
-    same gradients for every weight; with a node projection (emb 12 != 8) and without a tree."""
+def test_forward_with_aux_equals_forward_and_transe(emb, depth) -> None:
+    """XLVIN's `forward_with_aux` (one encoder pass over [obs; next_obs]) gives the logits,
+    values and TransE term of `forward` + `auxiliary_losses`, and the same gradients for every
+    weight; with a node projection (emb 12 != 8) and without a tree."""
     from xlvin.nn.agent import XLVINAgent
     from xlvin.nn.encoders import MLPEncoder
     from xlvin.nn.policy import TransitionBatch

@@ -3,9 +3,9 @@
 import argparse
 import sys
 import typing
-import warnings
 
 from xlvin.errors import UserError
+from xlvin.process import prepare_process
 
 
 class Parser(argparse.ArgumentParser):
@@ -28,24 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def quiet_known_warnings() -> None:
-    """The paper's CartPole-v0 is deprecated in gymnasium 1.x; its warning says nothing new."""
-    warnings.filterwarnings("ignore", message=".*CartPole-v0 is out of date.*")
-
-
 def main(argv: list[str] | None = None) -> int:
-    quiet_known_warnings()
+    prepare_process()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit:  # --help, or a usage error already printed in one line
         return int(exit.code or 0)
-    # Big latent trees (the maze's (8, 4): ~1.2 M nodes per minibatch) run ~2x faster when freed
-    # activations stay in the malloc heap instead of being unmapped and re-faulted every forward;
-    # a training process re-reaches its peak memory every minibatch anyway.
-    from xlvin.nn.tree import retain_freed_memory
-
-    retain_freed_memory()
     try:
         args.func(args)
     except UserError as err:

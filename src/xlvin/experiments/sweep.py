@@ -132,12 +132,10 @@ def error_line(err: BaseException) -> str:
 
 def _task(run_cell: Callable[[Any, Path], dict[str, Any]], cell: Any, root: Path) -> dict[str, Any]:
     """One cell on a Ray worker, with one torch thread."""
-    import torch
-
-    from xlvin.cli import quiet_known_warnings
+    from xlvin.process import quiet_known_warnings, set_torch_threads
 
     quiet_known_warnings()
-    torch.set_num_threads(1)
+    set_torch_threads(1)
     return run_cell(cell, root)
 
 

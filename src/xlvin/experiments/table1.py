@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from xlvin.cli import quiet_known_warnings
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, SUMMARY, write_json
+from xlvin.process import quiet_known_warnings
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
 from xlvin.train.protocols import PAPER_LOW_DATA

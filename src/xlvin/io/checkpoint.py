@@ -25,7 +25,7 @@ import torch
 from xlvin.errors import UserError
 from xlvin.io.weights import atomic_save_tensors, load_weights, read_metadata
 
-FORMAT = "xlvin-checkpoint/2"
+FORMAT = "xlvin-checkpoint/3"
 CHECKPOINT = "checkpoint.safetensors"
 
 
@@ -100,8 +100,8 @@ class Checkpointer:
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
         _check_format(Path(self.path), meta)
         try:
-            policy.load_state_dict(_section(tensors, "model/"), strict=True)
-            _load_optimizer(optimizer, _section(tensors, "optim/"), meta["param_groups"])
+            policy.load_state_dict(section(tensors, "model/"), strict=True)
+            _load_optimizer(optimizer, section(tensors, "optim/"), meta["param_groups"])
             torch.set_rng_state(tensors["rng/torch"])
             sampler.set_state(tensors["rng/sampler"])
             _set_numpy_state(meta["rng"]["numpy"])
@@ -112,7 +112,7 @@ class Checkpointer:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise UserError(f"checkpoint {self.path} does not fit this run: {first}") from None
         self.extra.update(extra)
-        return Resumed(loop=loop, tensors=_section(tensors, "loop/"))
+        return Resumed(loop=loop, tensors=section(tensors, "loop/"))
 
 
 def _optimizer_state(optimizer: Optimizer) -> tuple[dict[str, torch.Tensor], list]:
@@ -154,7 +154,7 @@ def _set_numpy_state(s: dict[str, Any]) -> None:
     np.random.set_state((s["name"], key, s["pos"], s["has_gauss"], s["cached"]))
 
 
-def _section(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+def section(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
     """The tensors named `prefix...`, with the prefix removed."""
     return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 

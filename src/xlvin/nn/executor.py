@@ -1,13 +1,13 @@
 """The message-passing executor X (paper section 3.1, "Executor"; Deac et al. 2020).
 
-`MessagePassing` is one step of eqs. (2)-(3) of the paper:
+`MessagePassing` is one step of the paper's eqs. (3)-(4):
 
-    m_i = aggregate_{j -> i} M([h_j, h_i, e_ji]),    h_i <- U(h_i, m_i) = h_i + m_i (+ LayerNorm),
+    m_i = aggregate_{j -> i} M(h_j, h_i, e_ji),    h_i <- U(h_i, m_i) = h_i + m_i (+ LayerNorm),
 
-with M a Linear(3H -> H) followed by ReLU and the aggregate a sum or a max (0 for a node without
-in-edge). `VIExecutor` wraps it for pre-training on value iteration: it predicts the change
-V_{t+1} - V_t of one Bellman backup (eq. 1) from V_t, R, P and gamma. The XLVIN agent reuses only
-`VIExecutor.processor`, frozen, over its latent tree.
+with M = ReLU(Linear(3H -> H)) on [h_j, h_i, e_ji] and the aggregate a sum or a max (0 for a node
+without in-edge). `VIExecutor` wraps it for pre-training on value iteration: it predicts the
+change V_{t+1} - V_t of one Bellman backup (eq. 1) from V_t, R, P and gamma. The XLVIN agent
+reuses only `VIExecutor.processor`, frozen, over its latent tree (`xlvin.nn.tree.execute_tree`).
 """
 
 import warnings
@@ -16,16 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from xlvin.errors import UserError
 from xlvin.mdp.value_iteration import MDP
-from xlvin.nn.functional import Array, amax, layer_norm
 
 AGGREGATIONS = ("max", "sum")
 
 
 class MessagePassing(nn.Module):
-    """The processor X: one message-passing step over a generic directed graph.
+    """The processor X: one message-passing step over a directed graph (eqs. 3-4).
 
     The message function is Linear(3H -> H) then ReLU. Without the ReLU the message is affine
     (a sum aggregate could then only form affine mixtures, never P(s'|s, a) V(s')), and it also
@@ -49,52 +49,49 @@ class MessagePassing(nn.Module):
         return self.norm is not None
 
     def message(self, sender: Tensor, receiver: Tensor, edge: Tensor) -> Tensor:
-        """M([h_j, h_i, e_ji]) for every edge j -> i: [E, H] x3 -> [E, H] (eq. 2)."""
-        return torch.relu(self.message_fn(torch.cat([sender, receiver, edge], dim=-1)))
+        """M(h_j, h_i, e_ji) = ReLU(W [h_j; h_i; e_ji] + b) (eq. 3): [..., H] x3 -> [..., H].
 
-    def aggregate_dense(self, messages: Array) -> Array:
-        """Aggregate messages laid out densely, one row of senders per receiver: [N, D, H] -> [N, H]
-        (the latent tree, where every parent receives from exactly its A children).
-
-        The max is `amax` without autograd and `max` with its argmax under autograd: the same
-        values, and a backward that routes each gradient to its argmax in one scatter instead of
-        amax's tie-splitting mask (6-8 % of a small tree's forward + backward). The gradients
-        differ only where two children's messages are exactly equal and positive.
+        W's three column blocks are applied to their inputs apart and summed (the same affine
+        map as the Linear on the concatenation), so the inputs may broadcast against each
+        other: the tree passes children [P, A, H], parents [P, 1, H] and edges [A, H], and each
+        block runs once per distinct input.
         """
-        if self.aggregation == "sum":
-            return messages.sum(1)
-        if isinstance(messages, Tensor) and torch.is_grad_enabled():
-            return messages.max(dim=1).values
-        return amax(messages, 1)
+        w_sender, w_receiver, w_edge = self.message_fn.weight.split(self.hidden, dim=1)
+        return torch.relu(
+            F.linear(sender, w_sender)
+            + F.linear(receiver, w_receiver)
+            + F.linear(edge, w_edge, self.message_fn.bias)
+        )
 
-    def update(self, x: Array, aggregated: Array) -> Array:
-        """U(h_i, m_i) = h_i + m_i, then LayerNorm if enabled: [N, H] -> [N, H] (eq. 3)."""
+    def aggregate(self, messages: Tensor) -> Tensor:
+        """The aggregate of eq. 3 for messages laid out densely, one row of senders per
+        receiver: [P, A, H] -> [P, H] (the latent tree, where every parent receives from exactly
+        its A children). The max sends each gradient to its argmax."""
+        if self.aggregation == "sum":
+            return messages.sum(dim=1)
+        return messages.max(dim=1).values
+
+    def update(self, x: Tensor, aggregated: Tensor) -> Tensor:
+        """U(h_i, m_i) = h_i + m_i, then LayerNorm if enabled (eq. 4): [N, H] x2 -> [N, H]."""
         out = x + aggregated
-        return layer_norm(out, self.norm) if self.norm is not None else out
+        return self.norm(out) if self.norm is not None else out
 
     def forward(self, x: Tensor, senders: Tensor, receivers: Tensor, edge: Tensor) -> Tensor:
         """One step on nodes x [N, H] (or [K, N, H]: K feature sets on one graph) with edges
-        senders[k] -> receivers[k] (LongTensor [E]) and edge features edge [E, H]. Messages are
-        summed, or max-pooled with 0 where no edge arrives, at their receivers.
-
-        Computes exactly `message` on every edge, but applies the three blocks of its
-        Linear(3H -> H) to the nodes before gathering (cost O(N H^2 + E H) instead of O(E H^2)).
-        """
-        w_sender, w_receiver, w_edge = self.message_fn.weight.split(self.hidden, dim=1)
-        # index_select / index_add / index_reduce along the node axis and in-place adds: on CPU
-        # they are several times faster than fancy indexing and scatter_* with expanded indices.
-        msgs = (x @ w_sender.T).index_select(-2, senders)
-        msgs += (x @ w_receiver.T).index_select(-2, receivers)
-        msgs += torch.addmm(self.message_fn.bias, edge, w_edge.T)
-        msgs.relu_()
+        senders[e] -> receivers[e] (LongTensor [E]) and edge features edge [E, H]: the message
+        of every edge, summed or max-pooled (0 where no edge arrives) at its receiver, then the
+        update."""
+        messages = self.message(  # [(K,) E, H]
+            x.index_select(-2, senders), x.index_select(-2, receivers), edge
+        )
         aggregated = torch.zeros_like(x)
         if self.aggregation == "sum":
-            aggregated = aggregated.index_add(-2, receivers, msgs)
+            aggregated = aggregated.index_add(-2, receivers, messages)
         else:
             with warnings.catch_warnings():  # index_reduce works (with autograd) but warns "beta"
                 warnings.filterwarnings("ignore", message=r"index_reduce\(\) is in beta")
                 aggregated = aggregated.index_reduce(
-                    -2, receivers, msgs, "amax", include_self=False
+                    -2, receivers, messages, "amax", include_self=False
                 )
         return self.update(x, aggregated)
 

@@ -24,14 +24,9 @@ class ActorCritic(nn.Module):
 
     Agents differ only in this network and in `auxiliary_losses`, which the trainer adds to the
     PPO loss (each term already multiplied by its weight).
-
-    `array_forward`: whether `forward` also takes NumPy observations inside
-    `xlvin.nn.functional.acting()` (on CPU), computing in NumPy and returning NumPy arrays;
-    collection and evaluation then act without torch's per-op cost.
     """
 
     num_actions: int
-    array_forward: bool = False
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError

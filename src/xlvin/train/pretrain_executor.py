@@ -15,8 +15,6 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,7 @@ from xlvin.io.executor_file import FORMAT, save_executor
 from xlvin.mdp.graphs import FAMILIES, family
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
 from xlvin.nn.executor import AGGREGATIONS, MDPGraph, VIExecutor
-from xlvin.seeding import seed_everything
+from xlvin.process import seed_everything, torch_threads
 
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
@@ -266,17 +264,6 @@ DEFAULT_EXECUTORS = {
     "random": ExecutorConfig(family="random_deterministic", states=20, actions=8),
     "cartpole": ExecutorConfig(family="cartpole_tree", epochs=5),
 }
-
-
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with `n` torch CPU threads, then restore the previous count."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def default_executor(

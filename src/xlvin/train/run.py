@@ -2,6 +2,7 @@
 train with PPO, save everything to a run directory; and load a run back for evaluation."""
 
 import dataclasses
+import math
 import os
 import time
 import typing
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import torch
+from torch import nn
 
 from xlvin.config import from_dict, option, to_dict
 from xlvin.errors import UserError
@@ -28,34 +29,44 @@ from xlvin.io.run_dir import (
 from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
-from xlvin.nn.encoders import MLPEncoder
+from xlvin.nn.encoders import MLPEncoder, NatureCNN
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transition import TransitionModel
-from xlvin.seeding import seed_everything
-from xlvin.train.ppo import PPOConfig, TrainingDiverged, evaluate_policy, train_ppo
+from xlvin.process import seed_everything, set_torch_threads
+from xlvin.train.evaluation import evaluate_policy
+from xlvin.train.loop import OnlineData, train
+from xlvin.train.ppo import PPOConfig, TrainingDiverged
 from xlvin.train.pretrain_executor import default_executor
 from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
-from xlvin.train.protocols import LowDataConfig, train_low_data
+from xlvin.train.protocols import LowData, LowDataConfig
 from xlvin.train.random_data import random_transitions
 
 AGENTS = ("xlvin", "ppo", "atreec")
 PROTOCOLS = ("online", "low_data")
 PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
+#: The smallest image side the Nature CNN's convolutions accept.
+MIN_IMAGE_SIZE = 36
 
 
 @dataclass
 class TrainConfig:
     """What to train: environment, agent and the XLVIN architecture (paper section 4.1)."""
 
-    env: str = option("CartPole-v1", "gymnasium environment id (discrete actions, flat observations)")
+    env: str = option(
+        "CartPole-v1", "gymnasium environment id (discrete actions; flat observations get the MLP "
+        "encoder, image observations [C, H, W] the Nature CNN)"
+    )
     agent: str = option("xlvin", "agent to train", choices=AGENTS)
     seed: int = option(0, "training seed: torch, numpy and environment seeds derive from it")
     hidden: int = option(
         0, "hidden width F of encoder and transition; 0 = paper preset (CartPole 64, Acrobot 32, "
         "MountainCar 16, other 64)"
     )
-    embedding_dim: int = option(50, "latent embedding size k (paper: 50)")
+    embedding_dim: int = option(
+        0, "latent embedding size k; 0 = preset: 50 for flat observations (paper), 512 for "
+        "images (the Nature CNN's features)"
+    )
     depth: int = option(2, "tree depth and executor steps K (paper: 2 on classic control)")
     executor: str = option(
         "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP) or a .safetensors file"
@@ -100,8 +111,8 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError(f"--depth must be >= 0, got {cfg.depth}")
     if cfg.agent == "atreec" and cfg.depth < 1:
         raise UserError("--agent atreec needs --depth >= 1 (it backs values up a tree)")
-    if cfg.embedding_dim <= 0 or cfg.hidden < 0:
-        raise UserError("--embedding-dim must be > 0 and --hidden >= 0")
+    if cfg.embedding_dim < 0 or cfg.hidden < 0:
+        raise UserError("--embedding-dim and --hidden must be >= 0 (0: the preset)")
     if cfg.transe_weight < 0:
         raise UserError(f"--transe-weight must be >= 0, got {cfg.transe_weight}")
     if cfg.checkpoint_every < 0:
@@ -114,14 +125,15 @@ def validate(cfg: TrainConfig) -> None:
 FLOATS_PER_NODE = (8, 4)
 
 
-def check_tree_fits(cfg: RunConfig, num_actions: int) -> None:
+def check_tree_fits(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) -> None:
     """Refuse a depth K whose tree could not fit in this machine's memory, saying what it needs."""
     t = cfg.train
     if t.agent not in ("xlvin", "atreec") or t.depth == 0:
         return
     nodes = sum(num_actions**d for d in range(t.depth + 1))
     batch = max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
-    per_node = FLOATS_PER_NODE[0] * t.embedding_dim + FLOATS_PER_NODE[1] * hidden_width(t)
+    k = embedding_width(t, obs_shape)
+    per_node = FLOATS_PER_NODE[0] * k + FLOATS_PER_NODE[1] * hidden_width(t)
     need = nodes * batch * per_node * 4
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > total:
@@ -132,8 +144,10 @@ def check_tree_fits(cfg: RunConfig, num_actions: int) -> None:
         )
 
 
-def env_spaces(env_id: str) -> tuple[int, int]:
-    """(flat observation size, number of actions) of a gymnasium env, checked for support."""
+def env_spaces(env_id: str) -> tuple[tuple[int, ...], int]:
+    """(observation shape, number of actions) of a gymnasium env, checked for support: discrete
+    actions; Box observations, flat (any shape of up to 2 axes, flattened) or images [C, H, W]
+    large enough for the Nature CNN."""
     try:
         env = gym.make(env_id)
     except gym.error.Error as err:
@@ -143,8 +157,26 @@ def env_spaces(env_id: str) -> tuple[int, int]:
     if not isinstance(action_space, gym.spaces.Discrete):
         raise UserError(f"{env_id} has {type(action_space).__name__} actions; XLVIN needs Discrete")
     if not isinstance(obs_space, gym.spaces.Box):
-        raise UserError(f"{env_id} has {type(obs_space).__name__} observations; need a flat Box")
-    return int(torch.tensor(obs_space.shape).prod()), int(action_space.n)
+        raise UserError(f"{env_id} has {type(obs_space).__name__} observations; need a Box")
+    shape = tuple(int(n) for n in obs_space.shape)
+    if len(shape) > 3:
+        raise UserError(f"{env_id} has observations of shape {shape}; need flat or [C, H, W]")
+    if is_image(shape) and min(shape[1:]) < MIN_IMAGE_SIZE:
+        raise UserError(
+            f"{env_id} has images of {shape[1]}x{shape[2]}; the Nature CNN needs at least "
+            f"{MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE}"
+        )
+    return shape, int(action_space.n)
+
+
+def is_image(obs_shape: tuple[int, ...]) -> bool:
+    """Image observations [C, H, W] (the CNN encoder), as opposed to flat ones (the MLP)."""
+    return len(obs_shape) == 3
+
+
+def embedding_width(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> int:
+    """k: the configured size, or the preset (50 for flat observations, 512 for images)."""
+    return cfg.embedding_dim or (512 if is_image(obs_shape) else 50)
 
 
 def hidden_width(cfg: TrainConfig) -> int:
@@ -169,22 +201,32 @@ def executor_file(spec: str, progress: bool = False) -> Path:
     return path
 
 
+def build_encoder(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> nn.Module:
+    """z: the Nature CNN for image observations [C, H, W], else the three-layer MLP."""
+    k = embedding_width(cfg, obs_shape)
+    if is_image(obs_shape):
+        return NatureCNN(obs_shape[0], k, size=obs_shape[1])
+    return MLPEncoder(math.prod(obs_shape), hidden_width(cfg), k)
+
+
 def build_agent(
-    cfg: TrainConfig, obs_dim: int, num_actions: int, processor: MessagePassing | None
+    cfg: TrainConfig, obs_shape: tuple[int, ...], num_actions: int,
+    processor: MessagePassing | None,
 ) -> ActorCritic:
-    """The policy network for `cfg`; XLVIN needs the executor's processor (frozen inside)."""
-    f = hidden_width(cfg)
-    encoder = MLPEncoder(obs_dim, f, cfg.embedding_dim)
+    """The policy network for `cfg` and the env's observation shape; XLVIN needs the executor's
+    processor (frozen inside)."""
+    encoder = build_encoder(cfg, obs_shape)
+    k = embedding_width(cfg, obs_shape)
     if cfg.agent == "ppo":
-        return PPOAgent(encoder, cfg.embedding_dim, num_actions)
+        return PPOAgent(encoder, k, num_actions)
     if cfg.agent == "atreec":
-        return ATreeCAgent(encoder, cfg.embedding_dim, num_actions, depth=cfg.depth)
+        return ATreeCAgent(encoder, k, num_actions, depth=cfg.depth)
     assert processor is not None
     return XLVINAgent(
         encoder,
-        cfg.embedding_dim,
+        k,
         num_actions,
-        TransitionModel(cfg.embedding_dim, num_actions, f),
+        TransitionModel(k, num_actions, hidden_width(cfg)),
         processor,
         depth=cfg.depth,
         transe_weight=cfg.transe_weight,
@@ -207,17 +249,16 @@ def train_run(
     """
     t = cfg.train
     validate(t)
-    obs_dim, num_actions = env_spaces(t.env)
-    check_tree_fits(cfg, num_actions)
+    obs_shape, num_actions = env_spaces(t.env)
+    check_tree_fits(cfg, obs_shape, num_actions)
     processor, executor_meta = None, None
     if t.agent == "xlvin":
         processor, executor_meta = load_executor_processor(executor_file(t.executor, progress))
     run_dir = open_run_dir(out, cfg.to_json()) if resume else create_run_dir(out, cfg.to_json())
-    if cfg.ppo.torch_threads > 0:
-        torch.set_num_threads(cfg.ppo.torch_threads)
-    seed_everything(t.seed)
+    set_torch_threads(cfg.ppo.torch_threads)
+    seed_everything(t.seed)  # the initial weights; the loop seeds training itself
     start = time.perf_counter()
-    agent = build_agent(t, obs_dim, num_actions, processor)
+    agent = build_agent(t, obs_shape, num_actions, processor)
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0}
     checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary)
     resuming = resume and checkpoint.exists()
@@ -240,18 +281,20 @@ def train_run(
     logger = MetricsLogger(run_dir, rewind_to=checkpoint.log_step() if resume else None)
     try:
         if t.protocol == "online":
-            result: Any = train_ppo(
-                agent, t.env, cfg.ppo, seed=t.seed, log=logger, progress=progress, checkpoint=checkpoint
-            )
-            summary["ppo_transitions"] = result.global_step
-        else:
-            result = train_low_data(
-                agent, t.env, cfg.ppo, cfg.low_data, seed=t.seed,
-                pretrain=pretrain if wants_transe and strict else None,
+            result = train(
+                agent, OnlineData(t.env, cfg.ppo, t.seed), cfg.ppo, t.seed,
                 log=logger, progress=progress, checkpoint=checkpoint,
             )
-            summary["ppo_transitions"] = result.transitions
-            summary["ppo_episodes"] = result.episodes
+        else:
+            low = cfg.low_data
+            result = train(
+                agent, LowData(t.env, low, t.seed), cfg.ppo, t.seed,
+                evaluation=low.evaluation(), refresh_old_policy=low.refresh_old_policy,
+                on_first_data=pretrain if wants_transe and strict else None,
+                log=logger, progress=progress, checkpoint=checkpoint,
+            )
+        summary["ppo_transitions"] = result.transitions
+        summary["ppo_episodes"] = result.episodes
     except TrainingDiverged as err:
         kept = f"; the last good checkpoint is kept in {checkpoint.path}" if checkpoint.exists() else ""
         raise TrainingDiverged(f"{err}{kept}") from None
@@ -275,12 +318,12 @@ def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
     run_dir = require_run_dir(run_dir)
     tensors, meta = load_weights(run_dir / MODEL)
     cfg = RunConfig.from_json(meta["config"], str(run_dir / MODEL))
-    obs_dim, num_actions = env_spaces(cfg.train.env)
+    obs_shape, num_actions = env_spaces(cfg.train.env)
     processor = None
     if cfg.train.agent == "xlvin":
         e = meta["executor"]
         processor = MessagePassing(e["hidden"], e["aggregation"], e["layer_norm"])
-    agent = build_agent(cfg.train, obs_dim, num_actions, processor)
+    agent = build_agent(cfg.train, obs_shape, num_actions, processor)
     load_state(agent, tensors, run_dir / MODEL)
     return agent.eval(), cfg
 
@@ -288,6 +331,7 @@ def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
 def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
     """Mean and std return of a saved policy over `episodes` fresh evaluation episodes."""
     agent, cfg = load_run(run_dir)
-    if cfg.ppo.torch_threads > 0:
-        torch.set_num_threads(cfg.ppo.torch_threads)
-    return evaluate_policy(agent, cfg.train.env, episodes=episodes, seed=seed)
+    set_torch_threads(cfg.ppo.torch_threads)
+    return evaluate_policy(
+        agent, cfg.train.env, episodes=episodes, seed=seed, accelerate=cfg.ppo.accelerate
+    )

@@ -1,0 +1,19 @@
+"""Accelerators: faster second routes to computations written readably elsewhere in the library.
+
+The boundary rule: everything in this package is optional. Each module speeds up one readable
+computation of another package (the model in `xlvin.nn`, the trainer in `xlvin.train`), computes
+the same values up to float rounding, and has a test that compares it with the readable version.
+The model (`xlvin.nn`) never imports from here and never knows whether it is being
+accelerated; the trainer (`xlvin.train`) chooses an accelerator where it was measured faster
+(timings in benchmarks/notes.md), under `PPOConfig.accelerate` (on by default, CPU only).
+
+Modules:
+- `numpy_actor`: a NumPy snapshot of a policy's weights for acting on CPU at small batches
+  (collection and evaluation), equal to the policy's forward.
+- `flat_adam`: Adam and gradient clipping over one flat parameter buffer, equal to
+  `torch.optim.Adam` plus `clip_grad_norm_`.
+- `fused_ppo_loss`: the PPO loss as one autograd node with its gradient in closed form, equal to
+  the op-by-op loss of `xlvin.train.ppo_loss`.
+- `allocator`: `retain_freed_memory()`, glibc's allocator told to keep freed memory (changes no
+  value, only where big tensors come from).
+"""

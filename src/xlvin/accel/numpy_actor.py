@@ -1,0 +1,204 @@
+"""A NumPy snapshot of a policy for acting on CPU: an accelerator of `policy(obs)` under no_grad.
+
+Collection and evaluation call the policy on a few observations at a time, where every torch
+op's fixed dispatch cost outweighs its arithmetic. `make_actor(policy)` copies the weights once
+(per rollout) into NumPy arrays, W^T contiguous, and returns a function that computes the same
+logits and values in NumPy, op for op the structure of the torch modules (encoder MLP,
+successors, executor steps over the tree, heads). Equal to the policy's forward up to float
+rounding (tests/test_accel_actor.py); timings in benchmarks/notes.md.
+
+Supported: `PPOAgent` and `XLVINAgent` with an `MLPEncoder`, float32 weights on the CPU (XLVIN at
+any depth, either aggregation, with or without LayerNorm or node projection). `make_actor`
+returns None for any other policy; the caller then uses the policy itself.
+"""
+
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.encoders import MLPEncoder
+from xlvin.nn.executor import MessagePassing
+from xlvin.nn.transition import TransitionModel
+
+
+class Actor(Protocol):
+    """observations [B, *obs_shape] -> (logits [B, A] float32, values [B] float32)."""
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@torch.no_grad()
+def make_actor(policy: nn.Module) -> Actor | None:
+    """A NumPy snapshot of `policy` (its weights copied now: later changes to the policy are not
+    seen), or None where the policy is not supported (see the module docstring)."""
+    tensors = [*policy.parameters(), *policy.buffers()]
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
+        return None
+    if type(policy) is PPOAgent and type(policy.encoder) is MLPEncoder:
+        return PPOActor(policy)
+    if type(policy) is XLVINAgent and type(policy.encoder) is MLPEncoder:
+        return XLVINActor(policy)
+    return None
+
+
+def _copy(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().numpy().copy()
+
+
+class Linear:
+    """nn.Linear: x [N, in] -> x W^T + b [N, out], with a contiguous copy of W^T."""
+
+    def __init__(self, layer: nn.Linear) -> None:
+        self.weight_t = layer.weight.detach().numpy().T.copy()  # [in, out], C-contiguous
+        self.bias = None if layer.bias is None else _copy(layer.bias)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out = x @ self.weight_t
+        if self.bias is not None:
+            out += self.bias
+        return out
+
+
+class LayerNorm:
+    """nn.LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * w + b (biased var)."""
+
+    def __init__(self, norm: nn.LayerNorm) -> None:
+        self.eps = norm.eps
+        self.weight = None if norm.weight is None else _copy(norm.weight)
+        self.bias = None if norm.bias is None else _copy(norm.bias)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = x - x.mean(axis=-1, keepdims=True)
+        x /= np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)
+        if self.weight is not None:
+            x *= self.weight
+        if self.bias is not None:
+            x += self.bias
+        return x
+
+
+def relu_(x: np.ndarray) -> np.ndarray:
+    """ReLU in place (on a fresh array nothing else reads)."""
+    return np.maximum(x, 0, out=x)
+
+
+class Encoder:
+    """MLPEncoder: obs [B, ...] -> h_s [B, k] (Linear, ReLU, Linear, ReLU, Linear)."""
+
+    def __init__(self, encoder: MLPEncoder) -> None:
+        first, _, second, _, third = encoder.net
+        self.layers = Linear(first), Linear(second), Linear(third)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        first, second, third = self.layers
+        x = obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
+        return third(relu_(second(relu_(first(x)))))
+
+
+class Transition:
+    """TransitionModel.successors: h [N, k] -> h + T(h, a) for every action, [N, A, k]."""
+
+    def __init__(self, transition: TransitionModel) -> None:
+        k = transition.embedding_dim
+        first_t = transition.first.weight.detach().numpy().T  # [k + A, F]
+        self.state_t, self.action = first_t[:k].copy(), first_t[k:].copy()  # [k, F], [A, F]
+        self.bias = _copy(transition.first.bias)
+        _, second, norm, _, third = transition.rest
+        self.second, self.norm, self.third = Linear(second), LayerNorm(norm), Linear(third)
+
+    def __call__(self, h: np.ndarray) -> np.ndarray:
+        n, k = h.shape
+        state = h @ self.state_t
+        state += self.bias
+        x = relu_((state[:, None] + self.action).reshape(n * len(self.action), -1))  # [N A, F]
+        x = relu_(self.norm(self.second(x)))
+        return h[:, None] + self.third(x).reshape(n, -1, k)
+
+
+class Processor:
+    """MessagePassing on the tree: children [P, A, H] send to their parents [P, H] along the
+    embedded edges of their actions (message, aggregate and update of eqs. 3-4)."""
+
+    def __init__(self, processor: MessagePassing, edges: np.ndarray) -> None:
+        hidden = processor.hidden
+        message_t = processor.message_fn.weight.detach().numpy().T  # [3H, H]
+        self.sender_t = message_t[:hidden].copy()
+        self.receiver_t = message_t[hidden : 2 * hidden].copy()
+        # the edge block with the bias, once per action: [A, H]
+        self.edge_part = edges @ message_t[2 * hidden :] + _copy(processor.message_fn.bias)
+        self.sum = processor.aggregation == "sum"
+        self.norm = None if processor.norm is None else LayerNorm(processor.norm)
+
+    def step(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
+        """The update of parents [P, H] from their children [P * A, H]."""
+        messages = children.reshape(len(parents), len(self.edge_part), -1) @ self.sender_t
+        messages += (parents @ self.receiver_t)[:, None]
+        messages += self.edge_part
+        relu_(messages)  # [P, A, H]
+        out = parents + (messages.sum(axis=1) if self.sum else messages.max(axis=1))
+        return out if self.norm is None else self.norm(out)
+
+
+class Heads:
+    """ActorCriticHeads: actor and critic as one matrix, features [B, in] -> [B, A + 1]."""
+
+    def __init__(self, policy: PPOAgent | XLVINAgent) -> None:
+        actor, critic = policy.heads.actor, policy.heads.critic
+        self.weight_t = torch.cat([actor.weight, critic.weight]).detach().numpy().T.copy()
+        self.bias = _copy(torch.cat([actor.bias, critic.bias]))
+
+    def __call__(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = features @ self.weight_t
+        out += self.bias
+        return out[:, :-1], out[:, -1]
+
+
+class PPOActor:
+    """PPOAgent.forward: heads(encoder(obs))."""
+
+    def __init__(self, policy: PPOAgent) -> None:
+        self.encoder = Encoder(policy.encoder)
+        self.heads = Heads(policy)
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.heads(self.encoder(obs))
+
+
+class XLVINActor:
+    """XLVINAgent.forward: heads([h, chi]) with chi the roots of the executed tree.
+
+    The tree is expanded level by level in the embedding space (then projected, if the agent has
+    a node projection) and executed level by level, each of the K steps on the levels whose
+    output is still read (as `xlvin.nn.tree.execute_tree` prunes: step s on levels 0 .. K - s,
+    so the leaves, which receive no message, are never updated).
+    """
+
+    def __init__(self, policy: XLVINAgent) -> None:
+        self.encoder = Encoder(policy.encoder)
+        self.transition = Transition(policy.transition)
+        self.processor = Processor(policy.processor, policy.edge_features().numpy())
+        projection = policy.node_projection
+        self.projection = None if projection is None else Linear(projection)
+        self.depth = policy.depth
+        self.heads = Heads(policy)
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        h = self.encoder(obs)
+        return self.heads(np.concatenate([h, self.plan(h)], axis=1))
+
+    def plan(self, h: np.ndarray) -> np.ndarray:
+        """chi [B, H] from h [B, k]."""
+        levels = [h]
+        for _ in range(self.depth):
+            levels.append(self.transition(levels[-1]).reshape(-1, h.shape[1]))
+        if self.projection is not None:
+            levels = [self.projection(level) for level in levels]  # [B A^d, H]
+        chi = levels  # steps = 0: chi is the root itself
+        for step in range(1, self.depth + 1):
+            x = levels if step == 1 else [c + level for c, level in zip(chi, levels)]
+            top = self.depth - step  # this step's output is read on levels 0 .. top
+            chi = [self.processor.step(x[d], x[d + 1]) for d in range(top + 1)]
+        return chi[0]

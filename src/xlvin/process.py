@@ -1,0 +1,51 @@
+"""Process set-up, in one place: warnings, torch threads, seeds, and the opt-in allocator setting.
+
+Every `xlvin` command calls `prepare_process()` once; training loops call `set_torch_threads`
+and `seed_everything`; a library user calls what they need.
+"""
+
+import random
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from xlvin.accel.allocator import retain_freed_memory
+
+
+def quiet_known_warnings() -> None:
+    """The paper's CartPole-v0 is deprecated in gymnasium 1.x; its warning says nothing new."""
+    warnings.filterwarnings("ignore", message=".*CartPole-v0 is out of date.*")
+
+
+def set_torch_threads(threads: int) -> None:
+    """torch's CPU threads for this process; 0 keeps torch's default."""
+    if threads > 0:
+        torch.set_num_threads(threads)
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with `n` torch CPU threads, then restore the previous count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def prepare_process() -> None:
+    """What every `xlvin` command sets first: quiet known warnings, and keep freed memory in the
+    malloc heap (`xlvin.accel.allocator`: big latent trees are faster with it)."""
+    quiet_known_warnings()
+    retain_freed_memory()

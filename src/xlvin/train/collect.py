@@ -1,0 +1,311 @@
+"""Acting in gymnasium 1.x vector envs: the vector env, a rollout of T steps, exact episodes.
+
+How a policy acts (`make_actor`): its own forward under `torch.no_grad()`, or, where enabled
+and supported, the NumPy weight snapshot of `xlvin.accel.numpy_actor` (the same function,
+computed with less per-op overhead on the few observations of one step). Either way an actor
+maps observations [B, ...] (NumPy) to (logits [B, A], values [B]) as NumPy arrays.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with gymnasium)
+from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
+from xlvin.errors import UserError
+from xlvin.nn.policy import ActorCritic
+from xlvin.train.storage import Rollout, concat_rollouts
+
+#: observations [B, ...] -> (logits [B, A], values [B]), NumPy in and out
+Actor = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def policy_device(policy: torch.nn.Module) -> torch.device:
+    param = next(policy.parameters(), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def make_actor(policy: ActorCritic, accelerate: bool = True) -> Actor:
+    """The policy as an `Actor` for a block in which its weights do not change (a rollout, an
+    evaluation): the NumPy snapshot of `xlvin.accel.numpy_actor` when `accelerate` and the
+    policy supports it, else its forward under `torch.no_grad()` on its device."""
+    fast = make_numpy_actor(policy) if accelerate else None
+    if fast is not None:
+        return fast
+    device = policy_device(policy)
+
+    @torch.no_grad()
+    def act(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, values = policy(torch.from_numpy(obs).to(device))
+        return logits.cpu().numpy(), values.cpu().numpy()
+
+    return act
+
+
+def action_logprobs(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """log pi(a_i|s_i) [B] from logits [B, A] and actions [B] (long)."""
+    return torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+
+
+@dataclass
+class RolloutState:
+    """What a rollout hands to the next one: where each env stands.
+
+    obs: [N, *obs_shape], the observation the next step acts in.
+    autoreset: [N] bool, True where the last step was a done, so the next step is an autoreset step.
+    """
+
+    obs: np.ndarray
+    autoreset: np.ndarray
+
+
+class EpisodeStatistics(VectorWrapper):
+    """gymnasium's vector `RecordEpisodeStatistics` for NEXT_STEP autoreset, reduced to what the
+    rollouts read: `info["episode"]["r" | "l"]` where `info["_episode"]` when an episode ends.
+
+    The same float64 running returns and int lengths, updated with the same arithmetic (so the
+    same numbers), kept in attributes of the same names (`episode_returns`, `episode_lengths`,
+    `prev_dones`), in two NumPy ops per step (no timing or queues of past episodes).
+    """
+
+    def __init__(self, env: VectorEnv) -> None:
+        super().__init__(env)
+        self.episode_returns = np.zeros(self.num_envs)
+        self.episode_lengths = np.zeros(self.num_envs, dtype=int)
+        self.prev_dones = np.zeros(self.num_envs, dtype=bool)
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> Any:
+        obs, info = self.env.reset(seed=seed, options=options)
+        mask = None if options is None else options.get("reset_mask")
+        if mask is None:
+            self.episode_returns[:] = 0.0
+            self.episode_lengths[:] = 0
+            self.prev_dones[:] = False
+        else:
+            self.episode_returns[mask] = 0.0
+            self.episode_lengths[mask] = 0
+            self.prev_dones[mask] = False
+        return obs, info
+
+    def step(self, actions: Any) -> Any:
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        # NEXT_STEP: the step after a done is the autoreset step and starts the count from 0.
+        self.episode_returns = np.where(self.prev_dones, 0.0, self.episode_returns + rewards)
+        self.episode_lengths = np.where(self.prev_dones, 0, self.episode_lengths + 1)
+        self.prev_dones = dones = terminated | truncated
+        if dones.any():
+            info["episode"] = {
+                "r": np.where(dones, self.episode_returns, 0.0),
+                "l": np.where(dones, self.episode_lengths, 0),
+            }
+            info["_episode"] = dones
+        return obs, rewards, terminated, truncated, info
+
+
+def make_vector_env(
+    env_id: str,
+    num_envs: int,
+    autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
+    record_stats: bool = True,
+    vectorization: Literal["sync", "async"] = "sync",
+) -> VectorEnv:
+    """`gym.make_vec(env_id, num_envs, vectorization)` with episode statistics; one-line UserErrors.
+
+    Observations are not copied by the vector env (`copy=False`): callers copy them at once.
+    The sub-envs skip gymnasium's passive env checker (run `gymnasium.utils.env_checker.check_env`
+    on a new environment instead; the library's own environments pass it in the tests).
+    "async" steps the envs in worker processes (shared memory); the data is the same as "sync"
+    (each env is seeded and stepped identically); "sync" is the default because it measured
+    faster on a 2-core machine (benchmarks/notes.md).
+    """
+    try:
+        envs = gym.make_vec(
+            env_id,
+            num_envs,
+            vectorization_mode=vectorization,
+            vector_kwargs={"autoreset_mode": autoreset_mode, "copy": False},
+            disable_env_checker=True,  # one wrapper layer less per env and step
+        )
+    except gym.error.Error as err:
+        raise UserError(f"cannot make environment {env_id!r}: {err}") from None
+    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
+        envs.close()
+        raise UserError(
+            f"{env_id}: PPO here needs a discrete action space, got {envs.single_action_space}"
+        )
+    if record_stats and autoreset_mode != AutoresetMode.NEXT_STEP:
+        raise UserError("episode statistics are kept for NEXT_STEP autoreset only")
+    return EpisodeStatistics(envs) if record_stats else envs
+
+
+def reset_envs(envs: VectorEnv, seed: int) -> RolloutState:
+    """Reset env i with seed `seed + i` (gymnasium's convention) and seed the action space."""
+    obs, _ = envs.reset(seed=seed)
+    envs.action_space.seed(seed)
+    return RolloutState(obs=np.array(obs), autoreset=np.zeros(envs.num_envs, dtype=bool))
+
+
+def sample_actions(logits: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """Inverse-CDF sampling a ~ softmax(logits) with given uniforms: logits [B, A], uniform [B].
+
+    a = #{k : F(k) < u * F(A - 1)} with F the cumulative sum of exp(logits - max). The
+    uniforms come from the caller's torch.Generator, drawn once per rollout, so the actions are
+    a deterministic function of the seed whichever actor computed the logits.
+    """
+    weights = np.exp(logits - np.maximum.reduce(logits, axis=-1, keepdims=True))
+    cdf = np.add.accumulate(weights, axis=-1)
+    actions = np.count_nonzero(cdf < uniform[:, None] * cdf[:, -1:], axis=-1)
+    return np.minimum(actions, logits.shape[-1] - 1)
+
+
+def collect_rollout(
+    envs: VectorEnv,
+    policy: ActorCritic,
+    num_steps: int,
+    state: RolloutState,
+    generator: torch.Generator | None = None,
+    accelerate: bool = True,
+) -> Rollout:
+    """Act `num_steps` steps in every env with actions sampled from `policy`; advance `state`.
+
+    The policy acts through `make_actor(policy, accelerate)`.
+
+    Actions are sampled with uniforms drawn from `generator` (one draw of [T, N] per rollout).
+    Episode returns come from the episode statistics wrapper (`EpisodeStatistics`, or gymnasium's
+    RecordEpisodeStatistics): `info["episode"]["r"]` where `info["_episode"]`, in the order the
+    episodes finished.
+    """
+    T, N = num_steps, envs.num_envs
+    actor = make_actor(policy, accelerate)
+    # Preallocated NumPy buffers, filled step by step and handed over as torch tensors that
+    # share their memory (torch.from_numpy: no copies).
+    obs = np.empty((T + 1, N, *state.obs.shape[1:]), dtype=state.obs.dtype)
+    actions = np.zeros((T, N), dtype=np.int64)
+    logits = np.zeros((T, N, policy.num_actions), dtype=np.float32)
+    values = np.zeros((T + 1, N), dtype=np.float32)
+    rewards = np.zeros((T, N), dtype=np.float32)
+    terminated = np.zeros((T, N), dtype=bool)
+    truncated = np.zeros((T, N), dtype=bool)
+    valid = np.zeros((T, N), dtype=bool)
+    obs_t = torch.from_numpy(obs)
+    uniforms = torch.rand((T, N), generator=generator, dtype=torch.float64).numpy()
+    episode_returns: list[float] = []
+    episode_lengths: list[int] = []
+
+    obs[0] = state.obs
+    autoreset = state.autoreset
+    for t in range(T):
+        valid[t] = ~autoreset
+        logits[t], values[t] = actor(obs[t])
+        actions[t] = sample_actions(logits[t], uniforms[t])
+        next_obs, reward, term, trunc, info = envs.step(actions[t])
+        obs[t + 1], rewards[t], terminated[t], truncated[t] = next_obs, reward, term, trunc
+        autoreset = term | trunc
+        if "episode" in info:
+            finished = info["_episode"]
+            episode_returns += info["episode"]["r"][finished].tolist()
+            episode_lengths += info["episode"]["l"][finished].tolist()
+    values[T] = actor(obs[T])[1]
+
+    state.obs, state.autoreset = obs[T].copy(), autoreset.copy()
+    logprobs = action_logprobs(torch.from_numpy(logits), torch.from_numpy(actions))  # [T, N]
+    return Rollout(
+        obs=obs_t,
+        actions=torch.from_numpy(actions),
+        logprobs=logprobs,
+        values=torch.from_numpy(values),
+        rewards=torch.from_numpy(rewards),
+        terminated=torch.from_numpy(terminated),
+        truncated=torch.from_numpy(truncated),
+        valid=torch.from_numpy(valid),
+        episode_returns=episode_returns,
+        episode_lengths=episode_lengths,
+    )
+
+
+def _episode_segments(done: np.ndarray) -> list[tuple[int, int, int | None]]:
+    """Episodes of a rollout that started on freshly reset envs: (first step, env, last step).
+
+    An episode of env j starts at step 0 or two steps after the previous done (the step in
+    between is the autoreset step); the last step is None while the episode is unfinished.
+    Sorted by (first step, env): the order the episodes started in.
+    """
+    T, N = done.shape
+    segments: list[tuple[int, int, int | None]] = []
+    for j in range(N):
+        start = 0
+        for t in np.flatnonzero(done[:, j]):
+            segments.append((start, j, int(t)))
+            start = int(t) + 2
+        if start < T:
+            segments.append((start, j, None))
+    return sorted(segments, key=lambda s: (s[0], s[1]))
+
+
+def collect_episodes(
+    env_id: str,
+    policy: ActorCritic,
+    num_episodes: int,
+    seed: int,
+    num_envs: int = 4,
+    generator: torch.Generator | None = None,
+    chunk_steps: int = 128,
+    accelerate: bool = True,
+) -> Rollout:
+    """Exactly `num_episodes` complete episodes sampled from `policy`, as one masked Rollout.
+
+    The episodes counted are the first `num_episodes` to *start* (ties broken by env index),
+    never the first to finish, which would favour short episodes. Steps of any other episode
+    (extra parallel envs, episodes begun after enough were started) and autoreset steps have
+    `valid` False, so `rollout.valid.sum()` is the number of real transitions of the counted
+    episodes and `rollout.episode_returns` / `episode_lengths` list them in start order.
+
+    Env j is reset with seed `seed + j` and later episodes continue each env's own generator, so
+    the data is a deterministic function of (seed, num_envs, generator state). The default
+    generator is `torch.Generator().manual_seed(seed)`.
+    """
+    if num_episodes < 1:
+        raise UserError(f"num_episodes must be >= 1, got {num_episodes}")
+    num_envs = max(1, min(num_envs, num_episodes))
+    generator = generator if generator is not None else torch.Generator().manual_seed(seed)
+    envs = make_vector_env(env_id, num_envs, record_stats=False)
+    try:
+        state = reset_envs(envs, seed)
+        parts: list[Rollout] = []
+        while True:  # chunk after chunk until the first num_episodes to start have all ended
+            parts.append(collect_rollout(envs, policy, chunk_steps, state, generator, accelerate))
+            done = np.concatenate([(p.terminated | p.truncated).numpy() for p in parts])
+            counted = _episode_segments(done)[:num_episodes]
+            if len(counted) == num_episodes and all(end is not None for _, _, end in counted):
+                break
+    finally:
+        envs.close()
+    rollout = concat_rollouts(parts)
+
+    end_step = max(end for _, _, end in counted if end is not None) + 1
+    valid = torch.zeros_like(rollout.valid)
+    returns, lengths = [], []
+    for start, j, end in counted:
+        assert end is not None
+        valid[start : end + 1, j] = True
+        returns.append(float(rollout.rewards[start : end + 1, j].sum()))
+        lengths.append(end + 1 - start)
+    return Rollout(
+        obs=rollout.obs[: end_step + 1].clone(),
+        actions=rollout.actions[:end_step].clone(),
+        logprobs=rollout.logprobs[:end_step].clone(),
+        values=rollout.values[: end_step + 1].clone(),
+        rewards=rollout.rewards[:end_step].clone(),
+        terminated=rollout.terminated[:end_step].clone(),
+        truncated=rollout.truncated[:end_step].clone(),
+        valid=valid[:end_step].clone(),
+        episode_returns=returns,
+        episode_lengths=lengths,
+    )
+
+

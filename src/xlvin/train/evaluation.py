@@ -1,0 +1,117 @@
+"""Evaluating a policy on fresh episodes (greedy by default), each seeded on its own."""
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from xlvin.errors import UserError
+from xlvin.nn.policy import ActorCritic
+from xlvin.train.collect import make_actor, sample_actions
+
+
+def _make_env(env_id: str) -> gym.Env:
+    """One env as `make_vector_env` builds each of its sub-envs, with the same one-line errors."""
+    try:
+        env = gym.make(env_id)
+    except gym.error.Error as err:
+        raise UserError(f"cannot make environment {env_id!r}: {err}") from None
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        env.close()
+        raise UserError(f"{env_id}: PPO here needs a discrete action space, got {env.action_space}")
+    return env
+
+
+def evaluate_policy(
+    policy: ActorCritic,
+    env_id: str,
+    episodes: int,
+    seed: int,
+    deterministic: bool = True,
+    num_envs: int = 32,
+    accelerate: bool = True,
+) -> dict[str, Any]:
+    """Play `episodes` fresh episodes; returns mean, std (population) and the list of returns.
+
+    Episode i (0-based) is reset with seed `seed + i` and, when sampling, draws its actions from
+    its own NumPy stream seeded by (seed + i, 1), so each episode's outcome does not depend on
+    `num_envs` (up to floating-point differences between batch sizes in the network). Up to
+    `num_envs` episodes are played at once, each in its own env, with one batched forward per step
+    over the envs still playing: an env whose episode ended starts the next unplayed episode or,
+    when none is left, leaves the batch (no env is stepped for nothing).
+
+    deterministic=True (default) plays the greedy action argmax pi(a|s), the usual choice for
+    reporting a final policy; False samples from pi. The policy is put in eval mode (BatchNorm
+    uses running statistics) and its previous mode restored afterwards.
+
+    The policy acts through `xlvin.train.collect.make_actor(policy, accelerate)`.
+    """
+    if episodes < 1:
+        raise UserError(f"episodes must be >= 1, got {episodes}")
+    n = max(1, min(num_envs, episodes))
+    envs = [_make_env(env_id) for _ in range(n)]
+    was_training = policy.training
+    policy.eval()
+
+    def stream(episode: int) -> np.random.Generator:
+        return np.random.default_rng((seed + episode, 1))
+
+    returns = np.zeros(episodes)
+    lengths = np.zeros(episodes, dtype=int)
+    episode_of = [-1] * n  # the episode env j plays; -1 once no episode is left for it
+    rngs: list[np.random.Generator | None] = [None] * n
+    observations: list[np.ndarray] = [np.empty(0)] * n
+    running_return = [0.0] * n
+    running_length = [0] * n
+    next_episode = 0
+
+    def start(j: int) -> None:
+        """Env j starts the next unplayed episode, or leaves the batch when none is left."""
+        nonlocal next_episode
+        if next_episode == episodes:
+            episode_of[j] = -1
+            return
+        obs, _ = envs[j].reset(seed=seed + next_episode)
+        episode_of[j], observations[j] = next_episode, np.asarray(obs)
+        rngs[j] = None if deterministic else stream(next_episode)
+        running_return[j], running_length[j] = 0.0, 0
+        next_episode += 1
+
+    try:
+        for j in range(n):
+            start(j)
+        actor = make_actor(policy, accelerate)
+        while True:
+            active = [j for j in range(n) if episode_of[j] >= 0]
+            if not active:
+                break
+            logits = actor(np.stack([observations[j] for j in active]))[0]
+            if deterministic:
+                actions = logits.argmax(-1)
+            else:
+                uniforms = np.array([rngs[j].random() for j in active])  # type: ignore[union-attr]
+                actions = sample_actions(logits, uniforms)
+            for j, action in zip(active, actions):
+                obs, reward, terminated, truncated, _ = envs[j].step(action)
+                observations[j] = np.asarray(obs)
+                running_return[j] += float(reward)
+                running_length[j] += 1
+                if terminated or truncated:
+                    returns[episode_of[j]] = running_return[j]
+                    lengths[episode_of[j]] = running_length[j]
+                    start(j)
+    finally:
+        for env in envs:
+            env.close()
+        policy.train(was_training)
+    return {
+        "mean": float(returns.mean()),
+        "std": float(returns.std()),
+        "returns": returns.tolist(),
+        "lengths": lengths.tolist(),
+        "episodes": episodes,
+        "seed": seed,
+        "deterministic": deterministic,
+    }
+
+

@@ -1,0 +1,298 @@
+"""The training loop every protocol shares: rounds of (collect data with the current policy, PPO
+updates on it).
+
+    for r in range(data.rounds):
+        rollout = data.collect(policy, r)            # online: T steps of N envs; low data: episodes
+        for _ in range(data.updates_per_round):
+            ppo_update(policy, optimizer, rollout)   # + learning-rate schedule, evaluation, logging
+
+A protocol is a `DataSource`: online PPO (`OnlineData`: one rollout per round, one update, the
+envs carried over from round to round) and the paper's low-data regime
+(`xlvin.train.protocols.LowData`: a few whole episodes per round, many updates on them) differ
+only there. Checkpoints, resume, seeding, progress bars and logging live here, once.
+"""
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import torch
+from tqdm import tqdm
+
+from xlvin.io.checkpoint import Checkpointer, section
+from xlvin.nn.policy import ActorCritic, TransitionBatch
+from xlvin.process import seed_everything, set_torch_threads
+from xlvin.train.collect import RolloutState, collect_rollout, make_vector_env, reset_envs
+from xlvin.train.env_state import env_state, restorable, restore_env_state
+from xlvin.train.evaluation import evaluate_policy
+from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
+from xlvin.train.storage import Rollout
+
+LogFn = Callable[[int, dict[str, float]], None]
+#: Seeds of the evaluations during training; disjoint from training (seed + env index) and from
+#: the final evaluation of `xlvin evaluate` (1,000,000 onwards).
+PROGRESS_EVAL_SEED = 500_000
+
+
+class DataSource(Protocol):
+    """Where a protocol's data comes from."""
+
+    env_id: str
+    rounds: int
+    updates_per_round: int
+    #: the x-axis of the logged metrics: env steps (True) or updates (False)
+    log_by_env_steps: bool
+
+    def collect(
+        self, policy: ActorCritic, round: int, generator: torch.Generator, accelerate: bool
+    ) -> Rollout:
+        """Round `round`'s data, acted by the current policy (actions sampled with `generator`)."""
+        ...
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """What a checkpoint taken between rounds needs to continue exactly: (JSON, tensors)."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Evaluation:
+    """Greedy evaluations of the policy during training (the progress curve): `points` of them,
+    evenly over the updates, `episodes` episodes each from PROGRESS_EVAL_SEED. They are not
+    training data and count in no budget."""
+
+    points: int = 0
+    episodes: int = 10
+
+    def due(self, update: int, total: int) -> bool:
+        """After update number `update` (1-based) of `total`?"""
+        return any(round(total * (i + 1) / self.points) == update for i in range(self.points))
+
+
+@dataclass
+class TrainResult:
+    """Counts and curves of a training run."""
+
+    updates: int = 0
+    env_steps: int = 0  # steps taken in the training envs (all envs, autoreset steps included)
+    transitions: int = 0  # real transitions PPO learned from
+    episodes: int = 0  # training episodes finished (low data: the counted ones)
+    wall_time_s: float = 0.0
+    sps: float = 0.0  # env steps per second over the run
+    episode_returns: list[float] = field(default_factory=list)  # every finished episode, in order
+    round_returns: list[float] = field(default_factory=list)  # mean return of each round's episodes
+    progress: list[dict[str, float]] = field(default_factory=list)  # evaluations during training
+    last_metrics: dict[str, float] = field(default_factory=dict)  # metrics of the last update
+
+    def add_round(self, rollout: Rollout) -> None:
+        self.env_steps += rollout.num_steps * rollout.num_envs
+        self.transitions += int(rollout.valid.sum())
+        self.episodes += len(rollout.episode_returns)
+        self.episode_returns += rollout.episode_returns
+        if rollout.episode_returns:
+            self.round_returns.append(_mean(rollout.episode_returns))
+
+
+class OnlineData:
+    """Online PPO: every round is one rollout of `cfg.num_steps` steps of `cfg.num_envs` envs,
+    continuing where the previous one stopped, followed by one update.
+
+    Env i is reset with seed `seed + i`. Checkpoints hold every env's state, exact for envs whose
+    state `xlvin.train.env_state` restores (classic control); other envs are reset with seed
+    `seed + round` on resume instead.
+    """
+
+    log_by_env_steps = True
+    updates_per_round = 1
+
+    def __init__(self, env_id: str, cfg: PPOConfig, seed: int) -> None:
+        self.env_id, self.num_steps, self.seed = env_id, cfg.num_steps, seed
+        self.rounds = cfg.num_updates
+        self.envs = make_vector_env(env_id, cfg.num_envs)
+        self.exact = restorable(self.envs)
+        self.state = reset_envs(self.envs, seed)
+        self.next_round = 0
+
+    def collect(
+        self, policy: ActorCritic, round: int, generator: torch.Generator, accelerate: bool
+    ) -> Rollout:
+        self.next_round = round + 1
+        return collect_rollout(self.envs, policy, self.num_steps, self.state, generator, accelerate)
+
+    def state_dict(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        tensors = {
+            "obs": torch.from_numpy(self.state.obs),
+            "autoreset": torch.from_numpy(self.state.autoreset),
+        }
+        envs = env_state(self.envs) if self.exact else None
+        return {"envs": envs, "next_round": self.next_round}, tensors
+
+    def load_state_dict(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+        self.next_round = state["next_round"]
+        if state["envs"] is None:
+            self.state = reset_envs(self.envs, self.seed + self.next_round)
+            return
+        restore_env_state(self.envs, state["envs"])
+        self.state = RolloutState(
+            obs=tensors["obs"].numpy().copy(), autoreset=tensors["autoreset"].numpy().copy()
+        )
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def train(
+    policy: ActorCritic,
+    data: DataSource,
+    cfg: PPOConfig,
+    seed: int,
+    evaluation: Evaluation | None = None,
+    refresh_old_policy: bool = False,
+    on_first_data: Callable[[TransitionBatch], None] | None = None,
+    log: LogFn | None = None,
+    progress: bool = True,
+    checkpoint: Checkpointer | None = None,
+) -> TrainResult:
+    """Train `policy` with PPO on the rounds of `data` (module docstring); closes `data`.
+
+    Seeding: global RNGs via `seed_everything(seed)` (for auxiliary losses that draw from them)
+    and a dedicated torch.Generator(seed) for action sampling and minibatch order. With
+    `cfg.torch_threads` fixed, the same seed on the same machine gives identical metrics (except
+    the wall-clock `charts/sps`). The policy's initial weights are the caller's.
+
+    `refresh_old_policy`: before each update, recompute log pi_old and V_old under the current
+    policy (by default the collecting policy's are kept, as the reference PPO does when it
+    updates again on the same rollout storage). `on_first_data` sees round 0's real transitions
+    before any update (e.g. TransE pre-training on the protocol's own data).
+
+    `log(step, metrics)` after every update, step = env steps or updates (`data`): `losses/...`
+    (see ppo_update), `charts/learning_rate`, `charts/sps`, `charts/transitions`,
+    `charts/episodes`, and `charts/episodic_return` / `charts/episodic_length` (means) after a
+    round in which episodes finished, `charts/eval_return` after an evaluation.
+
+    `checkpoint`: saved before the first update and every `checkpoint.every` updates (with the
+    round's data when it falls inside a round); when its file exists the loop continues from it
+    and ends exactly as an uninterrupted run (for envs `xlvin.train.env_state` can restore).
+    """
+    set_torch_threads(cfg.torch_threads)
+    seed_everything(seed)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = make_optimizer(policy, cfg)
+    evaluation = evaluation or Evaluation()
+    total = data.rounds * data.updates_per_round
+    result, rollout, resumed_at = TrainResult(), None, -1
+    bar: tqdm | None = None
+    try:
+        if checkpoint is not None and checkpoint.exists():
+            resumed = checkpoint.restore(policy, optimizer, generator)
+            loop = resumed.loop
+            result = TrainResult(**loop["result"])
+            data.load_state_dict(loop["data"], section(resumed.tensors, "data/"))
+            if loop["rollout"] is not None:
+                rollout = Rollout(**section(resumed.tensors, "rollout/"), **loop["rollout"])
+            resumed_at = result.updates
+        start = time.perf_counter() - result.wall_time_s
+        bar = tqdm(total=total, initial=result.updates, disable=not progress, unit="update",
+                   desc=data.env_id)
+        while result.updates < total:
+            round, k = divmod(result.updates, data.updates_per_round)
+            if checkpoint is not None and checkpoint.due(result.updates) and result.updates != resumed_at:
+                result.wall_time_s = time.perf_counter() - start
+                _save(checkpoint, policy, optimizer, generator, data, result, rollout if k > 0 else None)
+            if k == 0:
+                rollout = data.collect(policy, round, generator, cfg.accelerate)
+                result.add_round(rollout)
+                if round == 0 and on_first_data is not None:
+                    on_first_data(rollout.transitions())
+            assert rollout is not None
+            lr = cfg.lr * (1.0 - result.updates / total) if cfg.anneal_lr else cfg.lr
+            set_learning_rate(optimizer, lr)
+            batch = relabel(rollout, policy) if refresh_old_policy else rollout
+            metrics = ppo_update(policy, optimizer, batch, cfg, generator)
+            result.updates += 1
+
+            metrics["charts/learning_rate"] = lr
+            metrics["charts/sps"] = result.env_steps / (time.perf_counter() - start)
+            metrics["charts/transitions"] = result.transitions
+            metrics["charts/episodes"] = result.episodes
+            if k == 0 and rollout.episode_returns:
+                metrics["charts/episodic_return"] = _mean(rollout.episode_returns)
+                metrics["charts/episodic_length"] = _mean(rollout.episode_lengths)
+            if evaluation.due(result.updates, total):
+                score = evaluate_policy(
+                    policy, data.env_id, evaluation.episodes, PROGRESS_EVAL_SEED,
+                    accelerate=cfg.accelerate,
+                )["mean"]
+                metrics["charts/eval_return"] = score
+                result.progress.append({
+                    "updates": result.updates, "episodes": result.episodes,
+                    "transitions": result.transitions, "eval_return": score,
+                })
+            result.last_metrics = metrics
+            if log is not None:
+                log(result.env_steps if data.log_by_env_steps else result.updates, metrics)
+            bar.update()
+            if result.episode_returns:
+                bar.set_postfix(ret=f"{_mean(result.episode_returns[-20:]):.1f}", refresh=False)
+    finally:
+        if bar is not None:
+            bar.close()
+        data.close()
+    result.wall_time_s = time.perf_counter() - start
+    result.sps = result.env_steps / result.wall_time_s if result.wall_time_s > 0 else 0.0
+    return result
+
+
+def train_ppo(
+    policy: ActorCritic,
+    env_id: str,
+    cfg: PPOConfig,
+    seed: int,
+    log: LogFn | None = None,
+    progress: bool = True,
+    checkpoint: Checkpointer | None = None,
+) -> TrainResult:
+    """Online PPO on `env_id`: `cfg.num_updates` rounds of one rollout and one update."""
+    data = OnlineData(env_id, cfg, seed)
+    return train(policy, data, cfg, seed, log=log, progress=progress, checkpoint=checkpoint)
+
+
+@torch.no_grad()
+def relabel(rollout: Rollout, policy: ActorCritic) -> Rollout:
+    """The same transitions with log pi_old and V_old recomputed under `policy` (one batched
+    forward), as if the current policy had collected them."""
+    T, N = rollout.actions.shape
+    logits, values = policy(rollout.obs.flatten(0, 1))
+    logp = torch.log_softmax(logits[: T * N], dim=-1)
+    logprobs = logp.gather(-1, rollout.actions.reshape(-1, 1)).view(T, N)
+    return dataclasses.replace(rollout, logprobs=logprobs, values=values.view(T + 1, N))
+
+
+def _save(
+    checkpoint: Checkpointer,
+    policy: ActorCritic,
+    optimizer: Any,
+    generator: torch.Generator,
+    data: DataSource,
+    result: TrainResult,
+    rollout: Rollout | None,
+) -> None:
+    data_state, data_tensors = data.state_dict()
+    tensors = {f"data/{k}": v for k, v in data_tensors.items()}
+    loop: dict[str, Any] = {
+        "result": asdict(result), "data": data_state, "rollout": None,
+        "log_step": result.env_steps if data.log_by_env_steps else result.updates,
+    }
+    if rollout is not None:
+        rollout_tensors, loop["rollout"] = rollout.to_checkpoint()
+        tensors.update({f"rollout/{k}": v for k, v in rollout_tensors.items()})
+    checkpoint.save(policy, optimizer, generator, loop, tensors)
+
+
+def _mean(values: list[float] | list[int]) -> float:
+    return float(sum(values)) / len(values)
