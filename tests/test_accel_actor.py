@@ -16,11 +16,13 @@ from xlvin.nn.transition import TransitionModel
 
 
 def xlvin(
-    depth: int, actions: int, aggregation: str, layer_norm: bool, emb: int = 8, hidden: int = 8
+    depth: int, actions: int, aggregation: str, layer_norm: bool, emb: int = 8, hidden: int = 8,
+    messages: str = "relu", projections: bool = False,
 ) -> XLVINAgent:
     return XLVINAgent(
         MLPEncoder(4, 16, emb), emb, actions, TransitionModel(emb, actions, 16),
-        MessagePassing(hidden, aggregation, layer_norm), depth=depth,
+        MessagePassing(hidden, aggregation, layer_norm, messages), depth=depth,
+        projections=projections,
     )
 
 
@@ -33,6 +35,12 @@ AGENTS: dict[str, Callable[[], ActorCritic]] = {
     "xlvin depth 3, A 2, max": lambda: xlvin(3, 2, "max", False),
     "xlvin depth 2, A 3, projected (k 12, H 8)": lambda: xlvin(2, 3, "max", True, emb=12),
     "xlvin depth 0, projected (k 12, H 8)": lambda: xlvin(0, 2, "sum", False, emb=12),
+    "xlvin depth 2, A 2, linear messages, LayerNorm, both projections (the authors')": lambda: xlvin(
+        2, 2, "max", True, messages="linear", projections=True
+    ),
+    "ppo with a TransE-only transition": lambda: PPOAgent(
+        MLPEncoder(4, 16, 8), 8, 3, TransitionModel(8, 3, 16)
+    ),
 }
 
 

@@ -45,7 +45,7 @@ def tiny_preset(run_cell) -> sweep.Preset:
     return dataclasses.replace(
         sweep.TABLE1,
         help="tiny test sweep",
-        cells=lambda seeds, args: [TinyCell("CartPole-v0", "ppo", s) for s in range(seeds)],
+        cells=lambda seeds, args: [TinyCell("ours", "CartPole-v0", "ppo", s) for s in range(seeds)],
         run_cell=run_cell,
         add_options=lambda parser: None,
     )
@@ -83,24 +83,26 @@ def test_tiny_sweep_on_local_ray_with_two_workers(
     assert sweep_cli("tiny", tmp_path, seeds=2) == 0
     out = capsys.readouterr().out
     assert "2 runs: 0 finished earlier (skipped), 2 to run" in out
-    assert ("FAILED CartPole-v0 ppo seed1 (attempt 1/2): RuntimeError: first attempt of seed 1 "
-            "fails on purpose; retrying") in out
+    assert ("FAILED ours CartPole-v0 ppo seed1 (attempt 1/2): RuntimeError: first attempt of "
+            "seed 1 fails on purpose; retrying") in out
     assert "2 trained, 0 skipped (finished earlier), 0 failed; 1 failed attempt(s)" in out
     assert (runs / "attempted-seed1").is_file()
 
-    # the aggregate is the mean / population std of the per-seed final evaluations on disk
-    finals = [json.loads((TinyCell("CartPole-v0", "ppo", s).run_dir(runs) / table1.EVAL_FILE)
-                         .read_text())["mean"] for s in (0, 1)]
-    data = json.loads((results / "table1.json").read_text())
+    # the aggregate is over the per-seed final evaluations on disk (IQM of 2 runs = their mean)
+    finals = [json.loads((TinyCell("ours", "CartPole-v0", "ppo", s).run_dir(runs)
+                          / table1.EVAL_FILE).read_text())["mean"] for s in (0, 1)]
+    data = json.loads((results / "table1-ours.json").read_text())
     (row,) = data["rows"]
     assert (row["env"], row["agent"], row["strict"], row["seeds"]) == ("CartPole-v0", "ppo", False, [0, 1])
-    assert row["mean"] == pytest.approx(np.mean(finals)) and row["std"] == pytest.approx(np.std(finals))
-    assert [r["final_return"] for r in data["runs"]] == finals
-    assert row["episodes"] == 10 and all(r["progress"][0]["updates"] == 2 for r in data["runs"])
-    md = (results / "table1.md").read_text()
+    assert row["final"]["mean"] == pytest.approx(np.mean(finals))
+    assert row["final"]["iqm"] == pytest.approx(np.mean(finals))
+    assert row["final"]["std"] == pytest.approx(np.std(finals))
+    assert [r["final_return"] for r in sorted(data["runs"], key=lambda r: r["seed"])] == finals
+    assert row["episodes_mean"] == 10 and all(r["progress"][0]["updates"] == 2 for r in data["runs"])
+    md = (results / "table1-ours.md").read_text()
     assert md == table1.markdown(table1.aggregate(data["runs"]), data["wall_seconds"])
-    assert f"**{np.mean(finals):.1f} +- {np.std(finals):.1f}**" in md and md in out
-    assert (results / "table1.png").stat().st_size > 0
+    assert f"**{np.mean(finals):.1f} [" in md and md in out
+    assert (results / "table1-ours.png").stat().st_size > 0
 
     # second sweep: nothing is retrained, the same table comes out
     before = mtimes(runs)
@@ -108,14 +110,15 @@ def test_tiny_sweep_on_local_ray_with_two_workers(
     out = capsys.readouterr().out
     assert "2 runs: 2 finished earlier (skipped), 0 to run" in out and "FAILED" not in out
     assert mtimes(runs) == before
-    assert json.loads((results / "table1.json").read_text())["rows"] == data["rows"]
+    assert json.loads((results / "table1-ours.json").read_text())["rows"] == data["rows"]
 
     # a run that fails twice: both attempts reported, one error line, exit 2, no results
     assert sweep_cli("broken", tmp_path / "broken", seeds=1) == 2
     captured = capsys.readouterr()
-    assert captured.err == "xlvin: error: 1 of 1 runs failed twice: CartPole-v0 ppo seed0\n"
+    assert captured.err == "xlvin: error: 1 of 1 runs failed twice: ours CartPole-v0 ppo seed0\n"
     for attempt in (1, 2):
-        assert f"attempt {attempt} of CartPole-v0 ppo seed0: ValueError: seed 0 always fails" in captured.out
+        assert (f"attempt {attempt} of ours CartPole-v0 ppo seed0: ValueError: seed 0 always "
+                "fails") in captured.out
     assert not (tmp_path / "broken" / "results").exists()
 
 

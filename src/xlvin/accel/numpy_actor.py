@@ -8,7 +8,8 @@ successors, executor steps over the tree, heads). Equal to the policy's forward 
 rounding (tests/test_accel_actor.py); timings in benchmarks/notes.md.
 
 Supported: `PPOAgent` and `XLVINAgent` with an `MLPEncoder`, float32 weights on the CPU (XLVIN at
-any depth, either aggregation, with or without LayerNorm or node projection). `make_actor`
+any depth, either aggregation, ReLU or linear messages, with or without LayerNorm or the node
+and chi projections). `make_actor`
 returns None for any other policy; the caller then uses the policy itself.
 """
 
@@ -130,14 +131,16 @@ class Processor:
         # the edge block with the bias, once per action: [A, H]
         self.edge_part = edges @ message_t[2 * hidden :] + _copy(processor.message_fn.bias)
         self.sum = processor.aggregation == "sum"
+        self.relu = processor.messages == "relu"
         self.norm = None if processor.norm is None else LayerNorm(processor.norm)
 
     def step(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
         """The update of parents [P, H] from their children [P * A, H]."""
         messages = children.reshape(len(parents), len(self.edge_part), -1) @ self.sender_t
         messages += (parents @ self.receiver_t)[:, None]
-        messages += self.edge_part
-        relu_(messages)  # [P, A, H]
+        messages += self.edge_part  # [P, A, H]
+        if self.relu:
+            relu_(messages)
         out = parents + (messages.sum(axis=1) if self.sum else messages.max(axis=1))
         return out if self.norm is None else self.norm(out)
 
@@ -182,6 +185,8 @@ class XLVINActor:
         self.processor = Processor(policy.processor, policy.edge_features().numpy())
         projection = policy.node_projection
         self.projection = None if projection is None else Linear(projection)
+        chi_projection = policy.chi_projection
+        self.chi_projection = None if chi_projection is None else Linear(chi_projection)
         self.depth = policy.depth
         self.heads = Heads(policy)
 
@@ -201,4 +206,4 @@ class XLVINActor:
             x = levels if step == 1 else [c + level for c, level in zip(chi, levels)]
             top = self.depth - step  # this step's output is read on levels 0 .. top
             chi = [self.processor.step(x[d], x[d + 1]) for d in range(top + 1)]
-        return chi[0]
+        return chi[0] if self.chi_projection is None else self.chi_projection(chi[0])

@@ -11,20 +11,23 @@ from xlvin.experiments import table1
 
 
 def _classic(args: argparse.Namespace) -> None:
-    if args.seeds < 1 or args.jobs < 1:
-        raise UserError("--seeds and --jobs must be >= 1")
-    cells = table1.cells_from_options(args.seeds, args)
+    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
+        raise UserError("--seeds and --jobs must be >= 1, --first-seed >= 0")
+    cells = table1.cells_from_options(args.seeds, args, args.first_seed)
     start = time.perf_counter()
-    bar = tqdm(total=len(cells), desc="Table 1 cells", unit="run")
-    records = table1.run_cells(
-        cells, args.runs, args.jobs,
-        on_done=lambda r: (bar.update(), bar.set_postfix_str(f"{r['env']} {r['agent']} s{r['seed']}: {r['final_return']:.1f}")),
-    )
+    bar = tqdm(total=len(cells), desc=f"Table 1 cells ({args.protocol})", unit="run")
+
+    def done(r: dict) -> None:
+        bar.update()
+        bar.set_postfix_str(f"{r['env']} {r['agent']} s{r['seed']}: {r['final_return']:.1f}")
+
+    records = table1.run_cells(cells, args.runs, args.jobs, on_done=done)
     bar.close()
     wall = time.perf_counter() - start
     md = table1.write_results(records, args.results, wall)
     print(md)
-    print(f"wrote {args.results / 'table1.md'}, table1.json, table1.png; runs under {args.runs}")
+    stem = args.results / f"table1-{args.protocol}"
+    print(f"wrote {stem}.md, .json, .png; runs under {args.runs}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,9 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Table 1: CartPole-v0 / Acrobot-v1 / MountainCar-v0, low data",
         description=table1.__doc__,
     )
-    c.add_argument("--seeds", type=int, default=5, help="training seeds 0..N-1 (default 5)")
+    c.add_argument("--seeds", type=int, default=10, help="training seeds (default 10)")
+    c.add_argument("--first-seed", type=int, default=0, help="the first training seed (default 0)")
     table1.add_cell_options(c)
     c.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
-    c.add_argument("--runs", type=Path, default=Path("runs/table1"), help="run directories root")
-    c.add_argument("--results", type=Path, default=Path("results"), help="where tables go")
+    c.add_argument("--runs", type=Path, default=Path("runs/table1"),
+                   help="run directories root (default runs/table1)")
+    c.add_argument("--results", type=Path, default=Path("results"),
+                   help="where tables go (default results)")
     c.set_defaults(func=_classic)

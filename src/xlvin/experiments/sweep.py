@@ -62,7 +62,8 @@ def _table1_finished(cell: table1.Cell, root: Path) -> dict[str, Any] | None:
 
 def _table1_write(records: list[dict[str, Any]], results: Path, wall: float) -> str:
     md = table1.write_results(records, results, wall)
-    return md + f"\nwrote {results / 'table1.md'}, table1.json, table1.png"
+    stem = results / f"table1-{records[0]['protocol']}" if records else results / "table1"
+    return md + f"\nwrote {stem}.md, .json, .png"
 
 
 TABLE1 = Preset(
@@ -75,7 +76,7 @@ TABLE1 = Preset(
     runs=Path("runs/table1"),
     add_options=table1.add_cell_options,
     prepare=table1.prepare,
-    label=lambda c: f"{c.env} {c.agent}{' strict' if c.strict else ''} seed{c.seed}",
+    label=lambda c: f"{c.protocol} {c.env} {c.agent}{' strict' if c.strict else ''} seed{c.seed}",
     outcome=lambda r: f"final return {r['final_return']:.1f}",
 )
 

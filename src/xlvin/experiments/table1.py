@@ -1,20 +1,36 @@
 """Paper Table 1: CartPole-v0, Acrobot-v1 and MountainCar-v0 in the low-data regime, with PPO,
-XLVIN-R, XLVIN-CP and ATreeC (paper section 4.1 and the ATreeC ablation of section 5).
+XLVIN-R, XLVIN-CP and ATreeC (paper section 4.1 and the ATreeC ablation of section 5), under two
+protocols.
 
-CartPole's 100 updates on its 10 fixed episodes each start from the current policy
-(`refresh_old_policy`): log pi_old and V_old are recomputed before every update, for every agent.
+- `paper`: the authors' public code point by point (dransyhe/CNAP, andreeadeac22/logml_xlvin;
+  every setting is a named config field whose help text says where its value comes from):
+  CartPole's 15 envs run until 10 episodes have ended, every step kept; 100 updates of one epoch
+  of minibatches of 128 (the last partial one dropped) on that fixed data, with log pi_old and
+  V_old from collection; Monte Carlo returns with time limits as terminations; advantages
+  normalised over the batch; Adam's defaults; PyTorch's default initialisation; the TransE
+  loss added for the PPO baseline too; TransE pre-trained once per environment (CartPole 50,000
+  random episodes x 10 epochs, Acrobot 4,000 x 5, MountainCar 5,000 x 5); the executor with
+  LayerNorm and linear messages, with a Linear before and after it. Acrobot and MountainCar: 5
+  envs, 5 episodes a round, 20 rounds of one update. Where the paper's text and the code differ
+  ("100 epochs"), the code is followed.
+- `ours`: the protocol this library used first: exactly 10 (or 5 x 20) complete episodes, GAE,
+  4 epochs x 4 minibatches per update, advantages normalised per minibatch, orthogonal
+  initialisation, and log pi_old and V_old recomputed before every update.
 
-Each cell (environment, agent, seed) is one run directory under ROOT/ENV/AGENT/seedS; a finished
-cell (summary.json and eval.json present) is never re-run. The final policy is evaluated greedily
-on 100 episodes with seeds from 1,000,000 on, never used in training. Aggregates are the mean and
-population std over training seeds of the per-seed 100-episode means.
+Every cell (protocol, environment, agent, seed) is one run directory under
+ROOT/PROTOCOL/DATA/ENV/AGENT/seedS; a finished cell (summary.json and eval.json present) is never
+re-run. Each cell has three statistics: the final greedy policy on 100 fresh episodes (seeds
+1,000,000 on, never used in training: our headline); the authors' statistic, the maximum over
+the 100-episode greedy evaluations after every update; and the mean of the last 10 of those
+evaluations. Aggregates over training seeds: the interquartile mean with its 95 % stratified
+bootstrap interval, mean and std, and P(XLVIN > PPO) (rliable's definitions, `xlvin.stats`).
 """
 
 import argparse
 import dataclasses
 import json
 import multiprocessing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +41,29 @@ import numpy as np
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, SUMMARY, write_json
 from xlvin.process import quiet_known_warnings
+from xlvin.stats import iqm, probability_of_improvement_ci, summarize
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.protocols import PAPER_LOW_DATA
-from xlvin.train.run import RunConfig, TrainConfig, evaluate_run, executor_file, train_run
+from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
+from xlvin.train.run import (
+    RunConfig,
+    TrainConfig,
+    env_spaces,
+    evaluate_run,
+    executor_file,
+    shared_transe_file,
+    train_run,
+)
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
+PROTOCOLS = ("paper", "ours")
 EVAL_FILE = "eval.json"
 EVAL_EPISODES = 100
 EVAL_SEED = 1_000_000
+#: The evaluations during training: 100 greedy episodes after every update (the authors').
+PROGRESS_EPISODES = 100
+#: How many of the last evaluations during training the "last 10" statistic averages.
+LAST = 10
 
 #: Table-1 agents: name -> TrainConfig overrides.
 AGENTS: dict[str, dict[str, Any]] = {
@@ -59,51 +89,128 @@ PAPER: dict[tuple[str, str], tuple[float, float]] = {
     ("MountainCar-v0", "atreec"): (-200.0, float("nan")),
 }
 
-#: The authors' classic-control PPO settings (REFERENCE.md): lr 1e-3, clip 0.2, 4 epochs,
-#: value coefficient 0.5, entropy 0.01, max grad norm 0.5, gamma 0.99; no learning-rate decay.
-CLASSIC_PPO = PPOConfig(lr=1e-3, anneal_lr=False)
+# --------------------------------------------------------------------------- protocol `ours`
 
-#: TransE pre-training data per environment (standard setting). CartPole: "tens of thousands of
-#: random episodes" (REFERENCE.md): 20,000 episodes, about 440,000 transitions, 2 passes (the
-#: library default, 1,000 episodes capped at 25,000 transitions, left XLVIN's CartPole policies
-#: well below the paper's; see the README). Acrobot and MountainCar keep the default: the sources
-#: give no size for them, and 8x more data left MountainCar XLVIN-CP at -200 on 5 of 5 seeds.
-TRANSE_DATA: dict[str, TransEConfig] = {
+#: The authors' classic-control PPO settings as our first protocol used them (REFERENCE.md):
+#: lr 1e-3, clip 0.2, value coefficient 0.5, entropy 0.01, max grad norm 0.5, gamma 0.99, no
+#: learning-rate decay; with our GAE and 4 epochs x 4 minibatches.
+OURS_PPO = PPOConfig(lr=1e-3, anneal_lr=False)
+
+#: TransE pre-training data per environment under `ours`. CartPole: 20,000 random episodes,
+#: about 440,000 transitions, 2 passes; Acrobot and MountainCar keep the library default (1,000
+#: episodes capped at 25,000 transitions, 10 passes).
+OURS_TRANSE: dict[str, TransEConfig] = {
     "CartPole-v0": TransEConfig(episodes=20_000, max_transitions=500_000, epochs=2),
+}
+
+# --------------------------------------------------------------------------- protocol `paper`
+
+#: The authors' PPO (cnap/arguments.py, models/ppo/ppo.py, rollout.py).
+PAPER_PPO = PPOConfig(
+    lr=1e-3,  # optim.Adam(params): PyTorch's default lr (the --lr flag is never used)
+    adam_eps=1e-8,  # PyTorch's default
+    anneal_lr=False,
+    update_epochs=1,  # --ppo_epoch 1 for CartPole, Acrobot and MountainCar
+    minibatch_size=128,  # --mini_batch_size 128, BatchSampler(drop_last=True)
+    advantages="monte_carlo",  # --use_gae False: compute_returns without GAE
+    time_limit_terminal=True,  # --enable_time_limit False
+    norm_adv=True,
+    norm_adv_batch=True,  # PPO.update: (A - mean) / (std + 1e-5) over the whole storage
+    clip_coef=0.2, clip_value_loss=True, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
+    gamma=0.99,
+)
+
+#: The authors' low-data loop: (rounds, episodes, updates, envs) per environment.
+PAPER_LOOP = {"CartPole-v0": (1, 10, 100, 15), "Acrobot-v1": (20, 5, 1, 5),
+              "MountainCar-v0": (20, 5, 1, 5)}
+
+#: The authors' TransE pre-training data: (random episodes, epochs) per environment.
+PAPER_TRANSE = {"CartPole-v0": (50_000, 10), "Acrobot-v1": (4_000, 5),
+                "MountainCar-v0": (5_000, 5)}
+
+#: The authors' policy network: PyTorch's default initialisation, the executor with LayerNorm
+#: and linear messages (--layernorm True, --activation False), a Linear before and after it
+#: (--transe2gnn 1, --gnn_decoder 1), and the TransE term for the PPO baseline as well.
+PAPER_ARCHITECTURE = {"init": "pytorch", "executor_layer_norm": True,
+                      "executor_messages": "linear", "executor_projections": True,
+                      "ppo_transe": True}
+
+
+def paper_config(env: str, train: TrainConfig) -> RunConfig:
+    rounds, episodes, updates, envs = PAPER_LOOP[env]
+    transe_episodes, transe_epochs = PAPER_TRANSE[env]
+    return RunConfig(
+        train=dataclasses.replace(train, **PAPER_ARCHITECTURE),
+        ppo=PAPER_PPO,
+        transe=TransEConfig(episodes=transe_episodes, max_transitions=10**9, epochs=transe_epochs,
+                            shared=True),
+        low_data=LowDataConfig(rounds=rounds, episodes=episodes, updates=updates,
+                               collect="until_done", num_envs=envs,
+                               eval_points=rounds * updates, eval_episodes=PROGRESS_EPISODES),
+    )
+
+
+def ours_config(env: str, train: TrainConfig, strict: bool) -> RunConfig:
+    low = dataclasses.replace(
+        PAPER_LOW_DATA[env], strict_transe=strict, refresh_old_policy=True,
+        eval_points=PAPER_LOW_DATA[env].rounds * PAPER_LOW_DATA[env].updates,
+        eval_episodes=PROGRESS_EPISODES,
+    )
+    return RunConfig(train=train, ppo=OURS_PPO, transe=OURS_TRANSE.get(env, TransEConfig()),
+                     low_data=low)
+
+
+#: Variants of a protocol (ablations, settings tried beyond the paper): name -> what it changes.
+VARIANTS: dict[str, Callable[[RunConfig], RunConfig]] = {
+    "": lambda cfg: cfg,
+    "relu-messages": lambda cfg: dataclasses.replace(
+        cfg, train=dataclasses.replace(cfg.train, executor_messages="relu")),
+    "no-layernorm": lambda cfg: dataclasses.replace(
+        cfg, train=dataclasses.replace(cfg.train, executor_layer_norm=False)),
+    "relu-messages-no-layernorm": lambda cfg: dataclasses.replace(
+        cfg, train=dataclasses.replace(cfg.train, executor_messages="relu",
+                                       executor_layer_norm=False)),
 }
 
 
 @dataclass(frozen=True)
 class Cell:
+    protocol: str
     env: str
     agent: str
     seed: int
     strict: bool = False
+    variant: str = ""
 
     def run_dir(self, root: Path) -> Path:
-        return Path(root) / ("strict" if self.strict else "standard") / self.env / self.agent / f"seed{self.seed}"
+        data = ("strict" if self.strict else "standard") + (f"-{self.variant}" if self.variant else "")
+        return Path(root) / self.protocol / data / self.env / self.agent / f"seed{self.seed}"
 
     def config(self) -> RunConfig:
-        low = dataclasses.replace(
-            PAPER_LOW_DATA[self.env], strict_transe=self.strict, refresh_old_policy=True
-        )
-        return RunConfig(
-            train=TrainConfig(env=self.env, seed=self.seed, protocol="low_data", **AGENTS[self.agent]),
-            ppo=CLASSIC_PPO,
-            transe=TRANSE_DATA.get(self.env, TransEConfig()),
-            low_data=low,
-        )
+        train = TrainConfig(env=self.env, seed=self.seed, protocol="low_data", **AGENTS[self.agent])
+        if self.protocol == "paper":
+            cfg = paper_config(self.env, train)
+        else:
+            cfg = ours_config(self.env, train, self.strict)
+        return VARIANTS[self.variant](cfg)
 
 
 def add_cell_options(parser: argparse.ArgumentParser) -> None:
-    """The options that choose cells besides --seeds (`xlvin reproduce classic`, `xlvin sweep table1`)."""
-    parser.add_argument("--envs", default=",".join(ENVS), help="comma-separated environments")
-    parser.add_argument("--agents", default=",".join(AGENTS), help="comma-separated agents")
+    """The options that choose cells besides --seeds (`xlvin reproduce classic`, `xlvin sweep
+    table1`)."""
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="paper",
+                        help="the authors' protocol, or ours (default paper)")
+    parser.add_argument("--envs", default=",".join(ENVS),
+                        help=f"comma-separated environments (default {','.join(ENVS)})")
+    parser.add_argument("--agents", default=",".join(AGENTS),
+                        help=f"comma-separated agents (default {','.join(AGENTS)})")
     parser.add_argument(
-        "--transe-data", choices=("standard", "strict", "both"), default="both",
-        help="XLVIN's TransE pre-training data: random-policy episodes (standard), only the "
-        "low-data budget (strict), or both (default both)",
+        "--transe-data", choices=("standard", "strict", "both"), default="standard",
+        help="protocol ours: XLVIN's TransE pre-training data: random-policy episodes "
+        "(standard), only the low-data budget (strict), or both (default standard)",
     )
+    parser.add_argument("--variant", choices=tuple(VARIANTS), default="",
+                        help="an ablation of the protocol (default none)")
 
 
 def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
@@ -114,18 +221,20 @@ def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
     return items
 
 
-def cells_from_options(seeds: int, args: argparse.Namespace) -> list[Cell]:
-    """Cells of seeds 0..seeds-1 for the --envs / --agents / --transe-data of `add_cell_options`;
-    the strict TransE setting only exists for XLVIN agents."""
+def cells_from_options(seeds: int, args: argparse.Namespace, first_seed: int = 0) -> list[Cell]:
+    """Cells of seeds first_seed .. first_seed + seeds - 1 for the options of `add_cell_options`;
+    the strict TransE setting only exists for XLVIN agents under protocol `ours`."""
     envs = _csv(args.envs, ENVS, "environment")
     agents = _csv(args.agents, tuple(AGENTS), "agent")
     settings = {"standard": [False], "strict": [True], "both": [False, True]}[args.transe_data]
+    if args.protocol == "paper":
+        settings = [False]
     return [
-        Cell(env, agent, seed, strict)
+        Cell(args.protocol, env, agent, seed, strict, args.variant)
         for strict in settings
         for env in envs
         for agent in agents
-        for seed in range(seeds)
+        for seed in range(first_seed, first_seed + seeds)
         if not (strict and not agent.startswith("xlvin"))
     ]
 
@@ -150,14 +259,17 @@ def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
 
 
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
+    """The cell's three statistics, its progress curve and its data counts."""
     summary = json.loads((run_dir / SUMMARY).read_text())
     evaluation = json.loads((run_dir / EVAL_FILE).read_text())
     progress = summary["ppo"]["progress"]
+    curve = [p["eval_return"] for p in progress]
     return {
         **dataclasses.asdict(cell),
         "final_return": evaluation["mean"],
         "final_return_std_over_episodes": evaluation["std"],
-        "best_progress_return": max((p["eval_return"] for p in progress), default=float("nan")),
+        "max_eval_return": max(curve, default=float("nan")),
+        "last_evals_mean": float(np.mean(curve[-LAST:])) if curve else float("nan"),
         "progress": progress,
         "episodes": summary["ppo_episodes"],
         "transitions": summary["ppo_transitions"],
@@ -166,98 +278,170 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def prepare(cells: Iterable[Cell]) -> None:
-    """Produce the default executors the cells need once, before parallel workers race to it."""
-    for spec in sorted({AGENTS[c.agent].get("executor") for c in cells} - {None}):
-        executor_file(spec, progress=True)
+def prepare(cells: Iterable[Cell], jobs: int = 1) -> None:
+    """Produce what the cells share (default executors, shared TransE pre-trainings) once, on
+    `jobs` processes, before the cells' workers would race to it."""
+    needs: dict[str, tuple[str, Cell]] = {}
+    for cell in cells:
+        cfg = cell.config()
+        t = cfg.train
+        if t.agent != "xlvin":
+            continue
+        needs.setdefault(json.dumps(["executor", t.executor, t.executor_layer_norm,
+                                     t.executor_messages]), ("executor", cell))
+        if cfg.transe.shared:
+            needs.setdefault(json.dumps(["transe", t.env, t.init, dataclasses.asdict(cfg.transe)]),
+                             ("transe", cell))
+    _map(_produce, list(needs.values()), jobs)
+
+
+def _produce(need: tuple[str, Cell]) -> None:
+    """Make one shared file (a default executor or a shared TransE pre-training) if missing."""
+    quiet_known_warnings()
+    kind, cell = need
+    cfg = cell.config()
+    if kind == "executor":
+        executor_file(cfg.train.executor, cfg.train, progress=False)
+    else:
+        obs_shape, num_actions = env_spaces(cfg.train.env)
+        shared_transe_file(cfg, obs_shape, num_actions, progress=False)
+
+
+def _map(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) -> list[Any]:
+    """[fn(item) for item in items] on `jobs` spawned worker processes, in completion order."""
+    results = []
+    if jobs <= 1 or len(items) <= 1:
+        for item in items:
+            results.append(fn(item))
+            if on_done:
+                on_done(results[-1])
+        return results
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        for future in as_completed([pool.submit(fn, item) for item in items]):
+            results.append(future.result())
+            if on_done:
+                on_done(results[-1])
+    return results
 
 
 def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
     """Run cells on `jobs` worker processes (spawned, one torch thread each)."""
     cells = list(cells)
-    prepare(cells)
-    records = []
-    if jobs <= 1:
-        for cell in cells:
-            records.append(run_cell(cell, root))
-            if on_done:
-                on_done(records[-1])
-        return records
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(run_cell, cell, root) for cell in cells]
-        for future in as_completed(futures):
-            records.append(future.result())
-            if on_done:
-                on_done(records[-1])
-    return records
+    prepare(cells, jobs)
+    return _map(_CellRunner(root), cells, jobs, on_done)
+
+
+@dataclass(frozen=True)
+class _CellRunner:
+    """`run_cell(cell, root)` as a picklable one-argument function."""
+
+    root: Path
+
+    def __call__(self, cell: Cell) -> dict[str, Any]:
+        return run_cell(cell, self.root)
+
+
+# --------------------------------------------------------------------------- results
+
+STATISTICS = {
+    "final": ("final_return", "final policy (100 fresh episodes)"),
+    "max_eval": ("max_eval_return", "max over per-update evaluations (authors' statistic)"),
+    "last_evals": ("last_evals_mean", f"mean of the last {LAST} per-update evaluations"),
+}
+
+
+def _key(r: dict[str, Any]) -> tuple[str, str, str, bool, str]:
+    return r["protocol"], r["env"], r["agent"], r["strict"], r["variant"]
 
 
 def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (env, agent, strict): mean and population std over seeds, plus data counts."""
-    groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+    """One row per (protocol, env, agent, TransE data, variant): every statistic's IQM with its
+    95 % bootstrap interval, mean and std over seeds; P(agent > PPO) on the final policy (against
+    the PPO cells of the same protocol, env and variant); data counts."""
+    groups: dict[tuple[str, str, str, bool, str], list[dict[str, Any]]] = {}
     for r in records:
-        groups.setdefault((r["env"], r["agent"], r["strict"]), []).append(r)
+        groups.setdefault(_key(r), []).append(r)
     rows = []
-    for env in ENVS:
-        for agent in AGENTS:
-            for strict in (False, True):
-                group = sorted(groups.get((env, agent, strict), []), key=lambda r: r["seed"])
-                if not group:
-                    continue
-                finals = np.array([r["final_return"] for r in group])
-                bests = np.array([r["best_progress_return"] for r in group])
-                paper = PAPER.get((env, agent), (float("nan"), float("nan")))
-                rows.append({
-                    "env": env, "agent": agent, "strict": strict,
-                    "seeds": [r["seed"] for r in group],
-                    "mean": float(finals.mean()), "std": float(finals.std()),
-                    "best_progress_mean": float(bests.mean()),
-                    "paper_mean": paper[0], "paper_std": paper[1],
-                    "episodes": group[0]["episodes"],
-                    "transitions_mean": float(np.mean([r["transitions"] for r in group])),
-                    "transe_transitions_mean": float(np.mean([r["transe_transitions"] for r in group])),
-                    "wall_seconds_total": float(sum(r["wall_seconds"] for r in group)),
-                })
+    for key in sorted(groups, key=lambda k: (PROTOCOLS.index(k[0]), ENVS.index(k[1]),
+                                             list(AGENTS).index(k[2]), k[3], k[4])):
+        protocol, env, agent, strict, variant = key
+        group = sorted(groups[key], key=lambda r: r["seed"])
+        paper = PAPER.get((env, agent), (float("nan"), float("nan")))
+        row: dict[str, Any] = {
+            "protocol": protocol, "env": env, "agent": agent, "strict": strict,
+            "variant": variant, "seeds": [r["seed"] for r in group],
+            "paper_mean": paper[0], "paper_std": paper[1],
+            "episodes_mean": float(np.mean([r["episodes"] for r in group])),
+            "transitions_mean": float(np.mean([r["transitions"] for r in group])),
+            "transe_transitions_mean": float(np.mean([r["transe_transitions"] for r in group])),
+            "wall_seconds_total": float(sum(r["wall_seconds"] for r in group)),
+        }
+        for name, (field, _) in STATISTICS.items():
+            row[name] = summarize(np.array([r[field] for r in group]))
+        ppo = groups.get((protocol, env, "ppo", False, variant))
+        if agent != "ppo" and ppo:
+            x = np.array([[r["final_return"] for r in group]]).T  # [runs, 1 task]
+            y = np.array([[r["final_return"] for r in ppo]]).T
+            p, low, high = probability_of_improvement_ci(x, y)
+            row["p_better_than_ppo"] = {"p": p, "low": low, "high": high, "ppo_seeds": len(ppo)}
+        rows.append(row)
     return rows
 
 
-def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
-    """Aggregate the records and write RESULTS/table1.md, table1.json (rows, per-seed records,
-    wall time) and table1.png; return the markdown table."""
-    rows = aggregate(records)
-    results.mkdir(parents=True, exist_ok=True)
-    md = markdown(rows, wall_seconds)
-    (results / "table1.md").write_text(md)
-    write_json(results / "table1.json", {"rows": rows, "runs": records, "wall_seconds": wall_seconds})
-    plot(records, results / "table1.png")
-    return md
+def _ci(s: dict[str, float]) -> str:
+    return f"{s['iqm']:.1f} [{s['iqm_low']:.1f}, {s['iqm_high']:.1f}]"
+
+
+def _p(p: dict[str, float] | None) -> str:
+    return "-" if p is None else f"{p['p']:.2f} [{p['low']:.2f}, {p['high']:.2f}]"
 
 
 def _pm(mean: float, std: float) -> str:
     return "-" if np.isnan(mean) else (f"{mean:.1f}" if np.isnan(std) else f"{mean:.1f} +- {std:.1f}")
 
 
+def _label(r: dict[str, Any]) -> str:
+    label = r["agent"]
+    if r["strict"]:
+        label += " (strict TransE)"
+    if r["variant"]:
+        label += f" [{r['variant']}]"
+    return label
+
+
 def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
+    """One protocol's table: every statistic of every cell."""
     lines = [
-        "| env | agent | TransE data | ours: final policy | paper | best progress eval (secondary) "
-        "| PPO episodes | PPO transitions | TransE random transitions | seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| env | agent | paper (mean +- std, 5 seeds) | final policy: IQM [95 % CI] | final: mean "
+        "+- std | max over evaluations (authors'): IQM [95 % CI] | last 10 evaluations: IQM "
+        "[95 % CI] | P(> PPO), final [95 % CI] | episodes | transitions | TransE random "
+        "transitions | seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        transe = "-" if r["agent"] not in ("xlvin-r", "xlvin-cp") else ("strict" if r["strict"] else "random policy")
+        better = _p(r.get("p_better_than_ppo"))
         lines.append(
-            f"| {r['env']} | {r['agent']} | {transe} | **{_pm(r['mean'], r['std'])}** | "
-            f"{_pm(r['paper_mean'], r['paper_std'])} | {r['best_progress_mean']:.1f} | "
-            f"{r['episodes']} | {r['transitions_mean']:.0f} | {r['transe_transitions_mean']:.0f} | "
-            f"{len(r['seeds'])} |"
+            f"| {r['env']} | {_label(r)} | {_pm(r['paper_mean'], r['paper_std'])} | "
+            f"**{_ci(r['final'])}** | {r['final']['mean']:.1f} +- {r['final']['std']:.1f} | "
+            f"{_ci(r['max_eval'])} | {_ci(r['last_evals'])} | {better} | "
+            f"{r['episodes_mean']:.1f} | {r['transitions_mean']:.0f} | "
+            f"{r['transe_transitions_mean']:.0f} | {len(r['seeds'])} |"
         )
+    protocols = sorted({r["protocol"] for r in rows})
     notes = [
         "",
-        "Final policy: greedy, 100 evaluation episodes (seeds 1,000,000+), mean +- population std "
-        "over training seeds. Best progress eval: the best of the periodic 10-episode "
-        "evaluations during training (seeds 500,000+), averaged over seeds; shown for comparison "
-        "with the public code's best-checkpoint reporting, not as the result.",
+        f"Protocol: {', '.join(protocols)} (`xlvin reproduce classic --protocol "
+        f"{'|'.join(protocols)}`; see `xlvin.experiments.table1`). Final policy: greedy, 100 "
+        "episodes with seeds 1,000,000+, never used in training: our headline. Max over "
+        f"evaluations: the best of the {PROGRESS_EPISODES}-episode greedy evaluations after "
+        "every update (fresh episodes each time), the statistic the authors' script prints; "
+        f"last 10: the mean of the last {LAST} of them. IQM: interquartile mean over training "
+        "seeds, 95 % stratified bootstrap interval (2,000 resamples); P(> PPO): probability that "
+        "a run of the agent beats a run of PPO on the final policy, with its bootstrap interval. "
+        "Episodes and transitions: what PPO learned from (protocol paper: every step of all envs, "
+        "unfinished episodes included); TransE random transitions: the random-policy data of "
+        "its pre-training (protocol paper: one shared pre-training per environment).",
     ]
     cells = sum(len(r["seeds"]) for r in rows)
     train = sum(r["wall_seconds_total"] for r in rows)
@@ -273,32 +457,109 @@ def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
     return "\n".join(lines + notes) + "\n"
 
 
-def plot(records: list[dict[str, Any]], path: Path) -> None:
-    """Return vs training progress (transitions learned from), mean +- std over seeds."""
+def combined_markdown(rows: list[dict[str, Any]]) -> str:
+    """The paper's number beside ours under both protocols and both statistics (standard TransE
+    data, no variant)."""
+    by = {(r["protocol"], r["env"], r["agent"]): r for r in rows
+          if not r["strict"] and not r["variant"]}
+    lines = [
+        "| env | agent | paper | protocol paper: authors' statistic (max over evaluations) | "
+        "protocol paper: final policy | protocol ours: final policy | P(> PPO), final, paper "
+        "protocol |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for env in ENVS:
+        for agent in AGENTS:
+            paper, ours = by.get(("paper", env, agent)), by.get(("ours", env, agent))
+            if paper is None and ours is None:
+                continue
+            ref = PAPER.get((env, agent), (float("nan"), float("nan")))
+            p = paper.get("p_better_than_ppo") if paper else None
+            lines.append(
+                f"| {env} | {agent} | {_pm(*ref)} | "
+                f"{_ci(paper['max_eval']) if paper else '-'} | "
+                f"**{_ci(paper['final']) if paper else '-'}** | "
+                f"{_ci(ours['final']) if ours else '-'} | {_p(p)} |"
+            )
+    return "\n".join(lines) + (
+        "\n\nIQM over training seeds [95 % stratified bootstrap CI]. The paper reports mean +- "
+        "std over 5 seeds of the maximum over evaluations.\n"
+    )
+
+
+def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
+    """Aggregate one protocol's records into RESULTS/table1-PROTOCOL.{md,json,png}; when both
+    protocols have results, also RESULTS/table1.md (the combined table). Returns the markdown."""
+    protocols = {r["protocol"] for r in records}
+    if len(protocols) != 1:
+        raise UserError(f"write_results takes one protocol's records, got {sorted(protocols)}")
+    (protocol,) = protocols
+    rows = aggregate(records)
+    results.mkdir(parents=True, exist_ok=True)
+    md = markdown(rows, wall_seconds)
+    stem = results / f"table1-{protocol}"
+    stem.with_suffix(".md").write_text(md)
+    write_json(stem.with_suffix(".json"),
+               {"protocol": protocol, "rows": rows, "runs": records, "wall_seconds": wall_seconds})
+    plot(rows, records, stem.with_suffix(".png"))
+    every = [row for p in PROTOCOLS if (results / f"table1-{p}.json").is_file()
+             for row in json.loads((results / f"table1-{p}.json").read_text())["rows"]]
+    if {r["protocol"] for r in every} == set(PROTOCOLS):
+        (results / "table1.md").write_text(combined_markdown(every))
+    return md
+
+
+def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) -> None:
+    """Top: every seed's final policy (filled) and max over evaluations (hollow) per agent, with
+    the IQM and its 95 % interval, and the paper's number (star). Bottom: the per-update greedy
+    evaluations, IQM over seeds with a band from the 25th to the 75th percentile."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(ENVS), figsize=(5 * len(ENVS), 3.8))
-    for ax, env in zip(axes, ENVS):
-        for agent in AGENTS:
-            for strict in (False, True):
-                group = [r for r in records if r["env"] == env and r["agent"] == agent and r["strict"] == strict]
-                if not group or not group[0]["progress"]:
-                    continue
-                length = min(len(r["progress"]) for r in group)
-                x = np.mean([[p["updates"] for p in r["progress"][:length]] for r in group], axis=0)
-                y = np.array([[p["eval_return"] for p in r["progress"][:length]] for r in group])
-                label = agent + (" (strict)" if strict else "")
-                line = ax.plot(x, y.mean(0), marker="o", label=label, linestyle="--" if strict else "-")
-                ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.15,
-                                color=line[0].get_color())
-        ax.set_title(env)
-        ax.set_xlabel("PPO updates")
-        ax.set_ylabel("greedy return (10 episodes)")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    envs = [e for e in ENVS if any(r["env"] == e for r in rows)]
+    fig, axes = plt.subplots(2, len(envs), figsize=(5.5 * len(envs), 8), squeeze=False)
+    rng = np.random.default_rng(0)
+    for column, env in enumerate(envs):
+        top, bottom = axes[0, column], axes[1, column]
+        env_rows = [r for r in rows if r["env"] == env]
+        for i, row in enumerate(env_rows):
+            group = [r for r in records if _key(r) == _key(row)]
+            color = f"C{i}"
+            for offset, (name, marker) in ((-0.15, ("final", "o")), (0.15, ("max_eval", "o"))):
+                field = STATISTICS[name][0]
+                values = [r[field] for r in group]
+                x = i + offset + rng.uniform(-0.05, 0.05, len(values))
+                top.scatter(x, values, s=14, marker=marker, alpha=0.7,
+                            facecolors=color if name == "final" else "none", edgecolors=color)
+                s = row[name]
+                top.errorbar(i + offset, s["iqm"], yerr=[[s["iqm"] - s["iqm_low"]],
+                             [s["iqm_high"] - s["iqm"]]], fmt="_", color="k", capsize=4, ms=14)
+            if not np.isnan(row["paper_mean"]):
+                top.scatter(i, row["paper_mean"], marker="*", s=120, color="gold",
+                            edgecolors="k", zorder=5)
+            curves = [[p["eval_return"] for p in r["progress"]] for r in group]
+            length = min(len(c) for c in curves) if curves else 0
+            if length:
+                y = np.array([c[:length] for c in curves])  # [seeds, evaluations]
+                x = [p["updates"] for p in group[0]["progress"][:length]]
+                iqm_curve = [iqm(y[:, j]) for j in range(length)]
+                bottom.plot(x, iqm_curve, color=color, label=_label(row))
+                bottom.fill_between(x, np.percentile(y, 25, 0), np.percentile(y, 75, 0),
+                                    color=color, alpha=0.15)
+        top.set_xticks(range(len(env_rows)), [_label(r) for r in env_rows], rotation=20,
+                       fontsize=8)
+        top.set_title(f"{env}: filled final policy, hollow max over evaluations, * paper")
+        top.title.set_fontsize(9)
+        top.set_ylabel("return (IQM, 95 % CI)")
+        top.grid(alpha=0.3)
+        bottom.set_xlabel("PPO updates")
+        bottom.set_ylabel(f"greedy return ({PROGRESS_EPISODES} episodes), IQM over seeds")
+        bottom.grid(alpha=0.3)
+        bottom.legend(fontsize=7)
+    protocol = rows[0]["protocol"] if rows else ""
+    fig.suptitle(f"Table 1, protocol {protocol}: {len(rows[0]['seeds']) if rows else 0} seeds")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -22,6 +22,7 @@ def save_executor(path: Path, executor: VIExecutor, meta: dict[str, Any]) -> Non
         "hidden": executor.hidden,
         "aggregation": executor.processor.aggregation,
         "layer_norm": executor.processor.layer_norm,
+        "messages": executor.processor.messages,
         **meta,
     }
     save_weights(path, executor, header)
@@ -46,7 +47,7 @@ def load_executor(path: Path) -> VIExecutor:
     tensors, header = _read(path)
     try:
         executor = VIExecutor(int(header["hidden"]), str(header["aggregation"]),
-                              bool(header["layer_norm"]))
+                              bool(header["layer_norm"]), str(header.get("messages", "relu")))
         executor.load_state_dict(tensors)
     except (KeyError, RuntimeError, ValueError, TypeError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__

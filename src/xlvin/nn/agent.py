@@ -12,20 +12,39 @@ from xlvin.nn.tree import execute_tree, expand_projected_tree, expand_tree
 
 
 class PPOAgent(ActorCritic):
-    """The paper's "PPO" baseline: XLVIN without transition model and executor.
+    """The paper's "PPO" baseline: XLVIN without tree and executor.
 
-    pi(a|s) = A(h_s), V(s) = V(h_s) with h_s = z(s).
+    pi(a|s) = A(h_s), V(s) = V(h_s) with h_s = z(s). With a `transition` model, the TransE loss
+    (eq. 2, weight `transe_weight`) is added to PPO's, shaping the encoder as it shapes XLVIN's,
+    though the policy never uses the transition: the authors' public code trains its PPO baseline
+    so.
     """
 
-    def __init__(self, encoder: nn.Module, embedding_dim: int, num_actions: int) -> None:
+    def __init__(
+        self,
+        encoder: nn.Module,
+        embedding_dim: int,
+        num_actions: int,
+        transition: TransitionModel | None = None,
+        transe_weight: float = 1e-3,
+    ) -> None:
         super().__init__()
         self.num_actions = num_actions
         self.encoder = encoder
         self.heads = ActorCriticHeads(embedding_dim, num_actions)
+        self.transition = transition
+        self.transe_weight = transe_weight
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A], values [B]."""
         return self.heads(self.encoder(obs))
+
+    def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
+        """The TransE loss (eq. 2) times `transe_weight`, when there is a transition model."""
+        if self.transition is None or self.transe_weight == 0:
+            return {}
+        loss = transe_loss(self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs)
+        return {"transe": self.transe_weight * loss}
 
 
 class XLVINAgent(ActorCritic):
@@ -37,9 +56,11 @@ class XLVINAgent(ActorCritic):
     embedding and pi(a|s) = A(h_s, chi_s), V(s) = V(h_s, chi_s). The transition model gets the PPO
     gradient plus the TransE loss (paper eq. 2) with weight `transe_weight` (0.001 in the paper).
 
-    When the embedding width k differs from the executor's H (pixel encoders, k = 512), a
-    trainable `node_projection` Linear(k -> H) maps every node of the tree into the executor's
-    width; the tree is then grown directly in that width (`expand_projected_tree`).
+    When the embedding width k differs from the executor's H (pixel encoders, k = 512), or with
+    `projections`, a trainable `node_projection` Linear(k -> H) maps every node of the tree into
+    the executor's width; the tree is then grown directly in that width
+    (`expand_projected_tree`). `projections` also adds a trainable Linear(H -> H) on chi before
+    the heads (`chi_projection`): the authors' code has both layers ("transe2gnn", "gnn_decoder").
     """
 
     def __init__(
@@ -52,6 +73,7 @@ class XLVINAgent(ActorCritic):
         depth: int,
         gamma: float = 0.99,
         transe_weight: float = 1e-3,
+        projections: bool = False,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
@@ -63,8 +85,10 @@ class XLVINAgent(ActorCritic):
         self.processor = processor.requires_grad_(False)
         hidden = processor.hidden
         self.node_projection: nn.Linear | None = (
-            None if hidden == embedding_dim else nn.Linear(embedding_dim, hidden)
+            None if hidden == embedding_dim and not projections
+            else nn.Linear(embedding_dim, hidden)
         )
+        self.chi_projection = nn.Linear(hidden, hidden) if projections else None
         self.edge_projection = nn.Linear(num_actions + 1, hidden)
         self.heads = ActorCriticHeads(embedding_dim + hidden, num_actions)
         # [one-hot(a), gamma] of every action (not saved: a function of the constructor's
@@ -78,12 +102,13 @@ class XLVINAgent(ActorCritic):
 
     def plan(self, h: torch.Tensor) -> torch.Tensor:
         """chi_s [B, H] from h_s [B, k]: expand the latent tree to depth K (paper 3.2, step 3)
-        and run the executor K times over it (step 4)."""
+        and run the executor K times over it (step 4), then `chi_projection` if there is one."""
         if self.node_projection is None:
             levels = expand_tree(h, self.transition, self.depth)
         else:
             levels = expand_projected_tree(h, self.transition, self.node_projection, self.depth)
-        return execute_tree(self.processor, levels, self.edge_features(), self.depth)
+        chi = execute_tree(self.processor, levels, self.edge_features(), self.depth)
+        return chi if self.chi_projection is None else self.chi_projection(chi)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A], values [B] of A(h_s, chi_s), V(h_s, chi_s) (step 5)."""

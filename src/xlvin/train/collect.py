@@ -289,21 +289,66 @@ def collect_episodes(
 
     end_step = max(end for _, _, end in counted if end is not None) + 1
     valid = torch.zeros_like(rollout.valid)
-    returns, lengths = [], []
     for start, j, end in counted:
-        assert end is not None
         valid[start : end + 1, j] = True
-        returns.append(float(rollout.rewards[start : end + 1, j].sum()))
-        lengths.append(end + 1 - start)
+    return _first_steps(rollout, end_step, valid, counted)
+
+
+def collect_until_episodes_end(
+    env_id: str,
+    policy: ActorCritic,
+    num_episodes: int,
+    seed: int,
+    num_envs: int,
+    generator: torch.Generator | None = None,
+    chunk_steps: int = 32,
+    accelerate: bool = True,
+) -> Rollout:
+    """Every step of `num_envs` envs, from their reset until `num_episodes` episodes have ended in
+    total (counting every env's): the authors' `gather_fixed_episodes_rollout`.
+
+    Unlike `collect_episodes`, the episodes still running at that step are kept (as unfinished
+    data, bootstrapped by the returns), and so are any extra episodes; only autoreset steps are
+    invalid. `episode_returns` / `episode_lengths` list the finished episodes in the order they
+    ended (ties by env index). Env j is reset with seed `seed + j`.
+    """
+    if num_episodes < 1 or num_envs < 1:
+        raise UserError(f"need num_episodes >= 1 and num_envs >= 1, got {num_episodes}, {num_envs}")
+    generator = generator if generator is not None else torch.Generator().manual_seed(seed)
+    envs = make_vector_env(env_id, num_envs, record_stats=False)
+    try:
+        state = reset_envs(envs, seed)
+        parts: list[Rollout] = []
+        ended = 0
+        while ended < num_episodes:
+            parts.append(collect_rollout(envs, policy, chunk_steps, state, generator, accelerate))
+            ended += int((parts[-1].terminated | parts[-1].truncated).sum())
+    finally:
+        envs.close()
+    rollout = concat_rollouts(parts)
+    done = (rollout.terminated | rollout.truncated).numpy()
+    end_step = int(np.searchsorted(np.cumsum(done.sum(1)), num_episodes)) + 1
+    segments = _episode_segments(done[:end_step])
+    finished = sorted((s for s in segments if s[2] is not None), key=lambda s: (s[2], s[1]))
+    return _first_steps(rollout, end_step, rollout.valid, finished)
+
+
+def _first_steps(
+    rollout: Rollout, steps: int, valid: torch.Tensor, episodes: list[tuple[int, int, int | None]]
+) -> Rollout:
+    """The first `steps` steps of `rollout` (copies) with the given valid mask, listing the
+    finished `episodes` (first step, env, last step) as its episodes."""
+    returns = [float(rollout.rewards[a : b + 1, j].sum()) for a, j, b in episodes if b is not None]
+    lengths = [b + 1 - a for a, _, b in episodes if b is not None]
     return Rollout(
-        obs=rollout.obs[: end_step + 1].clone(),
-        actions=rollout.actions[:end_step].clone(),
-        logprobs=rollout.logprobs[:end_step].clone(),
-        values=rollout.values[: end_step + 1].clone(),
-        rewards=rollout.rewards[:end_step].clone(),
-        terminated=rollout.terminated[:end_step].clone(),
-        truncated=rollout.truncated[:end_step].clone(),
-        valid=valid[:end_step].clone(),
+        obs=rollout.obs[: steps + 1].clone(),
+        actions=rollout.actions[:steps].clone(),
+        logprobs=rollout.logprobs[:steps].clone(),
+        values=rollout.values[: steps + 1].clone(),
+        rewards=rollout.rewards[:steps].clone(),
+        terminated=rollout.terminated[:steps].clone(),
+        truncated=rollout.truncated[:steps].clone(),
+        valid=valid[:steps].clone(),
         episode_returns=returns,
         episode_lengths=lengths,
     )

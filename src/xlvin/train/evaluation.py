@@ -22,6 +22,105 @@ def _make_env(env_id: str) -> gym.Env:
     return env
 
 
+class Evaluator:
+    """Plays episodes of `env_id` with up to `num_envs` envs at once, kept between calls (a
+    training loop that evaluates after every update makes its envs once)."""
+
+    def __init__(self, env_id: str, num_envs: int = 32) -> None:
+        if num_envs < 1:
+            raise UserError(f"num_envs must be >= 1, got {num_envs}")
+        self.env_id = env_id
+        self.envs = [_make_env(env_id) for _ in range(num_envs)]
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    def __call__(
+        self,
+        policy: ActorCritic,
+        episodes: int,
+        seed: int,
+        deterministic: bool = True,
+        accelerate: bool = True,
+    ) -> dict[str, Any]:
+        """Play `episodes` fresh episodes; returns mean, std (population) and the list of returns.
+
+        Episode i (0-based) is reset with seed `seed + i` and, when sampling, draws its actions
+        from its own NumPy stream seeded by (seed + i, 1), so each episode's outcome does not
+        depend on the number of envs (up to floating-point differences between batch sizes in
+        the network). The envs play episodes side by side with one batched forward per step over
+        the envs still playing: an env whose episode ended starts the next unplayed episode or,
+        when none is left, leaves the batch (no env is stepped for nothing).
+
+        deterministic=True (default) plays the greedy action argmax pi(a|s), the usual choice for
+        reporting a final policy; False samples from pi. The policy is put in eval mode
+        (BatchNorm uses running statistics) and its previous mode restored afterwards. It acts
+        through `xlvin.train.collect.make_actor(policy, accelerate)`.
+        """
+        if episodes < 1:
+            raise UserError(f"episodes must be >= 1, got {episodes}")
+        envs = self.envs[: min(len(self.envs), episodes)]
+        n = len(envs)
+        was_training = policy.training
+        policy.eval()
+        returns = np.zeros(episodes)
+        lengths = np.zeros(episodes, dtype=int)
+        episode_of = [-1] * n  # the episode env j plays; -1 once no episode is left for it
+        rngs: list[np.random.Generator | None] = [None] * n
+        observations: list[np.ndarray] = [np.empty(0)] * n
+        running_return = [0.0] * n
+        running_length = [0] * n
+        next_episode = 0
+
+        def start(j: int) -> None:
+            """Env j starts the next unplayed episode, or leaves the batch when none is left."""
+            nonlocal next_episode
+            if next_episode == episodes:
+                episode_of[j] = -1
+                return
+            obs, _ = envs[j].reset(seed=seed + next_episode)
+            episode_of[j], observations[j] = next_episode, np.asarray(obs)
+            rngs[j] = None if deterministic else np.random.default_rng((seed + next_episode, 1))
+            running_return[j], running_length[j] = 0.0, 0
+            next_episode += 1
+
+        try:
+            for j in range(n):
+                start(j)
+            actor = make_actor(policy, accelerate)
+            while True:
+                active = [j for j in range(n) if episode_of[j] >= 0]
+                if not active:
+                    break
+                logits = actor(np.stack([observations[j] for j in active]))[0]
+                if deterministic:
+                    actions = logits.argmax(-1)
+                else:
+                    uniforms = np.array([rngs[j].random() for j in active])  # type: ignore[union-attr]
+                    actions = sample_actions(logits, uniforms)
+                for j, action in zip(active, actions):
+                    obs, reward, terminated, truncated, _ = envs[j].step(action)
+                    observations[j] = np.asarray(obs)
+                    running_return[j] += float(reward)
+                    running_length[j] += 1
+                    if terminated or truncated:
+                        returns[episode_of[j]] = running_return[j]
+                        lengths[episode_of[j]] = running_length[j]
+                        start(j)
+        finally:
+            policy.train(was_training)
+        return {
+            "mean": float(returns.mean()),
+            "std": float(returns.std()),
+            "returns": returns.tolist(),
+            "lengths": lengths.tolist(),
+            "episodes": episodes,
+            "seed": seed,
+            "deterministic": deterministic,
+        }
+
+
 def evaluate_policy(
     policy: ActorCritic,
     env_id: str,
@@ -31,87 +130,12 @@ def evaluate_policy(
     num_envs: int = 32,
     accelerate: bool = True,
 ) -> dict[str, Any]:
-    """Play `episodes` fresh episodes; returns mean, std (population) and the list of returns.
-
-    Episode i (0-based) is reset with seed `seed + i` and, when sampling, draws its actions from
-    its own NumPy stream seeded by (seed + i, 1), so each episode's outcome does not depend on
-    `num_envs` (up to floating-point differences between batch sizes in the network). Up to
-    `num_envs` episodes are played at once, each in its own env, with one batched forward per step
-    over the envs still playing: an env whose episode ended starts the next unplayed episode or,
-    when none is left, leaves the batch (no env is stepped for nothing).
-
-    deterministic=True (default) plays the greedy action argmax pi(a|s), the usual choice for
-    reporting a final policy; False samples from pi. The policy is put in eval mode (BatchNorm
-    uses running statistics) and its previous mode restored afterwards.
-
-    The policy acts through `xlvin.train.collect.make_actor(policy, accelerate)`.
-    """
+    """`Evaluator(env_id, num_envs)(policy, episodes, seed, deterministic, accelerate)` with envs
+    made for this call only (see `Evaluator.__call__`)."""
     if episodes < 1:
         raise UserError(f"episodes must be >= 1, got {episodes}")
-    n = max(1, min(num_envs, episodes))
-    envs = [_make_env(env_id) for _ in range(n)]
-    was_training = policy.training
-    policy.eval()
-
-    def stream(episode: int) -> np.random.Generator:
-        return np.random.default_rng((seed + episode, 1))
-
-    returns = np.zeros(episodes)
-    lengths = np.zeros(episodes, dtype=int)
-    episode_of = [-1] * n  # the episode env j plays; -1 once no episode is left for it
-    rngs: list[np.random.Generator | None] = [None] * n
-    observations: list[np.ndarray] = [np.empty(0)] * n
-    running_return = [0.0] * n
-    running_length = [0] * n
-    next_episode = 0
-
-    def start(j: int) -> None:
-        """Env j starts the next unplayed episode, or leaves the batch when none is left."""
-        nonlocal next_episode
-        if next_episode == episodes:
-            episode_of[j] = -1
-            return
-        obs, _ = envs[j].reset(seed=seed + next_episode)
-        episode_of[j], observations[j] = next_episode, np.asarray(obs)
-        rngs[j] = None if deterministic else stream(next_episode)
-        running_return[j], running_length[j] = 0.0, 0
-        next_episode += 1
-
+    evaluator = Evaluator(env_id, max(1, min(num_envs, episodes)))
     try:
-        for j in range(n):
-            start(j)
-        actor = make_actor(policy, accelerate)
-        while True:
-            active = [j for j in range(n) if episode_of[j] >= 0]
-            if not active:
-                break
-            logits = actor(np.stack([observations[j] for j in active]))[0]
-            if deterministic:
-                actions = logits.argmax(-1)
-            else:
-                uniforms = np.array([rngs[j].random() for j in active])  # type: ignore[union-attr]
-                actions = sample_actions(logits, uniforms)
-            for j, action in zip(active, actions):
-                obs, reward, terminated, truncated, _ = envs[j].step(action)
-                observations[j] = np.asarray(obs)
-                running_return[j] += float(reward)
-                running_length[j] += 1
-                if terminated or truncated:
-                    returns[episode_of[j]] = running_return[j]
-                    lengths[episode_of[j]] = running_length[j]
-                    start(j)
+        return evaluator(policy, episodes, seed, deterministic, accelerate)
     finally:
-        for env in envs:
-            env.close()
-        policy.train(was_training)
-    return {
-        "mean": float(returns.mean()),
-        "std": float(returns.std()),
-        "returns": returns.tolist(),
-        "lengths": lengths.tolist(),
-        "episodes": episodes,
-        "seed": seed,
-        "deterministic": deterministic,
-    }
-
-
+        evaluator.close()

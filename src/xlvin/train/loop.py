@@ -26,13 +26,14 @@ from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import seed_everything, set_torch_threads
 from xlvin.train.collect import RolloutState, collect_rollout, make_vector_env, reset_envs
 from xlvin.train.env_state import env_state, restorable, restore_env_state
-from xlvin.train.evaluation import evaluate_policy
+from xlvin.train.evaluation import Evaluator
 from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
 from xlvin.train.storage import Rollout
 
 LogFn = Callable[[int, dict[str, float]], None]
 #: Seeds of the evaluations during training; disjoint from training (seed + env index) and from
-#: the final evaluation of `xlvin evaluate` (1,000,000 onwards).
+#: the final evaluation of `xlvin evaluate` (1,000,000 onwards). Evaluation i plays episodes
+#: PROGRESS_EVAL_SEED + i * episodes onwards: every evaluation sees fresh episodes.
 PROGRESS_EVAL_SEED = 500_000
 
 
@@ -63,8 +64,9 @@ class DataSource(Protocol):
 @dataclass
 class Evaluation:
     """Greedy evaluations of the policy during training (the progress curve): `points` of them,
-    evenly over the updates, `episodes` episodes each from PROGRESS_EVAL_SEED. They are not
-    training data and count in no budget."""
+    evenly over the updates (as many as there are updates: after every update), `episodes`
+    fresh episodes each (seeds from PROGRESS_EVAL_SEED). They are not training data and count in
+    no budget."""
 
     points: int = 0
     episodes: int = 10
@@ -187,6 +189,7 @@ def train(
     total = data.rounds * data.updates_per_round
     result, rollout, resumed_at = TrainResult(), None, -1
     bar: tqdm | None = None
+    evaluator = Evaluator(data.env_id, evaluation.episodes) if evaluation.points > 0 else None
     try:
         if checkpoint is not None and checkpoint.exists():
             resumed = checkpoint.restore(policy, optimizer, generator)
@@ -223,11 +226,9 @@ def train(
             if k == 0 and rollout.episode_returns:
                 metrics["charts/episodic_return"] = _mean(rollout.episode_returns)
                 metrics["charts/episodic_length"] = _mean(rollout.episode_lengths)
-            if evaluation.due(result.updates, total):
-                score = evaluate_policy(
-                    policy, data.env_id, evaluation.episodes, PROGRESS_EVAL_SEED,
-                    accelerate=cfg.accelerate,
-                )["mean"]
+            if evaluator is not None and evaluation.due(result.updates, total):
+                seed_i = PROGRESS_EVAL_SEED + len(result.progress) * evaluation.episodes
+                score = evaluator(policy, evaluation.episodes, seed_i, accelerate=cfg.accelerate)["mean"]
                 metrics["charts/eval_return"] = score
                 result.progress.append({
                     "updates": result.updates, "episodes": result.episodes,
@@ -242,6 +243,8 @@ def train(
     finally:
         if bar is not None:
             bar.close()
+        if evaluator is not None:
+            evaluator.close()
         data.close()
     result.wall_time_s = time.perf_counter() - start
     result.sps = result.env_steps / result.wall_time_s if result.wall_time_s > 0 else 0.0

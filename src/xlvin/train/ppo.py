@@ -20,7 +20,7 @@ from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.config import option
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.advantages import compute_gae
+from xlvin.train.advantages import compute_gae, monte_carlo_returns
 from xlvin.train.ppo_loss import ppo_loss
 from xlvin.train.storage import Rollout
 
@@ -46,15 +46,32 @@ class PPOConfig:
     adam_eps: float = option(1e-5, "Adam epsilon")
     anneal_lr: bool = option(True, "decay the learning rate linearly to 0 over training")
     gamma: float = option(0.99, "discount factor")
+    advantages: str = option(
+        "gae", "advantage estimator: 'gae' (GAE(lambda)), or 'monte_carlo' (discounted returns "
+        "bootstrapped from V at the end of the data, advantage = return - V_old: the authors' "
+        "code, ikostrikov's use_gae=False)", choices=("gae", "monte_carlo"),
+    )
     gae_lambda: float = option(0.95, "GAE lambda")
+    time_limit_terminal: bool = option(
+        False, "treat a time limit (truncation) as a termination: no bootstrap from V(final "
+        "observation) (the authors' code, ikostrikov's use_proper_time_limits=False)"
+    )
     num_minibatches: int = option(4, "minibatches per epoch (of the rollout's real transitions)")
+    minibatch_size: int = option(
+        0, "0: cut each epoch into num_minibatches; N > 0: minibatches of N real transitions, "
+        "the last partial one dropped (the authors' code: 128, drop_last=True)"
+    )
     update_epochs: int = option(4, "passes over each rollout")
     clip_coef: float = option(0.2, "surrogate (and value) clipping coefficient")
     clip_value_loss: bool = option(True, "clip the value loss around the old values")
     ent_coef: float = option(0.01, "entropy bonus coefficient")
     vf_coef: float = option(0.5, "value loss coefficient")
     max_grad_norm: float = option(0.5, "global gradient norm clip")
-    norm_adv: bool = option(True, "normalise advantages per minibatch")
+    norm_adv: bool = option(True, "normalise advantages (per minibatch, or see norm_adv_batch)")
+    norm_adv_batch: bool = option(
+        False, "normalise advantages once over all the update's real transitions, "
+        "(A - mean) / (std + 1e-5), instead of per minibatch (the authors' code)"
+    )
     torch_threads: int = option(
         1, "torch CPU threads of a training process (1 is fastest for small nets; 0 keeps torch's)"
     )
@@ -73,6 +90,8 @@ class PPOConfig:
             (0 <= self.gamma <= 1, "gamma must be in [0, 1]"),
             (0 <= self.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
             (self.num_minibatches >= 1, "num_minibatches must be >= 1"),
+            (self.minibatch_size >= 0, "minibatch_size must be >= 0"),
+            (self.advantages in ("gae", "monte_carlo"), "advantages must be gae or monte_carlo"),
             (self.update_epochs >= 1, "update_epochs must be >= 1"),
             (self.clip_coef > 0, "clip_coef must be > 0"),
             (self.ent_coef >= 0, "ent_coef must be >= 0"),
@@ -133,25 +152,32 @@ def ppo_update(
 ) -> dict[str, float]:
     """`cfg.update_epochs` epochs of minibatch PPO on the real transitions of `rollout`.
 
-    Advantages are GAE over the whole rollout (autoreset steps get none and are left out of every
-    minibatch). Each epoch permutes the real transitions with `generator` and cuts them into
-    `cfg.num_minibatches` minibatches (`Rollout.minibatches`). The loss of a minibatch is the PPO
-    loss (`ppo_loss`: clipped surrogate, entropy bonus, clipped value loss; advantages normalised
-    per minibatch) plus the agent's auxiliary terms on the same transitions.
+    Advantages are GAE or Monte Carlo (`cfg.advantages`) over the whole rollout (autoreset steps
+    get none and are left out of every minibatch), normalised per minibatch or once over the
+    batch. Each epoch permutes the real transitions with `generator` and cuts them into
+    `cfg.num_minibatches` minibatches, or into minibatches of `cfg.minibatch_size` with the last
+    partial one dropped (`Rollout.minibatches`). The loss of a minibatch is the PPO loss
+    (`ppo_loss`: clipped surrogate, entropy bonus, clipped value loss) plus the agent's auxiliary
+    terms on the same transitions.
 
     Returns means over minibatches under `losses/<name>`: policy_loss, value_loss, entropy,
     approx_kl, clipfrac, each auxiliary loss term (weighted, as the agent returns it), and
     explained_variance of the old values. Empty dict when the rollout has no real transition.
     """
-    advantages, returns = compute_gae(rollout, cfg.gamma, cfg.gae_lambda)
+    advantages, returns = estimate_advantages(rollout, cfg)
+    if cfg.norm_adv and cfg.norm_adv_batch:
+        advantages = normalise_over_batch(advantages, rollout.valid)
     loss_fn = fused_ppo_loss if isinstance(optimizer, FlatAdam) else ppo_loss
     device = next(policy.parameters()).device
     logged: list[torch.Tensor] = []  # per minibatch: the detached loss terms, then aux terms
     aux_names: list[str] = []
     for _ in range(cfg.update_epochs):
-        for mb in rollout.minibatches(advantages, returns, cfg.num_minibatches, generator, device):
+        minibatches = rollout.minibatches(
+            advantages, returns, cfg.num_minibatches, generator, device, cfg.minibatch_size
+        )
+        for mb in minibatches:
             adv = mb.advantages
-            if cfg.norm_adv and adv.numel() > 1:
+            if cfg.norm_adv and not cfg.norm_adv_batch and adv.numel() > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             logits, new_values, aux = policy.forward_with_aux(mb.transitions())
             loss, terms = loss_fn(
@@ -185,6 +211,21 @@ def ppo_update(
         returns[rollout.valid], rollout.old_values()
     )
     return metrics
+
+
+def estimate_advantages(rollout: Rollout, cfg: PPOConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns) [T, N] of `rollout` by `cfg.advantages`."""
+    if cfg.advantages == "monte_carlo":
+        return monte_carlo_returns(rollout, cfg.gamma, cfg.time_limit_terminal)
+    return compute_gae(rollout, cfg.gamma, cfg.gae_lambda, cfg.time_limit_terminal)
+
+
+def normalise_over_batch(advantages: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """(A - mean) / (std + 1e-5) over the real transitions (invalid steps stay 0)."""
+    real = advantages[valid]
+    if real.numel() < 2:
+        return advantages
+    return torch.where(valid, (advantages - real.mean()) / (real.std() + 1e-5), 0.0)
 
 
 def explained_variance(returns: torch.Tensor, values: torch.Tensor) -> float:

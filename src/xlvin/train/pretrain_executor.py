@@ -28,7 +28,7 @@ from xlvin.errors import UserError
 from xlvin.io.executor_file import FORMAT, save_executor
 from xlvin.mdp.graphs import FAMILIES, family
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
-from xlvin.nn.executor import AGGREGATIONS, MDPGraph, VIExecutor
+from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MDPGraph, VIExecutor
 from xlvin.process import seed_everything, torch_threads
 
 TRAIN_STREAM = 0
@@ -54,7 +54,13 @@ class ExecutorConfig:
         "diverged on larger, denser graphs than it was trained on",
         AGGREGATIONS,
     )
-    layer_norm: bool = option(False, "LayerNorm after every message-passing step")
+    layer_norm: bool = option(
+        False, "LayerNorm after every message-passing step (the authors' code: on)"
+    )
+    messages: str = option(
+        "relu", "message function: Linear then ReLU, or linear (no activation: the authors' code)",
+        MESSAGES,
+    )
     epochs: int = option(10, "passes over all (MDP, VI step) pairs")
     batch_graphs: int = option(4, "MDPs per minibatch")
     batch_steps: int = option(8, "VI steps per MDP per minibatch")
@@ -135,7 +141,7 @@ def pretrain_executor(
         (MDPGraph.from_mdps(mdps[i : i + cfg.batch_graphs]), results[i : i + cfg.batch_graphs])
         for i in range(0, len(mdps), cfg.batch_graphs)
     ]
-    executor = VIExecutor(cfg.hidden, cfg.aggregation, cfg.layer_norm)
+    executor = VIExecutor(cfg.hidden, cfg.aggregation, cfg.layer_norm, cfg.messages)
     optimiser = torch.optim.Adam(executor.parameters(), lr=cfg.lr)
     rng = np.random.default_rng([SHUFFLE_STREAM, cfg.seed])
     per_epoch = sum(-(-max(r.steps for r in rs) // cfg.batch_steps) for _, rs in groups)
@@ -267,16 +273,20 @@ DEFAULT_EXECUTORS = {
 
 
 def default_executor(
-    kind: str, cache_dir: Path, seed: int = 0, progress: bool = False, threads: int = 1
+    kind: str, cache_dir: Path, seed: int = 0, progress: bool = False, threads: int = 1,
+    layer_norm: bool = False, messages: str = "relu",
 ) -> Path:
-    """The file of the default executor `kind` ("random" or "cartpole") trained from `seed`,
-    pre-training it into `cache_dir` on first use (with `threads` torch threads: one is the
-    fastest for these small graphs on a busy 2-core machine). The file name holds a hash of the
-    full config and of the file format, so changed defaults or formats never reuse a stale file.
+    """The file of the default executor `kind` ("random" or "cartpole") trained from `seed`, with
+    the given processor variant, pre-training it into `cache_dir` on first use (with `threads`
+    torch threads: one is the fastest for these small graphs on a busy 2-core machine). The file
+    name holds a hash of the full config and of the file format, so changed defaults, variants
+    or formats never reuse a stale file.
     """
     if kind not in DEFAULT_EXECUTORS:
         raise UserError(f"unknown default executor {kind!r}; valid: {', '.join(DEFAULT_EXECUTORS)}")
-    cfg = dataclasses.replace(DEFAULT_EXECUTORS[kind], seed=seed)
+    cfg = dataclasses.replace(
+        DEFAULT_EXECUTORS[kind], seed=seed, layer_norm=layer_norm, messages=messages
+    )
     key = {"format": FORMAT, **to_dict(cfg)}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = Path(cache_dir) / f"executor-{kind}-seed{seed}-{digest}.safetensors"

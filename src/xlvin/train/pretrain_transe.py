@@ -28,6 +28,11 @@ class TransEConfig:
     hinge: float = option(1.0, "hinge xi of the negative term (paper eq. 2)")
     sigma: float = option(0.5, "energy scale: d(x, y) = ||x - y||^2 / (2 sigma^2)")
     holdout: float = option(0.1, "fraction of transitions held out to measure hits@1")
+    shared: bool = option(
+        False, "pre-train once per environment and architecture (seed 0, cached like the "
+        "executors) and start every run from those weights: the authors' code loads one TransE "
+        "file per environment for all its runs"
+    )
 
 
 def split(data: TransitionBatch, fraction: float, generator: torch.Generator) -> tuple[TransitionBatch, TransitionBatch]:

@@ -20,7 +20,7 @@ import torch
 from xlvin.config import option
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.collect import collect_episodes
+from xlvin.train.collect import collect_episodes, collect_until_episodes_end
 from xlvin.train.loop import Evaluation
 from xlvin.train.storage import Rollout
 
@@ -31,6 +31,13 @@ class LowDataConfig:
 
     rounds: int = option(1, "collection rounds")
     episodes: int = option(10, "complete episodes collected per round with the current policy")
+    collect: str = option(
+        "episodes", "'episodes': exactly `episodes` complete episodes (the first to start), "
+        "nothing else; 'until_done': every step of num_envs envs until `episodes` episodes have "
+        "ended in total, unfinished ones included (the authors' gather_fixed_episodes_rollout)",
+        choices=("episodes", "until_done"),
+    )
+    num_envs: int = option(4, "parallel envs collecting a round (the authors': CartPole 15, others 5)")
     updates: int = option(100, "PPO updates (each: update_epochs x num_minibatches) per round")
     strict_transe: bool = option(
         False, "pre-train TransE only on the first round's episodes (no extra random-policy data)"
@@ -43,8 +50,10 @@ class LowDataConfig:
     eval_episodes: int = option(10, "episodes per progress evaluation")
 
     def __post_init__(self) -> None:
-        if min(self.rounds, self.episodes, self.updates) < 1:
-            raise UserError("low-data protocol: rounds, episodes and updates must be >= 1")
+        if min(self.rounds, self.episodes, self.updates, self.num_envs) < 1:
+            raise UserError("low-data protocol: rounds, episodes, updates and num_envs must be >= 1")
+        if self.collect not in ("episodes", "until_done"):
+            raise UserError(f"low-data protocol: collect must be episodes or until_done, got {self.collect!r}")
 
     def evaluation(self) -> Evaluation:
         return Evaluation(points=self.eval_points, episodes=self.eval_episodes)
@@ -59,8 +68,9 @@ PAPER_LOW_DATA = {
 
 
 class LowData:
-    """`low.rounds` rounds of exactly `low.episodes` complete episodes sampled from the current
-    policy (`collect_episodes`), each followed by `low.updates` PPO updates.
+    """`low.rounds` rounds of `low.episodes` episodes sampled from the current policy
+    (`collect_episodes`, or `collect_until_episodes_end` for `low.collect == "until_done"`), each
+    followed by `low.updates` PPO updates.
 
     Round r's envs are reset with seeds from `seed + 1000 * r`, so rounds never replay the same
     initial states. A round's data is a fixed dataset: the loop checkpoints it when it stops
@@ -76,9 +86,14 @@ class LowData:
     def collect(
         self, policy: ActorCritic, round: int, generator: torch.Generator, accelerate: bool
     ) -> Rollout:
+        low, seed = self.low, self.seed + 1000 * round
+        if low.collect == "until_done":
+            return collect_until_episodes_end(
+                self.env_id, policy, low.episodes, seed, low.num_envs, generator,
+                accelerate=accelerate,
+            )
         return collect_episodes(
-            self.env_id, policy, self.low.episodes, seed=self.seed + 1000 * round,
-            generator=generator, accelerate=accelerate,
+            self.env_id, policy, low.episodes, seed, low.num_envs, generator, accelerate=accelerate
         )
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

@@ -2,6 +2,8 @@
 train with PPO, save everything to a run directory; and load a run back for evaluation."""
 
 import dataclasses
+import hashlib
+import json
 import math
 import os
 import time
@@ -30,7 +32,7 @@ from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
 from xlvin.nn.encoders import MLPEncoder, NatureCNN
-from xlvin.nn.executor import MessagePassing
+from xlvin.nn.executor import MESSAGES, MessagePassing
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import seed_everything, set_torch_threads
@@ -45,6 +47,7 @@ from xlvin.train.random_data import random_transitions
 AGENTS = ("xlvin", "ppo", "atreec")
 PROTOCOLS = ("online", "low_data")
 PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
+INITS = ("orthogonal", "pytorch")
 #: The smallest image side the Nature CNN's convolutions accept.
 MIN_IMAGE_SIZE = 36
 
@@ -72,6 +75,26 @@ class TrainConfig:
         "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP) or a .safetensors file"
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
+    executor_layer_norm: bool = option(
+        False, "default executors ('random', 'cartpole'): LayerNorm after every message-passing "
+        "step (the authors' code: on)"
+    )
+    executor_messages: str = option(
+        "relu", "default executors: messages Linear then ReLU, or linear (the authors' code)",
+        choices=MESSAGES,
+    )
+    executor_projections: bool = option(
+        False, "XLVIN: trainable Linear layers before (k -> H) and after (H -> H) the executor "
+        "(the authors' code)"
+    )
+    ppo_transe: bool = option(
+        False, "PPO baseline: add a transition model trained only by the TransE term during PPO "
+        "(the authors' code); it is never used by the policy"
+    )
+    init: str = option(
+        "orthogonal", "initialisation of encoder and heads: orthogonal (the PPO convention) or "
+        "pytorch (PyTorch's defaults: the authors' code)", choices=INITS,
+    )
     pretrain_transe: bool = option(True, "pre-train encoder and transition with TransE first")
     checkpoint_every: int = option(
         10, "save DIR/checkpoint.safetensors every N PPO updates (0: never); `--resume` continues from it"
@@ -191,10 +214,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XLVIN_CACHE", Path.home() / ".cache" / "xlvin"))
 
 
-def executor_file(spec: str, progress: bool = False) -> Path:
-    """Resolve --executor to a file, producing a default executor on first use."""
+def executor_file(spec: str, cfg: TrainConfig | None = None, progress: bool = False) -> Path:
+    """Resolve --executor to a file, producing a default executor (the variant `cfg` asks for)
+    on first use."""
+    cfg = cfg or TrainConfig()
     if spec in ("random", "cartpole"):
-        return default_executor(spec, cache_dir() / "executors", progress=progress)
+        return default_executor(
+            spec, cache_dir() / "executors", progress=progress, layer_norm=cfg.executor_layer_norm,
+            messages=cfg.executor_messages,
+        )
     path = Path(spec)
     if not path.is_file():
         raise UserError(f"--executor: {spec!r} is neither 'random', 'cartpole' nor an existing file")
@@ -209,6 +237,48 @@ def build_encoder(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> nn.Module:
     return MLPEncoder(math.prod(obs_shape), hidden_width(cfg), k)
 
 
+def shared_transe_file(
+    cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int, progress: bool
+) -> Path:
+    """The TransE pre-training every run of this environment and architecture starts from
+    (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
+    `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached under
+    $XLVIN_CACHE/transe by a hash of everything that determines it."""
+    t = cfg.train
+    key = {
+        "format": "xlvin-transe/1", "env": t.env, "obs_shape": list(obs_shape),
+        "actions": num_actions, "hidden": hidden_width(t), "k": embedding_width(t, obs_shape),
+        "init": t.init, "transe": to_dict(cfg.transe),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    path = cache_dir() / "transe" / f"transe-{t.env.replace('/', '_')}-{digest}.safetensors"
+    if path.exists():
+        return path
+    seed_everything(0)
+    pair = nn.ModuleDict({
+        "encoder": build_encoder(t, obs_shape),
+        "transition": TransitionModel(embedding_width(t, obs_shape), num_actions, hidden_width(t)),
+    })
+    if t.init == "pytorch":
+        pytorch_init(pair)
+    data = random_transitions(
+        t.env, cfg.transe.episodes, seed=10_000, max_transitions=cfg.transe.max_transitions
+    )
+    stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
+                            progress=progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
+    return path
+
+
+def pytorch_init(module: nn.Module, skip: str = "processor") -> None:
+    """PyTorch's default initialisation for every Linear and Conv2d of `module` outside `skip`
+    (the frozen, pre-trained executor)."""
+    for name, layer in module.named_modules():
+        if isinstance(layer, (nn.Linear, nn.Conv2d)) and not name.startswith(skip):
+            layer.reset_parameters()
+
+
 def build_agent(
     cfg: TrainConfig, obs_shape: tuple[int, ...], num_actions: int,
     processor: MessagePassing | None,
@@ -217,20 +287,27 @@ def build_agent(
     processor (frozen inside)."""
     encoder = build_encoder(cfg, obs_shape)
     k = embedding_width(cfg, obs_shape)
+    agent: ActorCritic
     if cfg.agent == "ppo":
-        return PPOAgent(encoder, k, num_actions)
-    if cfg.agent == "atreec":
-        return ATreeCAgent(encoder, k, num_actions, depth=cfg.depth)
-    assert processor is not None
-    return XLVINAgent(
-        encoder,
-        k,
-        num_actions,
-        TransitionModel(k, num_actions, hidden_width(cfg)),
-        processor,
-        depth=cfg.depth,
-        transe_weight=cfg.transe_weight,
-    )
+        transition = TransitionModel(k, num_actions, hidden_width(cfg)) if cfg.ppo_transe else None
+        agent = PPOAgent(encoder, k, num_actions, transition, cfg.transe_weight)
+    elif cfg.agent == "atreec":
+        agent = ATreeCAgent(encoder, k, num_actions, depth=cfg.depth)
+    else:
+        assert processor is not None
+        agent = XLVINAgent(
+            encoder,
+            k,
+            num_actions,
+            TransitionModel(k, num_actions, hidden_width(cfg)),
+            processor,
+            depth=cfg.depth,
+            transe_weight=cfg.transe_weight,
+            projections=cfg.executor_projections,
+        )
+    if cfg.init == "pytorch":
+        pytorch_init(agent)
+    return agent
 
 
 def train_run(
@@ -253,7 +330,11 @@ def train_run(
     check_tree_fits(cfg, obs_shape, num_actions)
     processor, executor_meta = None, None
     if t.agent == "xlvin":
-        processor, executor_meta = load_executor_processor(executor_file(t.executor, progress))
+        processor, executor_meta = load_executor_processor(executor_file(t.executor, t, progress))
+    strict = t.protocol == "low_data" and cfg.low_data.strict_transe
+    wants_transe = t.agent == "xlvin" and t.pretrain_transe
+    shared = shared_transe_file(cfg, obs_shape, num_actions, progress) if (
+        wants_transe and cfg.transe.shared and not strict) else None
     run_dir = open_run_dir(out, cfg.to_json()) if resume else create_run_dir(out, cfg.to_json())
     set_torch_threads(cfg.ppo.torch_threads)
     seed_everything(t.seed)  # the initial weights; the loop seeds training itself
@@ -262,7 +343,6 @@ def train_run(
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0}
     checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary)
     resuming = resume and checkpoint.exists()
-    strict = t.protocol == "low_data" and cfg.low_data.strict_transe
 
     def pretrain(data: TransitionBatch) -> None:
         assert isinstance(agent, XLVINAgent)
@@ -271,8 +351,13 @@ def train_run(
         )
         summary["transe_transitions"] = 0 if strict else len(data.obs)
 
-    wants_transe = isinstance(agent, XLVINAgent) and t.pretrain_transe
-    if wants_transe and not strict and not resuming:
+    if shared is not None and not resuming:
+        tensors, meta = load_weights(shared, what="TransE weights")
+        load_state(nn.ModuleDict({"encoder": agent.encoder, "transition": agent.transition}),
+                   tensors, shared)
+        summary["transe"], summary["transe_transitions"] = meta["transe"], meta["transitions"]
+        summary["transe_shared_file"] = shared.name
+    elif wants_transe and not strict and not resuming:
         data = random_transitions(
             t.env, cfg.transe.episodes, seed=t.seed + 10_000, max_transitions=cfg.transe.max_transitions
         )
@@ -322,7 +407,9 @@ def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
     processor = None
     if cfg.train.agent == "xlvin":
         e = meta["executor"]
-        processor = MessagePassing(e["hidden"], e["aggregation"], e["layer_norm"])
+        processor = MessagePassing(
+            e["hidden"], e["aggregation"], e["layer_norm"], e.get("messages", "relu")
+        )
     agent = build_agent(cfg.train, obs_shape, num_actions, processor)
     load_state(agent, tensors, run_dir / MODEL)
     return agent.eval(), cfg

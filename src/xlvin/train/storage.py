@@ -64,10 +64,13 @@ class Rollout:
         num_minibatches: int,
         generator: torch.Generator | None = None,
         device: torch.device | str = "cpu",
+        size: int = 0,
     ) -> Iterator["Minibatch"]:
         """One epoch over the real transitions: permute them with `generator` and cut the
         permutation into `num_minibatches` consecutive minibatches (sizes differ by at most one;
-        empty ones are skipped). `advantages` and `returns` are [T, N], as `compute_gae` gives them.
+        empty ones are skipped), or, with `size` > 0, into minibatches of exactly `size`, the
+        last partial one dropped (as torch's BatchSampler with drop_last=True). `advantages`
+        and `returns` are [T, N], as `xlvin.train.advantages` gives them.
 
         Observations are gathered straight from `obs`: row r of the flattened [(T + 1) N, ...]
         observations is step r // N of env r % N, and its next observation is row r + N.
@@ -86,11 +89,14 @@ class Rollout:
         flat_obs = self.obs.flatten(0, 1).to(device)
         order = torch.randperm(n, generator=generator).to(device)
         rows = real_rows.to(device)[order]
-        sizes = [len(part) for part in torch.tensor_split(torch.arange(n), num_minibatches)]
+        if size > 0:
+            sizes = [size] * (n // size) + [n % size]  # the last (partial) one is dropped below
+        else:
+            sizes = [len(part) for part in torch.tensor_split(torch.arange(n), num_minibatches)]
         parts = [flat_obs[rows].split(sizes), flat_obs[rows + self.num_envs].split(sizes)]
         parts += [column[order].split(sizes) for column in columns.values()]
         for obs, next_obs, *rest in zip(*parts):
-            if obs.shape[0] > 0:
+            if obs.shape[0] > 0 and (size == 0 or obs.shape[0] == size):
                 yield Minibatch(obs, next_obs, *rest)
 
     def old_values(self) -> torch.Tensor:

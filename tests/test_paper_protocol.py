@@ -1,0 +1,221 @@
+"""The authors' protocol (`--protocol paper`): Monte Carlo returns, minibatches of 128 with the
+last one dropped, advantages normalised over the batch, collection until N episodes have ended,
+fixed targets across updates, exact budgets, and the architecture switches it needs."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.test_ppo import FIXED, RANDOM, RecordingAgent
+from xlvin.experiments import table1
+from xlvin.io.executor_file import load_executor
+from xlvin.nn.executor import MessagePassing
+from xlvin.train import loop
+from xlvin.train.advantages import compute_gae, monte_carlo_returns
+from xlvin.train.collect import collect_until_episodes_end
+from xlvin.train.ppo import estimate_advantages, normalise_over_batch
+from xlvin.train.protocols import LowDataConfig
+from xlvin.train.run import TrainConfig, build_agent, train_run
+from xlvin.train.storage import Rollout
+
+
+def one_env_rollout() -> Rollout:
+    """One env, 7 steps: real, terminated | autoreset | real, truncated | autoreset | real."""
+    column = lambda xs, dtype: torch.tensor(xs, dtype=dtype).unsqueeze(1)  # noqa: E731
+    return Rollout(
+        obs=torch.zeros(8, 1, 1), actions=torch.zeros(7, 1, dtype=torch.long),
+        logprobs=torch.zeros(7, 1),
+        values=column([0.5, 1.0, 9.0, 0.2, 0.3, 0.7, 0.1, 0.6], torch.float32),
+        rewards=column([1.0, 2.0, 0.0, 3.0, 4.0, 0.0, 5.0], torch.float32),
+        terminated=column([False, True, False, False, False, False, False], torch.bool),
+        truncated=column([False, False, False, False, True, False, False], torch.bool),
+        valid=column([True, True, False, True, True, False, True], torch.bool),
+    )
+
+
+@pytest.mark.parametrize("time_limit_terminal", [True, False])
+def test_monte_carlo_returns_by_hand(time_limit_terminal: bool) -> None:
+    g = 0.9
+    g6 = 5 + g * 0.6  # the data ends: bootstrap from V(obs[7])
+    g4 = 4.0 if time_limit_terminal else 4 + g * 0.7  # truncated: terminal, or V(final obs)
+    g3 = 3 + g * g4
+    g1 = 2.0  # terminated
+    g0 = 1 + g * g1
+    expected = torch.tensor([g0, g1, 0.0, g3, g4, 0.0, g6]).unsqueeze(1)
+    advantages, returns = monte_carlo_returns(one_env_rollout(), g, time_limit_terminal)
+    torch.testing.assert_close(returns, expected)
+    old = torch.tensor([0.5, 1.0, 0.0, 0.2, 0.3, 0.0, 0.1]).unsqueeze(1)
+    torch.testing.assert_close(advantages, expected - old)
+
+
+def test_gae_with_time_limits_as_terminations_stops_at_the_truncation() -> None:
+    g, lam = 0.9, 0.8
+    advantages, _ = compute_gae(one_env_rollout(), g, lam, time_limit_terminal=True)
+    assert advantages[4, 0].item() == pytest.approx(4 - 0.3)  # no bootstrap from V(final obs)
+    assert advantages[3, 0].item() == pytest.approx((3 + g * 0.3 - 0.2) + g * lam * (4 - 0.3))
+
+
+def test_batch_normalisation_of_advantages_uses_the_real_transitions_only() -> None:
+    advantages = torch.tensor([[1.0, 5.0], [3.0, 0.0]])
+    valid = torch.tensor([[True, False], [True, True]])
+    out = normalise_over_batch(advantages, valid)
+    real = torch.tensor([1.0, 3.0, 0.0])
+    expected = (real - real.mean()) / (real.std() + 1e-5)
+    torch.testing.assert_close(out[valid], expected)
+    assert out[0, 1] == 0
+
+
+def test_fixed_size_minibatches_drop_the_last_partial_one() -> None:
+    T, N = 50, 6  # 300 real transitions: 2 minibatches of 128, 44 dropped
+    rollout = Rollout(
+        obs=torch.arange((T + 1) * N, dtype=torch.float32).view(T + 1, N, 1),
+        actions=torch.zeros(T, N, dtype=torch.long), logprobs=torch.zeros(T, N),
+        values=torch.zeros(T + 1, N), rewards=torch.zeros(T, N),
+        terminated=torch.zeros(T, N, dtype=torch.bool), truncated=torch.zeros(T, N, dtype=torch.bool),
+        valid=torch.ones(T, N, dtype=torch.bool),
+    )
+    zeros = torch.zeros(T, N)
+    sizes = [len(mb.obs) for mb in rollout.minibatches(zeros, zeros, 4, torch.Generator(), size=128)]
+    assert sizes == [128, 128]
+    seen = torch.cat([mb.obs for mb in rollout.minibatches(zeros, zeros, 4,
+                                                             torch.Generator().manual_seed(3), size=128)])
+    assert len(set(seen.flatten().tolist())) == 256  # distinct rows
+
+
+def test_collection_until_episodes_end_keeps_every_step_of_every_env() -> None:
+    # 15 envs, episodes of exactly 3 steps: all 15 end at step 2, so 10 are reached after 3 steps
+    rollout = collect_until_episodes_end(FIXED, RecordingAgent(), 10, seed=0, num_envs=15)
+    assert rollout.num_steps == 3 and rollout.valid.all()
+    assert int(rollout.valid.sum()) == 45 and rollout.episode_returns == [3.0] * 15
+    # random lengths: it stops at the first step where 5 episodes have ended in total
+    rollout = collect_until_episodes_end(RANDOM, RecordingAgent(), 5, seed=2, num_envs=4)
+    done = (rollout.terminated | rollout.truncated).sum(1).cumsum(0)
+    assert done[-1] >= 5 and (len(done) == 1 or done[-2] < 5)
+    autoreset = torch.zeros_like(rollout.valid)
+    autoreset[1:] = rollout.terminated[:-1] | rollout.truncated[:-1]
+    assert torch.equal(rollout.valid, ~autoreset)  # unfinished episodes are kept
+    assert len(rollout.episode_returns) == int(done[-1])
+
+
+def tiny_paper_config(executor: Path, agent: str = "xlvin-r", updates: int = 4):
+    cfg = table1.Cell("paper", "CartPole-v0", agent, 0).config()
+    cfg.train = dataclasses.replace(cfg.train, executor=str(executor))
+    cfg.transe = dataclasses.replace(cfg.transe, episodes=30, epochs=1)
+    cfg.low_data = dataclasses.replace(cfg.low_data, updates=updates, eval_points=updates,
+                                       eval_episodes=3)
+    return cfg
+
+
+def test_paper_protocol_keeps_its_targets_fixed_and_counts_exactly(
+    tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path / "cache"))
+    cfg = tiny_paper_config(executor_path)
+    seen: list[tuple[Rollout, torch.Tensor, torch.Tensor]] = []
+    minibatches = []
+    real_update = loop.ppo_update
+
+    def spy(policy, optimizer, rollout, ppo_cfg, generator):
+        seen.append((rollout, rollout.logprobs.clone(), estimate_advantages(rollout, ppo_cfg)[1]))
+        forward = policy.forward_with_aux
+        policy.forward_with_aux = lambda batch: (minibatches.append(len(batch.obs)), forward(batch))[1]
+        try:
+            return real_update(policy, optimizer, rollout, ppo_cfg, generator)
+        finally:
+            del policy.forward_with_aux
+
+    monkeypatch.setattr(loop, "ppo_update", spy)
+    _, summary = train_run(cfg, tmp_path / "run", progress=False)
+
+    assert len(seen) == 4 and all(r is seen[0][0] for r, _, _ in seen)  # one fixed dataset
+    for _, logprobs, returns in seen[1:]:  # log pi_old and the returns never recomputed
+        assert torch.equal(logprobs, seen[0][1]) and torch.equal(returns, seen[0][2])
+    rollout = seen[0][0]
+    done = (rollout.terminated | rollout.truncated).sum(1).cumsum(0)
+    assert rollout.num_envs == 15 and done[-1] >= 10 and done[-2] < 10
+    n = int(rollout.valid.sum())
+    assert summary["ppo_transitions"] == n and summary["ppo_episodes"] == int(done[-1])
+    assert minibatches == [128] * (n // 128) * 4  # one epoch per update, the rest dropped
+    assert len(summary["ppo"]["progress"]) == 4  # an evaluation after every update
+    assert summary["transe_transitions"] > 0 and "transe_shared_file" in summary
+
+
+def test_shared_transe_pretraining_is_made_once_and_shared_by_seeds_and_agents(
+    tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path / "cache"))
+    weights = []
+    for name, seed in (("a", 0), ("b", 1)):
+        cfg = tiny_paper_config(executor_path, updates=1)
+        cfg.train = dataclasses.replace(cfg.train, seed=seed, pretrain_transe=True)
+        cfg.ppo = dataclasses.replace(cfg.ppo, minibatch_size=10**6)  # no PPO step: weights as loaded
+        agent, summary = train_run(cfg, tmp_path / name, progress=False)
+        weights.append({k: v.clone() for k, v in agent.encoder.state_dict().items()})
+    (cached,) = (tmp_path / "cache" / "transe").iterdir()
+    assert summary["transe_shared_file"] == cached.name
+    for name in weights[0]:
+        assert torch.equal(weights[0][name], weights[1][name]), name
+
+
+def test_paper_budgets_and_settings_are_the_authors() -> None:
+    for env, (rounds, episodes, updates, envs) in {
+        "CartPole-v0": (1, 10, 100, 15), "Acrobot-v1": (20, 5, 1, 5),
+        "MountainCar-v0": (20, 5, 1, 5),
+    }.items():
+        cfg = table1.Cell("paper", env, "xlvin-r", 0).config()
+        low = cfg.low_data
+        assert (low.rounds, low.episodes, low.updates, low.num_envs) == (rounds, episodes, updates, envs)
+        assert low.collect == "until_done" and low.eval_points == rounds * updates
+        assert low.eval_episodes == 100 and not low.refresh_old_policy
+        transe_episodes, transe_epochs = {"CartPole-v0": (50_000, 10), "Acrobot-v1": (4_000, 5),
+                                          "MountainCar-v0": (5_000, 5)}[env]
+        assert (cfg.transe.episodes, cfg.transe.epochs, cfg.transe.shared) == (
+            transe_episodes, transe_epochs, True)
+        p = cfg.ppo
+        assert (p.lr, p.adam_eps, p.anneal_lr, p.update_epochs, p.minibatch_size) == (
+            1e-3, 1e-8, False, 1, 128)
+        assert (p.advantages, p.time_limit_terminal, p.norm_adv_batch) == ("monte_carlo", True, True)
+        assert (p.clip_coef, p.ent_coef, p.vf_coef, p.max_grad_norm, p.gamma) == (
+            0.2, 0.01, 0.5, 0.5, 0.99)
+        t = cfg.train
+        assert (t.init, t.executor_layer_norm, t.executor_messages, t.executor_projections,
+                t.ppo_transe, t.transe_weight) == ("pytorch", True, "linear", True, True, 1e-3)
+
+
+def test_linear_messages_keep_negative_values() -> None:
+    torch.manual_seed(0)
+    linear, relu = MessagePassing(4, messages="linear"), MessagePassing(4)
+    relu.load_state_dict(linear.state_dict())
+    x = torch.randn(5, 4)
+    out = linear.message(x, x, x)
+    assert (out < 0).any()
+    torch.testing.assert_close(relu.message(x, x, x), out.relu())
+    with pytest.raises(Exception, match="messages must be one of"):
+        MessagePassing(4, messages="tanh")
+
+
+def test_pytorch_init_leaves_the_pretrained_executor_alone(executor_path: Path) -> None:
+    processor = load_executor(executor_path).processor
+    before = {k: v.clone() for k, v in processor.state_dict().items()}
+    torch.manual_seed(0)
+    ortho = build_agent(TrainConfig(agent="xlvin"), (4,), 2, processor)
+    torch.manual_seed(0)
+    default = build_agent(TrainConfig(agent="xlvin", init="pytorch", executor_projections=True),
+                          (4,), 2, processor)
+    for k, v in processor.state_dict().items():
+        assert torch.equal(v, before[k])
+    # orthogonal actor head: gain 0.01; PyTorch's default: uniform(+-1/sqrt(fan_in))
+    assert ortho.heads.actor.weight.abs().max() < 0.05
+    assert default.heads.actor.weight.abs().max() > 0.05
+    assert default.node_projection is not None and default.chi_projection is not None
+    logits, values = default(torch.randn(3, 4))
+    assert logits.shape == (3, 2) and values.shape == (3,)
+    assert np.isfinite(logits.detach().numpy()).all()
+
+
+def test_low_data_config_rejects_unknown_collection_with_one_line() -> None:
+    with pytest.raises(Exception, match="collect must be episodes or until_done"):
+        LowDataConfig(collect="bogus")
