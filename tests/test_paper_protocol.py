@@ -219,3 +219,50 @@ def test_pytorch_init_leaves_the_pretrained_executor_alone(executor_path: Path) 
 def test_low_data_config_rejects_unknown_collection_with_one_line() -> None:
     with pytest.raises(Exception, match="collect must be episodes or until_done"):
         LowDataConfig(collect="bogus")
+
+
+
+
+def test_target_kl_stops_the_round_and_freezes_the_policy(
+    tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path / "cache"))
+    weights = []
+    real_update = loop.ppo_update
+
+    def spy(policy, *args):
+        metrics = real_update(policy, *args)
+        weights.append([p.detach().clone() for p in policy.parameters()])
+        return metrics
+
+    monkeypatch.setattr(loop, "ppo_update", spy)
+    cfg = tiny_paper_config(executor_path, agent="ppo", updates=6)
+    cfg.ppo = dataclasses.replace(cfg.ppo, target_kl=1e-9, minibatch_size=32)
+    agent, summary = train_run(cfg, tmp_path / "kl", progress=False)
+    assert summary["ppo"]["stopped_rounds"] == [0] and summary["ppo"]["updates"] == 6
+    assert len(weights) == 1  # the first update exceeded the target: no further update ran
+    for final, after_first in zip(agent.parameters(), weights[0], strict=True):
+        assert torch.equal(final, after_first)
+
+
+def test_weight_averaging_ends_with_the_mean_of_the_last_weights(
+    tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path / "cache"))
+    snapshots = []
+    real_update = loop.ppo_update
+
+    def spy(policy, *args):
+        metrics = real_update(policy, *args)
+        snapshots.append({k: v.clone() for k, v in policy.state_dict().items()})
+        return metrics
+
+    monkeypatch.setattr(loop, "ppo_update", spy)
+    cfg = tiny_paper_config(executor_path, agent="ppo", updates=6)
+    cfg.ppo = dataclasses.replace(cfg.ppo, minibatch_size=32)
+    cfg.low_data = dataclasses.replace(cfg.low_data, average_last=3, eval_points=1)
+    agent, _ = train_run(cfg, tmp_path / "avg", progress=False)
+    assert len(snapshots) == 6
+    for name, value in agent.state_dict().items():
+        expected = sum(s[name] for s in snapshots[-3:]) / 3
+        torch.testing.assert_close(value, expected)

@@ -31,12 +31,14 @@ def online_args(executor: Path) -> list[str]:
 
 
 def low_data_args(executor: Path) -> list[str]:
-    """XLVIN, low-data protocol, strict TransE: checkpoints fall inside and between rounds."""
+    """XLVIN, low-data protocol, strict TransE, weights averaged over the last 5 updates:
+    checkpoints fall inside and between rounds, and inside the averaging."""
     return ["--env", "CartPole-v0", "--agent", "xlvin", "--executor", str(executor),
             "--protocol", "low_data", "--low-data-rounds", "3", "--low-data-episodes", "2",
             "--low-data-updates", "4", "--low-data-strict-transe", "true",
             "--low-data-refresh-old-policy", "true", "--low-data-eval-points", "3",
-            "--low-data-eval-episodes", "2", "--transe-epochs", "1", "--checkpoint-every", "3", "--quiet"]
+            "--low-data-eval-episodes", "2", "--low-data-average-last", "5",
+            "--transe-epochs", "1", "--checkpoint-every", "3", "--quiet"]
 
 
 def outcome(run: Path) -> tuple[dict[str, torch.Tensor], list[dict[str, float]], dict]:

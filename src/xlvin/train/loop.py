@@ -89,6 +89,7 @@ class TrainResult:
     episode_returns: list[float] = field(default_factory=list)  # every finished episode, in order
     round_returns: list[float] = field(default_factory=list)  # mean return of each round's episodes
     progress: list[dict[str, float]] = field(default_factory=list)  # evaluations during training
+    stopped_rounds: list[int] = field(default_factory=list)  # rounds cut short by target_kl
     last_metrics: dict[str, float] = field(default_factory=dict)  # metrics of the last update
 
     def add_round(self, rollout: Rollout) -> None:
@@ -159,6 +160,7 @@ def train(
     log: LogFn | None = None,
     progress: bool = True,
     checkpoint: Checkpointer | None = None,
+    average_last: int = 0,
 ) -> TrainResult:
     """Train `policy` with PPO on the rounds of `data` (module docstring); closes `data`.
 
@@ -171,6 +173,11 @@ def train(
     policy (by default the collecting policy's are kept, as the reference PPO does when it
     updates again on the same rollout storage). `on_first_data` sees round 0's real transitions
     before any update (e.g. TransE pre-training on the protocol's own data).
+
+    `cfg.target_kl` > 0: once an update's mean approx KL to the policy that collected the round
+    exceeds it, the round's remaining updates are skipped (the policy stays; evaluations and
+    logging go on). `average_last` = N > 0: the policy ends with the average of its weights after
+    each of the last N updates (stochastic weight averaging) instead of its last weights.
 
     `log(step, metrics)` after every update, step = env steps or updates (`data`): `losses/...`
     (see ppo_update), `charts/learning_rate`, `charts/sps`, `charts/transitions`,
@@ -188,6 +195,7 @@ def train(
     evaluation = evaluation or Evaluation()
     total = data.rounds * data.updates_per_round
     result, rollout, resumed_at = TrainResult(), None, -1
+    averaged: dict[str, torch.Tensor] = {}  # sums of the weights after the last updates
     bar: tqdm | None = None
     evaluator = Evaluator(data.env_id, evaluation.episodes) if evaluation.points > 0 else None
     try:
@@ -198,6 +206,7 @@ def train(
             data.load_state_dict(loop["data"], section(resumed.tensors, "data/"))
             if loop["rollout"] is not None:
                 rollout = Rollout(**section(resumed.tensors, "rollout/"), **loop["rollout"])
+            averaged = section(resumed.tensors, "average/")
             resumed_at = result.updates
         start = time.perf_counter() - result.wall_time_s
         bar = tqdm(total=total, initial=result.updates, disable=not progress, unit="update",
@@ -206,7 +215,8 @@ def train(
             round, k = divmod(result.updates, data.updates_per_round)
             if checkpoint is not None and checkpoint.due(result.updates) and result.updates != resumed_at:
                 result.wall_time_s = time.perf_counter() - start
-                _save(checkpoint, policy, optimizer, generator, data, result, rollout if k > 0 else None)
+                _save(checkpoint, policy, optimizer, generator, data, result,
+                      rollout if k > 0 else None, averaged)
             if k == 0:
                 rollout = data.collect(policy, round, generator, cfg.accelerate)
                 result.add_round(rollout)
@@ -215,9 +225,17 @@ def train(
             assert rollout is not None
             lr = cfg.lr * (1.0 - result.updates / total) if cfg.anneal_lr else cfg.lr
             set_learning_rate(optimizer, lr)
-            batch = relabel(rollout, policy) if refresh_old_policy else rollout
-            metrics = ppo_update(policy, optimizer, batch, cfg, generator)
+            if round in result.stopped_rounds:
+                metrics: dict[str, float] = {}
+            else:
+                batch = relabel(rollout, policy) if refresh_old_policy else rollout
+                metrics = ppo_update(policy, optimizer, batch, cfg, generator)
+                if 0 < cfg.target_kl < metrics.get("losses/approx_kl", 0.0):
+                    result.stopped_rounds.append(round)
             result.updates += 1
+            if average_last and result.updates > total - average_last:
+                for name, value in policy.state_dict().items():
+                    averaged[name] = averaged[name] + value if name in averaged else value.clone()
 
             metrics["charts/learning_rate"] = lr
             metrics["charts/sps"] = result.env_steps / (time.perf_counter() - start)
@@ -246,6 +264,10 @@ def train(
         if evaluator is not None:
             evaluator.close()
         data.close()
+    if averaged:
+        count = min(average_last, total)
+        policy.load_state_dict({name: (value / count).to(value.dtype) if value.is_floating_point()
+                                else value for name, value in averaged.items()})
     result.wall_time_s = time.perf_counter() - start
     result.sps = result.env_steps / result.wall_time_s if result.wall_time_s > 0 else 0.0
     return result
@@ -284,9 +306,11 @@ def _save(
     data: DataSource,
     result: TrainResult,
     rollout: Rollout | None,
+    averaged: dict[str, torch.Tensor],
 ) -> None:
     data_state, data_tensors = data.state_dict()
     tensors = {f"data/{k}": v for k, v in data_tensors.items()}
+    tensors.update({f"average/{k}": v for k, v in averaged.items()})
     loop: dict[str, Any] = {
         "result": asdict(result), "data": data_state, "rollout": None,
         "log_step": result.env_steps if data.log_by_env_steps else result.updates,

@@ -67,6 +67,10 @@ class PPOConfig:
     ent_coef: float = option(0.01, "entropy bonus coefficient")
     vf_coef: float = option(0.5, "value loss coefficient")
     max_grad_norm: float = option(0.5, "global gradient norm clip")
+    target_kl: float = option(
+        0.0, "stop a round's remaining updates once an update's mean approx KL to the collecting "
+        "policy exceeds this (0: never; SB3's / CleanRL's early stopping, on the round's data)"
+    )
     norm_adv: bool = option(True, "normalise advantages (per minibatch, or see norm_adv_batch)")
     norm_adv_batch: bool = option(
         False, "normalise advantages once over all the update's real transitions, "
@@ -97,6 +101,7 @@ class PPOConfig:
             (self.ent_coef >= 0, "ent_coef must be >= 0"),
             (self.vf_coef >= 0, "vf_coef must be >= 0"),
             (self.max_grad_norm > 0, "max_grad_norm must be > 0"),
+            (self.target_kl >= 0, "target_kl must be >= 0"),
             (self.torch_threads >= 0, "torch_threads must be >= 0"),
         ]
         for ok, message in checks:

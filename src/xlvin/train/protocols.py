@@ -46,10 +46,16 @@ class LowDataConfig:
         False, "before each update, recompute log pi_old and V_old under the current policy "
         "(default: keep the collecting policy's, as the reference PPO does)"
     )
+    average_last: int = option(
+        0, "the final policy averages the weights after each of the last N updates (stochastic "
+        "weight averaging; 0: the last weights). Ours, not the paper's"
+    )
     eval_points: int = option(5, "evaluations of the policy during training (progress curve)")
     eval_episodes: int = option(10, "episodes per progress evaluation")
 
     def __post_init__(self) -> None:
+        if self.average_last < 0:
+            raise UserError("low-data protocol: average_last must be >= 0")
         if min(self.rounds, self.episodes, self.updates, self.num_envs) < 1:
             raise UserError("low-data protocol: rounds, episodes, updates and num_envs must be >= 1")
         if self.collect not in ("episodes", "until_done"):

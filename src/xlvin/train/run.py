@@ -375,6 +375,7 @@ def train_run(
             result = train(
                 agent, LowData(t.env, low, t.seed), cfg.ppo, t.seed,
                 evaluation=low.evaluation(), refresh_old_policy=low.refresh_old_policy,
+                average_last=low.average_last,
                 on_first_data=pretrain if wants_transe and strict else None,
                 log=logger, progress=progress, checkpoint=checkpoint,
             )
