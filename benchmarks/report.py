@@ -30,7 +30,7 @@ def _ppo_section(title: str, p: dict[str, Any], target: str, ratio_target: float
              f"{p['env']}, {p['steps']:,} steps per run, hyperparameters on both sides: "
              + ", ".join(f"{k} {v}" for k, v in p["hyperparameters"].items())
              + f"; network: {p['encoder']}; one torch thread on both sides. "
-             "Final return: greedy, evaluated by the same function (xlvin.train.rollout."
+             "Final return: greedy, evaluated by the same function (xlvin.train.evaluation."
              "evaluate_policy) on the same episodes (seeds 1,000,000+).", "",
              "| run | side | steps/s | final return (greedy) | training return (last 20 episodes) |",
              "|---|---|---|---|---|"]
@@ -144,8 +144,8 @@ def render(data: dict[str, Any]) -> str:
                 "environment in the library yet) with an MLP encoder. With several repeats (runs "
                 "interleaved: PPO, XLVIN, PPO, ...), steps/s are the mean over repeats and each "
                 "repeat's own ratio is listed.", "",
-                "| case | (A, K) | env steps | repeats | PPO steps/s | XLVIN steps/s | XLVIN / PPO | per repeat | target | XLVIN before (baseline code) |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "| case | (A, K) | env steps | repeats | PPO steps/s | XLVIN steps/s | XLVIN / PPO | per repeat | target | XLVIN before (baseline code) | XLVIN / PPO before (baseline code) |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in p["cases"].values():
             case = c["case"]
 
@@ -153,13 +153,15 @@ def render(data: dict[str, Any]) -> str:
                 return [r["sps"] for r in runs if r["agent"] == agent and r["code"] == code and "sps" in r]
 
             ppo, xl, before = sps("ppo"), sps("xlvin"), sps("xlvin", "baseline")
+            ppo_before = sps("ppo", "baseline")
             ratio = _mean(xl) / _mean(ppo) if ppo and xl else float("nan")
+            ratio_before = f"{_mean(before) / _mean(ppo_before):.2f}x" if before and ppo_before else "-"
             each = ", ".join(f"{x / q:.2f}" for q, x in zip(ppo, xl))
             target = ">= 0.5x" if case["K"] <= 2 else "report"
             verdict = "" if case["K"] > 2 else (" (met)" if ratio >= 0.5 else " (NOT met)")
             out.append(f"| {case['label']} | ({case['A']}, {case['K']}) | {c['steps']:,} | {len(xl)} | "
                        f"{_f(_mean(ppo), 1)} | {_f(_mean(xl), 1)} | {ratio:.2f}x{verdict} | {each} | "
-                       f"{target} | {_f(_mean(before), 1) if before else '-'} |")
+                       f"{target} | {_f(_mean(before), 1) if before else '-'} | {ratio_before} |")
         out.append("")
     if "depth" in parts:
         out += _depth_section(parts["depth"])
@@ -177,7 +179,7 @@ def render(data: dict[str, Any]) -> str:
                 f"measured in the same run: {peak / 1e9:.1f} GMAC/s (1024^3 GEMM; "
                 f"{rate.get('tree_64', 0) / 1e9:.1f} GMAC/s on the tree's [65536, 64] x [64, 64] shape). "
                 "Peak memory = the rise of the process's max RSS during the measurement. "
-                "\"retain memory\": with `xlvin.nn.tree.retain_freed_memory()` (glibc keeps freed "
+                "\"retain memory\": with `xlvin.accel.allocator.retain_freed_memory()` (glibc keeps freed "
                 "memory instead of unmapping every tensor over 32 MiB); every `xlvin` command "
                 "sets it, so \"yes\" is what `xlvin train` runs.", "",
                 "| case | (A, K) | nodes | code | retain memory | mode | best time | floor | fraction of floor | peak memory |",

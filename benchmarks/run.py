@@ -135,15 +135,22 @@ def part_ppo(run: Runner, env_id: str, hp: dict, encoder: dict, steps: int, repe
             "repeats": repeats, "runs": rows}
 
 
-def part_planning(run: Runner, quick: bool, baseline: bool, repeats: int) -> dict[str, Any]:
+def part_planning(run: Runner, quick: bool, baseline: bool, repeats: int,
+                  only: list[str] | None = None, planning_baseline: bool = False) -> dict[str, Any]:
+    """Every planning case (or those in `only`); with `planning_baseline`, the Atari cases also
+    run PPO and XLVIN on the baseline code, so that both ratios come from the same run."""
     cases = {}
     for name, case in PLANNING_CASES.items():
+        if only and name not in only:
+            continue
         atari = case["env"].startswith("xlvin/")
         steps = {"cartpole": 10240 if quick else 20480, "maze": 512}.get(name, 1024 if quick else 2048)
         runs = []
         agents = [("ppo", "current"), ("xlvin", "current")]
         if baseline and name == "cartpole":
             agents.append(("xlvin", "baseline"))
+        elif baseline and atari and planning_baseline:
+            agents += [("ppo", "baseline"), ("xlvin", "baseline")]
         for r in range(1 if name == "maze" else repeats):  # the maze's XLVIN run alone is minutes
             for agent, code in agents:
                 res = run({"task": "planning", "case": case, "agent": agent, "steps": steps,
@@ -220,6 +227,10 @@ def main() -> None:
     parser.add_argument("--planning-repeats", type=int, default=1,
                         help="interleaved repeats of each planning case (the maze: 1) and of the "
                              "depth part")
+    parser.add_argument("--planning-cases", default="",
+                        help=f"comma-separated planning cases (default all: {','.join(PLANNING_CASES)})")
+    parser.add_argument("--planning-baseline", action="store_true",
+                        help="run the Atari planning cases on the --baseline code too (before/after)")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run, ~5 min)")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE,
                         help="git revision measured as 'before' in the same run ('' for none)")
@@ -250,7 +261,9 @@ def main() -> None:
                 result = part_ppo(run, "xlvin/Freeway-v5", ATARI_HP, NATURE_ENCODER,
                                   4096 if args.quick else 8192, args.atari_repeats, 2, False)
             elif part == "planning":
-                result = part_planning(run, args.quick, base, args.planning_repeats)
+                only = [c for c in args.planning_cases.split(",") if c] or None
+                result = part_planning(run, args.quick, base, args.planning_repeats, only,
+                                       args.planning_baseline)
             elif part == "depth":
                 result = part_depth(run, args.quick, args.planning_repeats)
             elif part == "kernel":

@@ -44,6 +44,37 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _lib(*candidates: str) -> Any:
+    """The first of "module:name" that the code on the path has: the current layout first, then
+    the older ones (the `--baseline` revision runs this same worker on its own code)."""
+    for candidate in candidates:
+        module, name = candidate.split(":")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(" or ".join(candidates))
+
+
+def _train_ppo() -> Any:
+    return _lib("xlvin.train.loop:train_ppo", "xlvin.train.ppo:train_ppo")
+
+
+def _seed_everything() -> Any:
+    return _lib("xlvin.process:seed_everything", "xlvin.seeding:seed_everything")
+
+
+def _evaluate_policy() -> Any:
+    return _lib("xlvin.train.evaluation:evaluate_policy", "xlvin.train.rollout:evaluate_policy")
+
+
+def _steps_and_updates(result: Any) -> tuple[int, int]:
+    """(env steps, updates) of a training result on either code layout."""
+    if hasattr(result, "env_steps"):
+        return result.env_steps, result.updates
+    return result.global_step, result.num_updates
+
+
 def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -74,10 +105,9 @@ def _encoder(spec: dict[str, Any], obs_shape: tuple[int, ...]) -> tuple[torch.nn
 
 def ppo_ours(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.agent import PPOAgent
-    from xlvin.process import seed_everything
-    from xlvin.train.evaluation import evaluate_policy
-    from xlvin.train.loop import train_ppo
     from xlvin.train.ppo import PPOConfig
+
+    seed_everything, evaluate_policy, train_ppo = _seed_everything(), _evaluate_policy(), _train_ppo()
 
     _threads(a["threads"])
     obs_shape, num_actions = _env_dims(a["env"])
@@ -96,8 +126,8 @@ def ppo_ours(a: dict[str, Any]) -> dict[str, Any]:
     wall = time.perf_counter() - start
     ev = evaluate_policy(agent, a["env"], episodes=a["eval_episodes"], seed=a["eval_seed"])
     return {
-        "steps": result.env_steps, "wall_s": wall, "sps": result.env_steps / wall,
-        "final_return": ev["mean"], "final_return_std": ev["std"],
+        "steps": _steps_and_updates(result)[0], "wall_s": wall,
+        "sps": _steps_and_updates(result)[0] / wall, "final_return": ev["mean"], "final_return_std": ev["std"],
         "train_return_last20": float(np.mean(result.episode_returns[-20:])) if result.episode_returns else None,
     }
 
@@ -121,7 +151,8 @@ def ppo_sb3(a: dict[str, Any]) -> dict[str, Any]:
 
     import xlvin.envs  # noqa: F401  (the same env ids, so the same preprocessing)
     from xlvin.nn.encoders import MLPEncoder
-    from xlvin.train.evaluation import evaluate_policy
+
+    evaluate_policy = _evaluate_policy()
 
     _threads(a["threads"])
     obs_shape, num_actions = _env_dims(a["env"])
@@ -218,10 +249,10 @@ class SyntheticEnv(_gym.Env):
 def planning(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.agent import PPOAgent, XLVINAgent
     from xlvin.nn.executor import MessagePassing
-    from xlvin.nn.transition import TransitionModel
-    from xlvin.process import seed_everything
-    from xlvin.train.loop import train_ppo
     from xlvin.train.ppo import PPOConfig
+
+    seed_everything, train_ppo = _seed_everything(), _train_ppo()
+    TransitionModel = _lib("xlvin.nn.transition:TransitionModel", "xlvin.nn.transition:Transition")
 
     _threads(a["threads"])
     c = a["case"]
@@ -254,9 +285,10 @@ def planning(a: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         result = train_ppo(agent, env_id, cfg, seed=0, progress=False)
         wall = time.perf_counter() - start
-    per_rollout = {f"{name}_ms_per_rollout": 1e3 * seconds / result.updates
+    steps, updates = _steps_and_updates(result)
+    per_rollout = {f"{name}_ms_per_rollout": 1e3 * seconds / updates
                    for name, seconds in phases.items()}
-    return {"steps": result.env_steps, "wall_s": wall, "sps": result.env_steps / wall,
+    return {"steps": steps, "wall_s": wall, "sps": steps / wall,
             "peak_rss_mb": _maxrss_mb(), **per_rollout}
 
 
@@ -264,8 +296,12 @@ def planning(a: dict[str, Any]) -> dict[str, Any]:
 def _phase_timer() -> Iterator[dict[str, float]]:
     """Wall seconds `train_ppo` spends in `collect_rollout` ("collection") and `ppo_update`
     ("update"), summed over the run: the two names are wrapped in `xlvin.train.loop`'s namespace
-    (where the loop and its online data source look them up) for the block's duration."""
-    from xlvin.train import loop
+    (where the loop and its online data source look them up; `xlvin.train.ppo` on older code)
+    for the block's duration."""
+    try:
+        from xlvin.train import loop
+    except ImportError:
+        from xlvin.train import ppo as loop
 
     phases = {"collection": 0.0, "update": 0.0}
     originals = {"collection": loop.collect_rollout, "update": loop.ppo_update}

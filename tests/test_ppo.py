@@ -321,6 +321,7 @@ def test_same_seed_gives_identical_metrics_and_weights():
     assert [strip(m) for _, m in third] != [strip(m) for _, m in first]
 
 
+@pytest.mark.slow
 def test_ppo_baseline_learns_cartpole():
     seed_everything(0)
     policy = PPOAgent(MLPEncoder(4, 64, 50), 50, 2)

@@ -72,6 +72,7 @@ def mtimes(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_tiny_sweep_on_local_ray_with_two_workers(
     local_ray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

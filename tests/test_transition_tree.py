@@ -1,4 +1,4 @@
-"""TransitionModel model and latent tree expansion: the invariants of paper section 3.2."""
+"""The transition model and latent tree expansion: the invariants of paper section 3.2."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""TransitionBatch of a uniform random policy, the TransE pre-training data (paper appendix B)."""
+"""Transitions of a uniform random policy, the TransE pre-training data (paper appendix B)."""
 
 import gymnasium as gym
 import numpy as np
