@@ -160,9 +160,23 @@ def ours_config(env: str, train: TrainConfig, strict: bool) -> RunConfig:
                      low_data=low)
 
 
+def _low(**changes: Any) -> Callable[[RunConfig], RunConfig]:
+    return lambda cfg: dataclasses.replace(cfg, low_data=dataclasses.replace(cfg.low_data, **changes))
+
+
+def _ppo(**changes: Any) -> Callable[[RunConfig], RunConfig]:
+    return lambda cfg: dataclasses.replace(cfg, ppo=dataclasses.replace(cfg.ppo, **changes))
+
+
 #: Variants of a protocol (ablations, settings tried beyond the paper): name -> what it changes.
 VARIANTS: dict[str, Callable[[RunConfig], RunConfig]] = {
     "": lambda cfg: cfg,
+    # beyond the paper, on the same data: a final policy that averages the weights of the last
+    # N updates, or a round cut short once the policy moved away from the collecting one
+    "swa-20": _low(average_last=20),
+    "swa-50": _low(average_last=50),
+    "kl-0.01": _ppo(target_kl=0.01),
+    "kl-0.03": _ppo(target_kl=0.03),
     "relu-messages": lambda cfg: dataclasses.replace(
         cfg, train=dataclasses.replace(cfg.train, executor_messages="relu")),
     "no-layernorm": lambda cfg: dataclasses.replace(
