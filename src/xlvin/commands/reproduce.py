@@ -26,7 +26,7 @@ def _classic(args: argparse.Namespace) -> None:
     wall = time.perf_counter() - start
     md = table1.write_results(records, args.results, wall)
     print(md)
-    stem = args.results / f"table1-{args.protocol}"
+    stem = args.results / table1.results_stem(args.protocol, args.variant)
     print(f"wrote {stem}.md, .json, .png; runs under {args.runs}")
 
 

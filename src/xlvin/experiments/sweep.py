@@ -62,7 +62,8 @@ def _table1_finished(cell: table1.Cell, root: Path) -> dict[str, Any] | None:
 
 def _table1_write(records: list[dict[str, Any]], results: Path, wall: float) -> str:
     md = table1.write_results(records, results, wall)
-    stem = results / f"table1-{records[0]['protocol']}" if records else results / "table1"
+    stem = results / (table1.results_stem(records[0]["protocol"], records[0]["variant"])
+                      if records else "table1")
     return md + f"\nwrote {stem}.md, .json, .png"
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, SUMMARY, write_json
-from xlvin.process import quiet_known_warnings
+from xlvin.process import quiet_known_warnings, set_torch_threads
 from xlvin.stats import iqm, probability_of_improvement_ci, summarize
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
@@ -177,6 +177,8 @@ VARIANTS: dict[str, Callable[[RunConfig], RunConfig]] = {
     "swa-50": _low(average_last=50),
     "kl-0.01": _ppo(target_kl=0.01),
     "kl-0.03": _ppo(target_kl=0.03),
+    "orthogonal-init": lambda cfg: dataclasses.replace(
+        cfg, train=dataclasses.replace(cfg.train, init="orthogonal")),
     "relu-messages": lambda cfg: dataclasses.replace(
         cfg, train=dataclasses.replace(cfg.train, executor_messages="relu")),
     "no-layernorm": lambda cfg: dataclasses.replace(
@@ -206,7 +208,9 @@ class Cell:
             cfg = paper_config(self.env, train)
         else:
             cfg = ours_config(self.env, train, self.strict)
-        return VARIANTS[self.variant](cfg)
+        for part in self.variant.split("+") if self.variant else ():
+            cfg = VARIANTS[part](cfg)
+        return cfg
 
 
 def add_cell_options(parser: argparse.ArgumentParser) -> None:
@@ -223,8 +227,21 @@ def add_cell_options(parser: argparse.ArgumentParser) -> None:
         help="protocol ours: XLVIN's TransE pre-training data: random-policy episodes "
         "(standard), only the low-data budget (strict), or both (default standard)",
     )
-    parser.add_argument("--variant", choices=tuple(VARIANTS), default="",
-                        help="an ablation of the protocol (default none)")
+    parser.add_argument(
+        "--variant", type=variant, default="",
+        help=f"a change to the protocol, or several joined by '+' (default none): "
+        f"{', '.join(v for v in VARIANTS if v)}",
+    )
+
+
+def variant(text: str) -> str:
+    """A --variant value: names of VARIANTS joined by '+' (argparse type)."""
+    unknown = [part for part in text.split("+") if text and part not in VARIANTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown variant {', '.join(unknown)}; choose from {', '.join(v for v in VARIANTS if v)}"
+        )
+    return text
 
 
 def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
@@ -285,6 +302,7 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
         "max_eval_return": max(curve, default=float("nan")),
         "last_evals_mean": float(np.mean(curve[-LAST:])) if curve else float("nan"),
         "progress": progress,
+        "training_returns": summary["ppo"]["episode_returns"],  # every finished training episode
         "episodes": summary["ppo_episodes"],
         "transitions": summary["ppo_transitions"],
         "transe_transitions": summary["transe_transitions"],
@@ -314,6 +332,7 @@ def _produce(need: tuple[str, Cell]) -> None:
     quiet_known_warnings()
     kind, cell = need
     cfg = cell.config()
+    set_torch_threads(cfg.ppo.torch_threads)
     if kind == "executor":
         executor_file(cfg.train.executor, cfg.train, progress=False)
     else:
@@ -393,6 +412,9 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         for name, (field, _) in STATISTICS.items():
             row[name] = summarize(np.array([r[field] for r in group]))
+        if env == "MountainCar-v0":  # the flag: an episode shorter than the 200-step limit
+            row["flag_episodes_per_seed"] = [sum(x > -200 for x in r["training_returns"])
+                                             for r in group]
         ppo = groups.get((protocol, env, "ppo", False, variant))
         if agent != "ppo" and ppo:
             x = np.array([[r["final_return"] for r in group]]).T  # [runs, 1 task]
@@ -457,6 +479,13 @@ def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
         "unfinished episodes included); TransE random transitions: the random-policy data of "
         "its pre-training (protocol paper: one shared pre-training per environment).",
     ]
+    for r in rows:
+        if "flag_episodes_per_seed" in r:
+            notes.append(
+                f"{r['env']} {_label(r)}: training episodes that reached the flag, per seed: "
+                f"{', '.join(map(str, r['flag_episodes_per_seed']))} (of "
+                f"{r['episodes_mean']:.0f} a seed on average)."
+            )
     cells = sum(len(r["seeds"]) for r in rows)
     train = sum(r["wall_seconds_total"] for r in rows)
     notes.append(
@@ -501,17 +530,23 @@ def combined_markdown(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def results_stem(protocol: str, variant: str = "") -> str:
+    """The file name (without suffix) of a protocol's (and variant's) results."""
+    return f"table1-{protocol}" + (f"-{variant}" if variant else "")
+
+
 def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
-    """Aggregate one protocol's records into RESULTS/table1-PROTOCOL.{md,json,png}; when both
-    protocols have results, also RESULTS/table1.md (the combined table). Returns the markdown."""
-    protocols = {r["protocol"] for r in records}
-    if len(protocols) != 1:
-        raise UserError(f"write_results takes one protocol's records, got {sorted(protocols)}")
-    (protocol,) = protocols
+    """Aggregate one protocol's records (of one variant) into RESULTS/table1-PROTOCOL.{md,json,png}
+    (table1-PROTOCOL-VARIANT.* for a variant); when both protocols have results without variant,
+    also RESULTS/table1.md (the combined table). Returns the markdown."""
+    kinds = {(r["protocol"], r["variant"]) for r in records}
+    if len(kinds) != 1:
+        raise UserError(f"write_results takes one protocol's and variant's records, got {sorted(kinds)}")
+    ((protocol, variant),) = kinds
     rows = aggregate(records)
     results.mkdir(parents=True, exist_ok=True)
     md = markdown(rows, wall_seconds)
-    stem = results / f"table1-{protocol}"
+    stem = results / results_stem(protocol, variant)
     stem.with_suffix(".md").write_text(md)
     write_json(stem.with_suffix(".json"),
                {"protocol": protocol, "rows": rows, "runs": records, "wall_seconds": wall_seconds})

@@ -28,9 +28,9 @@ def transe_loss(
     with negatives s~ drawn by permuting the batch. The paper compares the negative with z(s');
     one public version compares it with z(s). We follow the paper.
     """
-    z = encoder(obs)  # [B, k]
+    z, z_next = encoder(torch.cat([obs, next_obs])).chunk(2)  # [B, k] each, one encoder pass
     predicted = z + transition(z, actions)
-    return transe_objective(z, predicted, encoder(next_obs), hinge, sigma, generator)
+    return transe_objective(z, predicted, z_next, hinge, sigma, generator)
 
 
 def transe_objective(

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from xlvin.accel.flat_adam import FlatAdam
 from xlvin.config import option
 from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transe import energy, hits_at_1, transe_loss
@@ -76,14 +77,17 @@ def pretrain_transe(
     cfg: TransEConfig,
     seed: int,
     progress: bool = True,
+    accelerate: bool = True,
 ) -> dict[str, float]:
-    """Minimise the TransE loss (paper eq. 2) on `data`; return held-out metrics before and after."""
+    """Minimise the TransE loss (paper eq. 2) on `data` with Adam (on CPU, with `accelerate`, the
+    flat Adam of `xlvin.accel.flat_adam`); return held-out metrics before and after."""
     generator = torch.Generator().manual_seed(seed)
     train, held_out = split(data, cfg.holdout, generator)
     eval_batch = min(cfg.batch_size, len(held_out.obs))
     before = transe_metrics(encoder, transition, held_out, eval_batch, cfg.sigma)
     params = list(encoder.parameters()) + list(transition.parameters())
-    optimizer = torch.optim.Adam(params, lr=cfg.lr)
+    on_cpu = all(p.device.type == "cpu" for p in params)
+    optimizer = FlatAdam(params, lr=cfg.lr) if accelerate and on_cpu else torch.optim.Adam(params, lr=cfg.lr)
     n = len(train.obs)
     steps = cfg.epochs * max(1, n // cfg.batch_size)
     bar = tqdm(total=steps, desc="TransE pre-training", disable=not progress, leave=False)

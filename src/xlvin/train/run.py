@@ -265,7 +265,7 @@ def shared_transe_file(
         t.env, cfg.transe.episodes, seed=10_000, max_transitions=cfg.transe.max_transitions
     )
     stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
-                            progress=progress)
+                            progress=progress, accelerate=cfg.ppo.accelerate)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
     return path
@@ -331,12 +331,12 @@ def train_run(
     processor, executor_meta = None, None
     if t.agent == "xlvin":
         processor, executor_meta = load_executor_processor(executor_file(t.executor, t, progress))
+    set_torch_threads(cfg.ppo.torch_threads)
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
     wants_transe = t.agent == "xlvin" and t.pretrain_transe
     shared = shared_transe_file(cfg, obs_shape, num_actions, progress) if (
         wants_transe and cfg.transe.shared and not strict) else None
     run_dir = open_run_dir(out, cfg.to_json()) if resume else create_run_dir(out, cfg.to_json())
-    set_torch_threads(cfg.ppo.torch_threads)
     seed_everything(t.seed)  # the initial weights; the loop seeds training itself
     start = time.perf_counter()
     agent = build_agent(t, obs_shape, num_actions, processor)
@@ -347,7 +347,8 @@ def train_run(
     def pretrain(data: TransitionBatch) -> None:
         assert isinstance(agent, XLVINAgent)
         summary["transe"] = pretrain_transe(
-            agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress
+            agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress,
+            accelerate=cfg.ppo.accelerate,
         )
         summary["transe_transitions"] = 0 if strict else len(data.obs)
 
