@@ -177,6 +177,8 @@ VARIANTS: dict[str, Callable[[RunConfig], RunConfig]] = {
     "swa-50": _low(average_last=50),
     "kl-0.01": _ppo(target_kl=0.01),
     "kl-0.03": _ppo(target_kl=0.03),
+    # our update instead of the authors' (4 epochs x 4 minibatches: ~16 Adam steps an update, not 2)
+    "epochs-4x4": _ppo(update_epochs=4, num_minibatches=4, minibatch_size=0),
     "orthogonal-init": lambda cfg: dataclasses.replace(
         cfg, train=dataclasses.replace(cfg.train, init="orthogonal")),
     "relu-messages": lambda cfg: dataclasses.replace(
