@@ -266,3 +266,13 @@ def test_weight_averaging_ends_with_the_mean_of_the_last_weights(
     for name, value in agent.state_dict().items():
         expected = sum(s[name] for s in snapshots[-3:]) / 3
         torch.testing.assert_close(value, expected)
+
+
+def test_finished_only_with_nothing_finished_is_one_line(tmp_path: Path, capsys) -> None:
+    from xlvin.cli import main
+
+    code = main(["reproduce", "classic", "--finished-only", "--runs", str(tmp_path / "runs"),
+                 "--results", str(tmp_path / "results")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("xlvin: error: none of the 120 cells has finished")
+    assert not (tmp_path / "results").exists()

@@ -14,6 +14,14 @@ def _classic(args: argparse.Namespace) -> None:
     if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
         raise UserError("--seeds and --jobs must be >= 1, --first-seed >= 0")
     cells = table1.cells_from_options(args.seeds, args, args.first_seed)
+    if args.finished_only:
+        records = [table1.cell_record(c, c.run_dir(args.runs)) for c in cells
+                   if table1.is_finished(c.run_dir(args.runs))]
+        if not records:
+            raise UserError(f"none of the {len(cells)} cells has finished under {args.runs}")
+        print(table1.write_results(records, args.results, None))
+        print(f"{len(records)} of {len(cells)} cells have finished; their results are written")
+        return
     start = time.perf_counter()
     bar = tqdm(total=len(cells), desc=f"Table 1 cells ({args.protocol})", unit="run")
 
@@ -42,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--first-seed", type=int, default=0, help="the first training seed (default 0)")
     table1.add_cell_options(c)
     c.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
+    c.add_argument("--finished-only", action="store_true",
+                   help="train nothing: write the results of the cells that have finished")
     c.add_argument("--runs", type=Path, default=Path("runs/table1"),
                    help="run directories root (default runs/table1)")
     c.add_argument("--results", type=Path, default=Path("results"),
