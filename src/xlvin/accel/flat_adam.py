@@ -21,7 +21,8 @@ class FlatAdam:
     parameter whose slices are the given parameters.
 
     After construction `p.data` and `p.grad` of every given parameter are views into
-    `self.flat` and `self.flat.grad`: the module computes with them unchanged, autograd
+    `self.flat` and `self.flat.grad` (so a later FlatAdam over some of the same parameters takes
+    them away from this one: use one per parameter at a time): the module computes with them unchanged, autograd
     accumulates into the flat gradient in place, and `load_state_dict` on the module copies into
     the flat buffer. `zero_grad` (call it before every backward) zeroes the flat gradient in
     place and re-binds the views (a gradient set to None would be cut off from the flat one), so a

@@ -346,9 +346,11 @@ def train_run(
 
     def pretrain(data: TransitionBatch) -> None:
         assert isinstance(agent, XLVINAgent)
+        # Strict pre-training runs inside the PPO loop, whose flat Adam already holds these
+        # parameters: a second flat Adam would rebind them away from it, so torch's Adam here.
         summary["transe"] = pretrain_transe(
             agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress,
-            accelerate=cfg.ppo.accelerate,
+            accelerate=cfg.ppo.accelerate and not strict,
         )
         summary["transe_transitions"] = 0 if strict else len(data.obs)
 
