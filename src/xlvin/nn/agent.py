@@ -6,7 +6,7 @@ from torch import nn
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, TransitionBatch
-from xlvin.nn.transe import transe_loss, transe_objective
+from xlvin.nn.transe import transe_objective, weighted_transe_loss
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import execute_tree, expand_projected_tree, expand_tree
 
@@ -41,10 +41,9 @@ class PPOAgent(ActorCritic):
 
     def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         """The TransE loss (eq. 2) times `transe_weight`, when there is a transition model."""
-        if self.transition is None or self.transe_weight == 0:
+        if self.transition is None:
             return {}
-        loss = transe_loss(self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs)
-        return {"transe": self.transe_weight * loss}
+        return weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch)
 
 
 class XLVINAgent(ActorCritic):
@@ -117,10 +116,7 @@ class XLVINAgent(ActorCritic):
 
     def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         """The TransE loss (paper eq. 2) on the batch's transitions, times `transe_weight`."""
-        if self.transe_weight == 0:
-            return {}
-        loss = transe_loss(self.encoder, self.transition, batch.obs, batch.actions, batch.next_obs)
-        return {"transe": self.transe_weight * loss}
+        return weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch)
 
     def forward_with_aux(
         self, batch: TransitionBatch

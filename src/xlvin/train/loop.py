@@ -24,7 +24,13 @@ from tqdm import tqdm
 from xlvin.io.checkpoint import Checkpointer, section
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import seed_everything, set_torch_threads
-from xlvin.train.collect import RolloutState, collect_rollout, make_vector_env, reset_envs
+from xlvin.train.collect import (
+    RolloutState,
+    action_logprobs,
+    collect_rollout,
+    make_vector_env,
+    reset_envs,
+)
 from xlvin.train.env_state import env_state, restorable, restore_env_state
 from xlvin.train.evaluation import Evaluator
 from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
@@ -293,8 +299,7 @@ def relabel(rollout: Rollout, policy: ActorCritic) -> Rollout:
     forward), as if the current policy had collected them."""
     T, N = rollout.actions.shape
     logits, values = policy(rollout.obs.flatten(0, 1))
-    logp = torch.log_softmax(logits[: T * N], dim=-1)
-    logprobs = logp.gather(-1, rollout.actions.reshape(-1, 1)).view(T, N)
+    logprobs = action_logprobs(logits[: T * N], rollout.actions.reshape(-1)).view(T, N)
     return dataclasses.replace(rollout, logprobs=logprobs, values=values.view(T + 1, N))
 
 
