@@ -1,7 +1,7 @@
 """Process set-up, in one place: warnings, torch threads, seeds, and the opt-in allocator setting.
 
-Every `xlvin` command calls `prepare_process()` once; training loops call `set_torch_threads`
-and `seed_everything`; a library user calls what they need.
+Every `xlvin` command calls `prepare_process()` once; training loops call `set_threads` and
+`seed_everything`; a library user calls what they need.
 """
 
 import random
@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from xlvin.accel.allocator import retain_freed_memory
 
@@ -20,10 +21,16 @@ def quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*CartPole-v0 is out of date.*")
 
 
-def set_torch_threads(threads: int) -> None:
-    """torch's CPU threads for this process; 0 keeps torch's default."""
+def set_threads(threads: int) -> None:
+    """This process's CPU threads for torch and for NumPy's BLAS (the NumPy actor's matrix
+    products); 0 keeps both libraries' defaults.
+
+    The BLAS count matters as much as torch's: the actor multiplies small matrices, where a
+    BLAS that starts a thread per core while other processes hold the cores is many times
+    slower (benchmarks/notes.md). The number of threads does not change a product's value."""
     if threads > 0:
         torch.set_num_threads(threads)
+        threadpool_limits(threads, user_api="blas")
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from xlvin.config import add_options, from_args
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.mdp.graphs import FAMILIES
-from xlvin.process import set_torch_threads
+from xlvin.process import set_threads
 from xlvin.train.pretrain_executor import ExecutorConfig, evaluate_executor, pretrain_and_save
 
 
@@ -25,7 +25,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    set_torch_threads(args.threads)
+    set_threads(args.threads)
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to overwrite it")
@@ -36,7 +36,7 @@ def _pretrain(args: argparse.Namespace) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    set_torch_threads(args.threads)
+    set_threads(args.threads)
     meta = read_executor_meta(Path(args.file))
     executor = load_executor(Path(args.file))
     family = args.graphs or meta.get("family")

@@ -134,10 +134,10 @@ def error_line(err: BaseException) -> str:
 
 def _task(run_cell: Callable[[Any, Path], dict[str, Any]], cell: Any, root: Path) -> dict[str, Any]:
     """One cell on a Ray worker, with one torch thread."""
-    from xlvin.process import quiet_known_warnings, set_torch_threads
+    from xlvin.process import quiet_known_warnings, set_threads
 
     quiet_known_warnings()
-    set_torch_threads(1)
+    set_threads(1)
     return run_cell(cell, root)
 
 

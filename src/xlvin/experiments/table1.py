@@ -40,7 +40,7 @@ import numpy as np
 
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, SUMMARY, write_json
-from xlvin.process import quiet_known_warnings, set_torch_threads
+from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import iqm, probability_of_improvement_ci, summarize
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
@@ -334,7 +334,7 @@ def _produce(need: tuple[str, Cell]) -> None:
     quiet_known_warnings()
     kind, cell = need
     cfg = cell.config()
-    set_torch_threads(cfg.ppo.torch_threads)
+    set_threads(cfg.ppo.torch_threads)
     if kind == "executor":
         executor_file(cfg.train.executor, cfg.train, progress=False)
     else:

@@ -1,10 +1,11 @@
 """Evaluating a policy on fresh episodes (greedy by default), each seeded on its own."""
 
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
 
+from xlvin.accel import acrobot
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.collect import make_actor, sample_actions
@@ -20,6 +21,43 @@ def _make_env(env_id: str) -> gym.Env:
         env.close()
         raise UserError(f"{env_id}: PPO here needs a discrete action space, got {env.action_space}")
     return env
+
+
+class Steps(Protocol):
+    """Episodes played side by side in a list of envs: `reset(j, seed)` starts a fresh episode in
+    env j and returns its first observation; `step(js, actions)` steps envs js and returns
+    (observations [m, ...], rewards [m], terminated [m], truncated [m])."""
+
+    def reset(self, j: int, seed: int) -> np.ndarray: ...
+
+    def step(self, js: list[int], actions: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+class EnvSteps:
+    """`Steps` through each env's own `reset` and `step`."""
+
+    def __init__(self, envs: list[gym.Env]) -> None:
+        self.envs = envs
+
+    def reset(self, j: int, seed: int) -> np.ndarray:
+        obs, _ = self.envs[j].reset(seed=seed)
+        return np.asarray(obs)
+
+    def step(self, js: list[int], actions: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        results = [self.envs[j].step(action) for j, action in zip(js, actions)]
+        obs, rewards, terminated, truncated, _ = zip(*results)
+        return (np.stack([np.asarray(o) for o in obs]), np.array(rewards, dtype=np.float64),
+                np.array(terminated), np.array(truncated))
+
+
+def make_steps(envs: list[gym.Env], accelerate: bool) -> Steps:
+    """`EnvSteps(envs)`, or with `accelerate` where the envs are supported, the same episodes
+    stepped on arrays by `xlvin.accel.acrobot.AcrobotSteps` (Acrobot-v1)."""
+    if accelerate and acrobot.supports(envs):
+        return acrobot.AcrobotSteps(envs)
+    return EnvSteps(envs)
 
 
 class Evaluator:
@@ -51,7 +89,9 @@ class Evaluator:
         depend on the number of envs (up to floating-point differences between batch sizes in
         the network). The envs play episodes side by side with one batched forward per step over
         the envs still playing: an env whose episode ended starts the next unplayed episode or,
-        when none is left, leaves the batch (no env is stepped for nothing).
+        when none is left, leaves the batch (no env is stepped for nothing). With `accelerate`,
+        the policy acts through `xlvin.accel.numpy_actor` and Acrobot-v1 episodes are stepped on
+        arrays (`make_steps`); both give the same returns as the readable route.
 
         deterministic=True (default) plays the greedy action argmax pi(a|s), the usual choice for
         reporting a final policy; False samples from pi. The policy is put in eval mode
@@ -79,13 +119,14 @@ class Evaluator:
             if next_episode == episodes:
                 episode_of[j] = -1
                 return
-            obs, _ = envs[j].reset(seed=seed + next_episode)
-            episode_of[j], observations[j] = next_episode, np.asarray(obs)
+            observations[j] = steps.reset(j, seed + next_episode)
+            episode_of[j] = next_episode
             rngs[j] = None if deterministic else np.random.default_rng((seed + next_episode, 1))
             running_return[j], running_length[j] = 0.0, 0
             next_episode += 1
 
         try:
+            steps = make_steps(envs, accelerate)
             for j in range(n):
                 start(j)
             actor = make_actor(policy, accelerate)
@@ -99,12 +140,12 @@ class Evaluator:
                 else:
                     uniforms = np.array([rngs[j].random() for j in active])  # type: ignore[union-attr]
                     actions = sample_actions(logits, uniforms)
-                for j, action in zip(active, actions):
-                    obs, reward, terminated, truncated, _ = envs[j].step(action)
-                    observations[j] = np.asarray(obs)
-                    running_return[j] += float(reward)
+                obs, rewards, terminated, truncated = steps.step(active, actions)
+                for i, j in enumerate(active):
+                    observations[j] = obs[i]
+                    running_return[j] += float(rewards[i])
                     running_length[j] += 1
-                    if terminated or truncated:
+                    if terminated[i] or truncated[i]:
                         returns[episode_of[j]] = running_return[j]
                         lengths[episode_of[j]] = running_length[j]
                         start(j)

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from xlvin.io.checkpoint import Checkpointer, section
 from xlvin.nn.policy import ActorCritic, TransitionBatch
-from xlvin.process import seed_everything, set_torch_threads
+from xlvin.process import seed_everything, set_threads
 from xlvin.train.collect import (
     RolloutState,
     action_logprobs,
@@ -194,7 +194,7 @@ def train(
     round's data when it falls inside a round); when its file exists the loop continues from it
     and ends exactly as an uninterrupted run (for envs `xlvin.train.env_state` can restore).
     """
-    set_torch_threads(cfg.torch_threads)
+    set_threads(cfg.torch_threads)
     seed_everything(seed)
     generator = torch.Generator().manual_seed(seed)
     optimizer = make_optimizer(policy, cfg)

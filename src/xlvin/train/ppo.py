@@ -77,7 +77,8 @@ class PPOConfig:
         "(A - mean) / (std + 1e-5), instead of per minibatch (the authors' code)"
     )
     torch_threads: int = option(
-        1, "torch CPU threads of a training process (1 is fastest for small nets; 0 keeps torch's)"
+        1, "CPU threads of a training process for torch and NumPy's BLAS (1 is fastest for small "
+        "nets; 0 keeps the libraries' defaults)"
     )
     accelerate: bool = option(
         True, "on CPU, act with the NumPy weight snapshot and update with the fused loss and flat "

@@ -35,7 +35,7 @@ from xlvin.nn.encoders import MLPEncoder, NatureCNN
 from xlvin.nn.executor import MESSAGES, MessagePassing
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transition import TransitionModel
-from xlvin.process import seed_everything, set_torch_threads
+from xlvin.process import seed_everything, set_threads
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import OnlineData, train
 from xlvin.train.ppo import PPOConfig, TrainingDiverged
@@ -331,7 +331,7 @@ def train_run(
     processor, executor_meta = None, None
     if t.agent == "xlvin":
         processor, executor_meta = load_executor_processor(executor_file(t.executor, t, progress))
-    set_torch_threads(cfg.ppo.torch_threads)
+    set_threads(cfg.ppo.torch_threads)
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
     wants_transe = t.agent == "xlvin" and t.pretrain_transe
     shared = shared_transe_file(cfg, obs_shape, num_actions, progress) if (
@@ -422,7 +422,7 @@ def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
 def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
     """Mean and std return of a saved policy over `episodes` fresh evaluation episodes."""
     agent, cfg = load_run(run_dir)
-    set_torch_threads(cfg.ppo.torch_threads)
+    set_threads(cfg.ppo.torch_threads)
     return evaluate_policy(
         agent, cfg.train.env, episodes=episodes, seed=seed, accelerate=cfg.ppo.accelerate
     )
