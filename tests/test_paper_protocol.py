@@ -3,6 +3,7 @@ last one dropped, advantages normalised over the batch, collection until N episo
 fixed targets across updates, exact budgets, and the architecture switches it needs."""
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -276,3 +277,35 @@ def test_finished_only_with_nothing_finished_is_one_line(tmp_path: Path, capsys)
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("xlvin: error: none of the 120 cells has finished")
     assert not (tmp_path / "results").exists()
+
+
+def _record(protocol: str, agent: str, seed: int, final: float) -> dict:
+    """A cell record as `table1.cell_record` writes it, with made-up numbers."""
+    cell = table1.Cell(protocol, "CartPole-v0", agent, seed)
+    progress = [{"updates": u, "episodes": 10, "transitions": 300, "eval_return": final + u}
+                for u in (1, 2, 3)]
+    return {**dataclasses.asdict(cell), "final_return": final, "final_return_std_over_episodes": 0.0,
+            "max_eval_return": final + 3, "last_evals_mean": final + 2, "progress": progress,
+            "training_returns": [20.0] * 10, "episodes": 10, "transitions": 300,
+            "transe_transitions": 0, "wall_seconds": 1.0}
+
+
+def test_both_protocols_give_the_combined_table_json_and_plot(tmp_path: Path) -> None:
+    """Each protocol's table labels it (ours as our variant); once both exist, table1.md,
+    table1.json and table1.png hold the paper's number beside both protocols' statistics."""
+    for protocol, base in (("paper", 30.0), ("ours", 150.0)):
+        records = [_record(protocol, agent, seed, base + seed + (10 if agent == "xlvin-r" else 0))
+                   for agent in ("ppo", "xlvin-r") for seed in range(4)]
+        md = table1.write_results(records, tmp_path, wall_seconds=None)
+        assert table1.PROTOCOL_LABELS[protocol] in md
+        assert (tmp_path / f"table1-{protocol}.png").stat().st_size > 0
+        assert (tmp_path / "table1.md").exists() == (protocol == "ours")
+    combined = (tmp_path / "table1.md").read_text()
+    xlvin_line = next(line for line in combined.splitlines() if "| xlvin-r |" in line)
+    # paper 199.2; paper protocol: max over evaluations IQM 44.5 (43..46), final 41.5; ours final 161.5
+    assert "199.2 +- 1.6" in xlvin_line and "44.5 [" in xlvin_line and "**41.5 [" in xlvin_line
+    assert "161.5 [" in xlvin_line and "our variant" in combined
+    data = json.loads((tmp_path / "table1.json").read_text())
+    assert {(r["protocol"], r["agent"]) for r in data["rows"]} == {
+        (p, a) for p in ("paper", "ours") for a in ("ppo", "xlvin-r")}
+    assert (tmp_path / "table1.png").stat().st_size > 10_000

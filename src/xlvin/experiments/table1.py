@@ -57,6 +57,13 @@ from xlvin.train.run import (
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
 PROTOCOLS = ("paper", "ours")
+
+#: How every output names a protocol: `ours` is always labelled as our variant, not the authors'.
+PROTOCOL_LABELS = {
+    "paper": "protocol paper (the authors' public code, point by point)",
+    "ours": "protocol ours (our variant, not the authors': GAE, 4 epochs x 4 minibatches, "
+            "log pi_old recomputed every update)",
+}
 EVAL_FILE = "eval.json"
 EVAL_EPISODES = 100
 EVAL_SEED = 1_000_000
@@ -469,8 +476,9 @@ def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
     protocols = sorted({r["protocol"] for r in rows})
     notes = [
         "",
-        f"Protocol: {', '.join(protocols)} (`xlvin reproduce classic --protocol "
-        f"{'|'.join(protocols)}`; see `xlvin.experiments.table1`). Final policy: greedy, 100 "
+        f"Run under {'; '.join(PROTOCOL_LABELS[p] for p in protocols)} (`xlvin reproduce "
+        f"classic --protocol {'|'.join(protocols)}`; see `xlvin.experiments.table1`). Final "
+        "policy: greedy, 100 "
         "episodes with seeds 1,000,000+, never used in training: our headline. Max over "
         f"evaluations: the best of the {PROGRESS_EPISODES}-episode greedy evaluations after "
         "every update (fresh episodes each time), the statistic the authors' script prints; "
@@ -528,7 +536,7 @@ def combined_markdown(rows: list[dict[str, Any]]) -> str:
             )
     return "\n".join(lines) + (
         "\n\nIQM over training seeds [95 % stratified bootstrap CI]. The paper reports mean +- "
-        "std over 5 seeds of the maximum over evaluations.\n"
+        f"std over 5 seeds of the maximum over evaluations. {PROTOCOL_LABELS['ours']}.\n"
     )
 
 
@@ -540,7 +548,7 @@ def results_stem(protocol: str, variant: str = "") -> str:
 def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
     """Aggregate one protocol's records (of one variant) into RESULTS/table1-PROTOCOL.{md,json,png}
     (table1-PROTOCOL-VARIANT.* for a variant); when both protocols have results without variant,
-    also RESULTS/table1.md (the combined table). Returns the markdown."""
+    also RESULTS/table1.{md,json,png} (the combined table and plot). Returns the markdown."""
     kinds = {(r["protocol"], r["variant"]) for r in records}
     if len(kinds) != 1:
         raise UserError(f"write_results takes one protocol's and variant's records, got {sorted(kinds)}")
@@ -553,10 +561,14 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     write_json(stem.with_suffix(".json"),
                {"protocol": protocol, "rows": rows, "runs": records, "wall_seconds": wall_seconds})
     plot(rows, records, stem.with_suffix(".png"))
-    every = [row for p in PROTOCOLS if (results / f"table1-{p}.json").is_file()
-             for row in json.loads((results / f"table1-{p}.json").read_text())["rows"]]
-    if {r["protocol"] for r in every} == set(PROTOCOLS):
-        (results / "table1.md").write_text(combined_markdown(every))
+    both = [json.loads((results / f"table1-{p}.json").read_text()) for p in PROTOCOLS
+            if (results / f"table1-{p}.json").is_file()]
+    if len(both) == len(PROTOCOLS):
+        rows = [row for table in both for row in table["rows"]]
+        (results / "table1.md").write_text(combined_markdown(rows))
+        write_json(results / "table1.json", {"protocols": list(PROTOCOLS), "rows": rows})
+        plot_combined(rows, [run for table in both for run in table["runs"]],
+                      results / "table1.png")
     return md
 
 
@@ -611,6 +623,55 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) 
         bottom.legend(fontsize=7)
     protocol = rows[0]["protocol"] if rows else ""
     fig.suptitle(f"Table 1, protocol {protocol}: {len(rows[0]['seeds']) if rows else 0} seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_combined(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) -> None:
+    """One panel per environment; per agent, every seed as a point with the IQM and its 95 %
+    interval: protocol paper's final policy, its max over evaluations (the authors' statistic),
+    and protocol ours' final policy; the paper's number as a star."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = {(r["protocol"], r["env"], r["agent"]): r for r in rows
+          if not r["strict"] and not r["variant"]}
+    shown = (("paper", "final", "o", "full", "paper: final policy"),
+             ("paper", "max_eval", "o", "none", "paper: max over evaluations (authors')"),
+             ("ours", "final", "s", "full", "ours (our variant): final policy"))
+    envs = [e for e in ENVS if any(k[1] == e for k in by)]
+    fig, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4.5), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, env in zip(axes[0], envs, strict=True):
+        agents = [a for a in AGENTS if any((p, env, a) in by for p in PROTOCOLS)]
+        for i, agent in enumerate(agents):
+            for j, (protocol, name, marker, fill, label) in enumerate(shown):
+                row = by.get((protocol, env, agent))
+                if row is None:
+                    continue
+                x0 = i + (j - 1) * 0.25
+                values = [r[STATISTICS[name][0]] for r in records if _key(r) == _key(row)]
+                color = f"C{j}"
+                ax.scatter(x0 + rng.uniform(-0.05, 0.05, len(values)), values, s=14,
+                           marker=marker, alpha=0.7, edgecolors=color,
+                           facecolors=color if fill == "full" else "none",
+                           label=label if i == 0 else None)
+                s = row[name]
+                ax.errorbar(x0, s["iqm"], yerr=[[s["iqm"] - s["iqm_low"]],
+                            [s["iqm_high"] - s["iqm"]]], fmt="_", color="k", capsize=4, ms=12)
+            paper_mean = PAPER.get((env, agent), (float("nan"),))[0]
+            if not np.isnan(paper_mean):
+                ax.scatter(i, paper_mean, marker="*", s=130, color="gold", edgecolors="k",
+                           zorder=5, label="paper (max over evaluations)" if i == 0 else None)
+        ax.set_xticks(range(len(agents)), agents)
+        ax.set_title(env)
+        ax.set_ylabel("return: seeds, IQM and 95 % CI")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Table 1: both protocols, both statistics")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
