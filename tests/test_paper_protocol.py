@@ -309,3 +309,13 @@ def test_both_protocols_give_the_combined_table_json_and_plot(tmp_path: Path) ->
     assert {(r["protocol"], r["agent"]) for r in data["rows"]} == {
         (p, a) for p in ("paper", "ours") for a in ("ppo", "xlvin-r")}
     assert (tmp_path / "table1.png").stat().st_size > 10_000
+
+
+def test_a_variant_with_a_dot_keeps_its_whole_name(tmp_path: Path) -> None:
+    """kl-0.01 and kl-0.03 write table1-paper-kl-0.01.* and table1-paper-kl-0.03.*, not one
+    table1-paper-kl-0.* that the second overwrites."""
+    for v in ("kl-0.01", "kl-0.03"):
+        records = [{**_record("paper", "xlvin-r", seed, 50.0), "variant": v} for seed in range(3)]
+        table1.write_results(records, tmp_path, wall_seconds=None)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [f"table1-paper-kl-0.0{i}.{ext}" for i in (1, 3) for ext in ("json", "md", "png")]

@@ -556,11 +556,11 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     rows = aggregate(records)
     results.mkdir(parents=True, exist_ok=True)
     md = markdown(rows, wall_seconds)
-    stem = results / results_stem(protocol, variant)
-    stem.with_suffix(".md").write_text(md)
-    write_json(stem.with_suffix(".json"),
+    stem = results_stem(protocol, variant)  # may hold dots (kl-0.01): append, never with_suffix
+    (results / f"{stem}.md").write_text(md)
+    write_json(results / f"{stem}.json",
                {"protocol": protocol, "rows": rows, "runs": records, "wall_seconds": wall_seconds})
-    plot(rows, records, stem.with_suffix(".png"))
+    plot(rows, records, results / f"{stem}.png")
     both = [json.loads((results / f"table1-{p}.json").read_text()) for p in PROTOCOLS
             if (results / f"table1-{p}.json").is_file()]
     if len(both) == len(PROTOCOLS):
