@@ -5,7 +5,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from xlvin.accel import acrobot
+from xlvin.accel.classic_control import make_array_steps
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.collect import make_actor, sample_actions
@@ -53,11 +53,10 @@ class EnvSteps:
 
 
 def make_steps(envs: list[gym.Env], accelerate: bool) -> Steps:
-    """`EnvSteps(envs)`, or with `accelerate` where the envs are supported, the same episodes
-    stepped on arrays by `xlvin.accel.acrobot.AcrobotSteps` (Acrobot-v1)."""
-    if accelerate and acrobot.supports(envs):
-        return acrobot.AcrobotSteps(envs)
-    return EnvSteps(envs)
+    """`EnvSteps(envs)`, or with `accelerate` where the envs are supported (gymnasium's
+    CartPole and Acrobot), the same episodes stepped on arrays by `xlvin.accel.classic_control`."""
+    fast = make_array_steps(envs) if accelerate else None
+    return fast if fast is not None else EnvSteps(envs)
 
 
 class Evaluator:
@@ -90,8 +89,8 @@ class Evaluator:
         the network). The envs play episodes side by side with one batched forward per step over
         the envs still playing: an env whose episode ended starts the next unplayed episode or,
         when none is left, leaves the batch (no env is stepped for nothing). With `accelerate`,
-        the policy acts through `xlvin.accel.numpy_actor` and Acrobot-v1 episodes are stepped on
-        arrays (`make_steps`); both give the same returns as the readable route.
+        the policy acts through `xlvin.accel.numpy_actor` and CartPole and Acrobot episodes are
+        stepped on arrays (`make_steps`); both give the same returns as the readable route.
 
         deterministic=True (default) plays the greedy action argmax pi(a|s), the usual choice for
         reporting a final policy; False samples from pi. The policy is put in eval mode

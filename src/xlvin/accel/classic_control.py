@@ -1,0 +1,208 @@
+"""CartPole and Acrobot stepped for many episodes at once: gymnasium's dynamics on NumPy arrays.
+
+gymnasium's classic-control envs step one state at a time in Python (Acrobot: a Runge-Kutta of
+four `_dsdt` calls on NumPy scalars, about 100 us a step here; CartPole about 10 us); evaluating
+a policy on 100 episodes after every update spends most of its time there. `CartPoleSteps` and
+`AcrobotSteps` play the same episodes with one array operation per term for all of them.
+
+The arithmetic is gymnasium's, term by term and in the same order, so every state is the same
+float64 number as gymnasium's own step computes (`tests/test_accel_classic_control.py` compares
+whole trajectories bit for bit). One detail makes that hold for Acrobot: gymnasium squares NumPy
+scalars with `x**2`, which is C's `pow(x, 2)`, and `pow` is not always the correctly rounded
+`x * x` that NumPy's array `x**2` computes (one ulp apart for about 0.1 % of inputs). `_square`
+therefore calls `math.pow` (the same C `pow`) on every element. (CartPole squares with
+`np.square`, which is `x * x` for scalars and arrays alike.)
+
+Episodes start from each env's own seeded `reset` (gymnasium's random initial state), and the
+env's `TimeLimit` truncates them as it would have.
+"""
+
+import math
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control.acrobot import AcrobotEnv
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
+from numpy import pi
+
+_pow2 = np.frompyfunc(lambda x: math.pow(x, 2), 1, 1)
+
+
+def _square(x: np.ndarray) -> np.ndarray:
+    """x**2 [n] as gymnasium's scalar code rounds it (C `pow`), element by element."""
+    return _pow2(x).astype(np.float64)
+
+
+#: the wrappers `gym.make` puts around these envs, none of which changes a step
+_PLAIN_WRAPPERS = (TimeLimit, OrderEnforcing, PassiveEnvChecker)
+
+
+def time_limit(env: gym.Env) -> int | None:
+    """The env's `TimeLimit` in steps when it is wrapped only by `_PLAIN_WRAPPERS` (else None)."""
+    limit = None
+    while isinstance(env, gym.Wrapper):
+        if not isinstance(env, _PLAIN_WRAPPERS):
+            return None
+        if isinstance(env, TimeLimit):
+            limit = env._max_episode_steps
+        env = env.env
+    return limit
+
+
+def make_array_steps(envs: list[gym.Env]) -> "CartPoleSteps | AcrobotSteps | None":
+    """`CartPoleSteps` or `AcrobotSteps` over `envs` where every env is supported, else None.
+    Both have the interface of `xlvin.train.evaluation.Steps` (reset one env, step several)."""
+    if not envs or any(time_limit(env) is None for env in envs):
+        return None
+    if all(_plain_cartpole(env.unwrapped) for env in envs):
+        return CartPoleSteps(envs)
+    if all(_plain_acrobot(env.unwrapped) for env in envs):
+        return AcrobotSteps(envs)
+    return None
+
+
+def _plain_cartpole(cartpole: gym.Env) -> bool:
+    """gymnasium's CartPole with its default physics, Euler integration and reward."""
+    return type(cartpole) is CartPoleEnv and (
+        cartpole.gravity, cartpole.masscart, cartpole.masspole, cartpole.length,
+        cartpole.force_mag, cartpole.tau, cartpole.kinematics_integrator,
+        cartpole._sutton_barto_reward, cartpole.x_threshold,
+    ) == (9.8, 1.0, 0.1, 0.5, 10.0, 0.02, "euler", False, 2.4) and (
+        cartpole.theta_threshold_radians == 12 * 2 * math.pi / 360)
+
+
+def _plain_acrobot(acrobot: gym.Env) -> bool:
+    """gymnasium's Acrobot with the "book" dynamics, no torque noise, the class's masses,
+    lengths and limits."""
+    if type(acrobot) is not AcrobotEnv:
+        return False
+    return (acrobot.book_or_nips, acrobot.torque_noise_max, acrobot.dt) == ("book", 0.0, 0.2) and (
+        acrobot.LINK_LENGTH_1, acrobot.LINK_MASS_1, acrobot.LINK_MASS_2, acrobot.LINK_COM_POS_1,
+        acrobot.LINK_COM_POS_2, acrobot.LINK_MOI) == (1.0, 1.0, 1.0, 0.5, 0.5, 1.0) and (
+        acrobot.MAX_VEL_1, acrobot.MAX_VEL_2, list(acrobot.AVAIL_TORQUE)) == (
+        4 * pi, 9 * pi, [-1.0, 0.0, 1.0])
+
+
+class CartPoleSteps:
+    """Plays episodes in `envs` (gymnasium CartPole envs, see `make_array_steps`) side by side:
+    each starts with its env's seeded `reset`, and then all are stepped together on arrays (the
+    envs' own states are not advanced). gymnasium's `CartPoleEnv.step`, Euler integration."""
+
+    def __init__(self, envs: list[gym.Env]) -> None:
+        self.envs = envs
+        self.state = np.zeros((4, len(envs)))  # x, x_dot, theta, theta_dot of each env
+        self.elapsed = np.zeros(len(envs), dtype=int)
+        self.max_steps = np.array([time_limit(env) for env in envs])
+        self.physics: CartPoleEnv = envs[0].unwrapped  # type: ignore[assignment]
+
+    def reset(self, j: int, seed: int) -> np.ndarray:
+        obs, _ = self.envs[j].reset(seed=seed)
+        self.state[:, j] = self.envs[j].unwrapped.state  # type: ignore[attr-defined]
+        self.elapsed[j] = 0
+        return np.asarray(obs)
+
+    def step(self, js: list[int], actions: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step envs `js` with `actions` [m]: (observations [m, 4] float32, rewards [m],
+        terminated [m], truncated [m])."""
+        p = self.physics
+        x, x_dot, theta, theta_dot = self.state[:, js]
+        force = np.where(np.asarray(actions) == 1, p.force_mag, -p.force_mag)
+        costheta, sintheta = np.cos(theta), np.sin(theta)
+        temp = (force + p.polemass_length * np.square(theta_dot) * sintheta) / p.total_mass
+        thetaacc = (p.gravity * sintheta - costheta * temp) / (
+            p.length * (4.0 / 3.0 - p.masspole * np.square(costheta) / p.total_mass))
+        xacc = temp - p.polemass_length * thetaacc * costheta / p.total_mass
+        x = x + p.tau * x_dot
+        x_dot = x_dot + p.tau * xacc
+        theta = theta + p.tau * theta_dot
+        theta_dot = theta_dot + p.tau * thetaacc
+        state = np.stack([x, x_dot, theta, theta_dot])
+        self.state[:, js] = state
+        self.elapsed[js] += 1
+        terminated = ((x < -p.x_threshold) | (x > p.x_threshold)
+                      | (theta < -p.theta_threshold_radians) | (theta > p.theta_threshold_radians))
+        truncated = self.elapsed[js] >= self.max_steps[js]
+        return state.T.astype(np.float32), np.ones(len(js)), terminated, truncated
+
+
+def _dsdt(theta1: np.ndarray, theta2: np.ndarray, dtheta1: np.ndarray, dtheta2: np.ndarray,
+          a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`AcrobotEnv._dsdt` ("book" dynamics) for [n] states at once."""
+    m1 = m2 = l1 = 1.0
+    lc1 = lc2 = 0.5
+    moment_1 = moment_2 = 1.0
+    g = 9.8
+    cos_theta2, sin_theta2 = np.cos(theta2), np.sin(theta2)
+    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos_theta2) + moment_1 + moment_2
+    d2 = m2 * (lc2**2 + l1 * lc2 * cos_theta2) + moment_2
+    phi2 = m2 * lc2 * g * np.cos(theta1 + theta2 - pi / 2.0)
+    phi1 = (
+        -m2 * l1 * lc2 * _square(dtheta2) * sin_theta2
+        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin_theta2
+        + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - pi / 2)
+        + phi2
+    )
+    ddtheta2 = (
+        a + d2 / d1 * phi1 - m2 * l1 * lc2 * _square(dtheta1) * sin_theta2 - phi2
+    ) / (m2 * lc2**2 + moment_2 - _square(d2) / d1)
+    ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
+    return dtheta1, dtheta2, ddtheta1, ddtheta2
+
+
+def _rk4(state: np.ndarray, torque: np.ndarray) -> np.ndarray:
+    """gymnasium's `rk4` over one step of dt = 0.2: state [4, n] float64 -> [4, n]."""
+    dt = 0.2 - 0
+    dt2 = dt / 2.0
+    k1 = np.stack(_dsdt(*state, torque))
+    k2 = np.stack(_dsdt(*(state + dt2 * k1), torque))
+    k3 = np.stack(_dsdt(*(state + dt2 * k2), torque))
+    k4 = np.stack(_dsdt(*(state + dt * k3), torque))
+    return state + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+
+def _wrap(x: np.ndarray) -> np.ndarray:
+    """gymnasium's `wrap(x, -pi, pi)` for [n] angles."""
+    diff = pi - (-pi)
+    while (x > pi).any():
+        x = np.where(x > pi, x - diff, x)
+    while (x < -pi).any():
+        x = np.where(x < -pi, x + diff, x)
+    return x
+
+
+class AcrobotSteps:
+    """Plays episodes in `envs` (gymnasium Acrobot envs, see `make_array_steps`) side by side: each
+    starts with its env's seeded `reset`, and then all are stepped together on arrays (the envs'
+    own states are not advanced). The same interface as `xlvin.train.evaluation.EnvSteps`."""
+
+    def __init__(self, envs: list[gym.Env]) -> None:
+        self.envs = envs
+        self.state = np.zeros((4, len(envs)))  # theta1, theta2, dtheta1, dtheta2 of each env
+        self.elapsed = np.zeros(len(envs), dtype=int)
+        self.max_steps = np.array([time_limit(env) for env in envs])
+        self.torques = np.array(AcrobotEnv.AVAIL_TORQUE, dtype=np.float64)
+
+    def reset(self, j: int, seed: int) -> np.ndarray:
+        obs, _ = self.envs[j].reset(seed=seed)
+        self.state[:, j] = self.envs[j].unwrapped.state  # type: ignore[attr-defined]
+        self.elapsed[j] = 0
+        return np.asarray(obs)
+
+    def step(self, js: list[int], actions: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step envs `js` with `actions` [m]: (observations [m, 6] float32, rewards [m],
+        terminated [m], truncated [m])."""
+        state = _rk4(self.state[:, js], self.torques[np.asarray(actions)])
+        state[0], state[1] = _wrap(state[0]), _wrap(state[1])
+        state[2] = np.minimum(np.maximum(state[2], -AcrobotEnv.MAX_VEL_1), AcrobotEnv.MAX_VEL_1)
+        state[3] = np.minimum(np.maximum(state[3], -AcrobotEnv.MAX_VEL_2), AcrobotEnv.MAX_VEL_2)
+        self.state[:, js] = state
+        self.elapsed[js] += 1
+        theta1, theta2 = state[0], state[1]
+        terminated = -np.cos(theta1) - np.cos(theta2 + theta1) > 1.0
+        truncated = self.elapsed[js] >= self.max_steps[js]
+        obs = np.stack([np.cos(theta1), np.sin(theta1), np.cos(theta2), np.sin(theta2),
+                        state[2], state[3]], axis=1).astype(np.float32)
+        return obs, np.where(terminated, 0.0, -1.0), terminated, truncated

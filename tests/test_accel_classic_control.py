@@ -1,0 +1,115 @@
+"""CartPole and Acrobot stepped on arrays (xlvin.accel.classic_control) equal gymnasium's own envs,
+bit for bit."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from xlvin.accel import classic_control
+from xlvin.accel.classic_control import AcrobotSteps, CartPoleSteps
+from xlvin.nn.agent import PPOAgent
+from xlvin.nn.encoders import MLPEncoder
+from xlvin.train import evaluation
+from xlvin.train.evaluation import EnvSteps, Evaluator, make_steps
+
+
+def _envs(n: int, env_id: str = "Acrobot-v1") -> list[gym.Env]:
+    return [gym.make(env_id) for _ in range(n)]
+
+
+def test_trajectories_are_gymnasiums_bit_for_bit():
+    """24 episodes started from their own seeds and restarted when they end, stepped in random
+    subsets: every observation, reward and flag is the same as gymnasium's. Half the envs pump
+    energy (torque along the second joint's velocity) so that episodes swing over the bar; the
+    others act at random and run into the time limit (500 steps)."""
+    n, rng = 24, np.random.default_rng(0)
+    fast, slow = AcrobotSteps(_envs(n)), EnvSteps(_envs(n))
+    obs = np.stack([fast.reset(j, j) for j in range(n)])
+    np.testing.assert_array_equal(obs, np.stack([slow.reset(j, j) for j in range(n)]))
+    terminations = truncations = 0
+    for t in range(650):
+        js = np.flatnonzero(rng.random(n) < 0.9).tolist()  # each env steps 9 times in 10
+        pump = np.where(obs[js, 5] > 0, 2, 0)
+        actions = np.where(np.array(js) % 2 == 0, pump, rng.integers(0, 3, len(js)))
+        got, want = fast.step(js, actions), slow.step(js, actions)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+        obs[js] = got[0]
+        terminations += int(got[2].sum())
+        truncations += int(got[3].sum())
+        for i, j in enumerate(js):
+            if got[2][i] or got[3][i]:
+                obs[j] = fast.reset(j, 1000 + t * n + j)
+                np.testing.assert_array_equal(obs[j], slow.reset(j, 1000 + t * n + j))
+    assert terminations >= 20 and truncations >= 5
+
+
+def test_square_is_c_pow_not_x_times_x():
+    """Where C's pow(x, 2) and x * x round differently, the array code follows gymnasium's pow."""
+    x = np.random.default_rng(5).uniform(-30, 30, 200_000)
+    scalar = np.array([v**2 for v in x])  # what gymnasium's scalar code computes
+    assert (x * x != scalar).any()
+    np.testing.assert_array_equal(classic_control._square(x), scalar)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v0", "CartPole-v1"])
+def test_cartpole_trajectories_are_gymnasiums_bit_for_bit(env_id):
+    """As for Acrobot: 16 episodes, random actions for half the envs and a balancing rule (push
+    toward the pole's lean) for the others, so that both falls and time limits happen."""
+    n, rng = 16, np.random.default_rng(1)
+    fast, slow = CartPoleSteps(_envs(n, env_id)), EnvSteps(_envs(n, env_id))
+    obs = np.stack([fast.reset(j, j) for j in range(n)])
+    np.testing.assert_array_equal(obs, np.stack([slow.reset(j, j) for j in range(n)]))
+    terminations = truncations = 0
+    for t in range(700):
+        js = np.flatnonzero(rng.random(n) < 0.9).tolist()
+        balance = (obs[js, 2] + 0.5 * obs[js, 3] > 0).astype(int)
+        actions = np.where(np.array(js) % 2 == 0, balance, rng.integers(0, 2, len(js)))
+        got, want = fast.step(js, actions), slow.step(js, actions)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+        obs[js] = got[0]
+        terminations += int(got[2].sum())
+        truncations += int(got[3].sum())
+        for i, j in enumerate(js):
+            if got[2][i] or got[3][i]:
+                obs[j] = fast.reset(j, 1000 + t * n + j)
+                np.testing.assert_array_equal(obs[j], slow.reset(j, 1000 + t * n + j))
+    assert terminations >= 50 and truncations >= 5
+
+
+def test_only_unchanged_envs_are_accelerated():
+    assert isinstance(make_steps(_envs(2), accelerate=True), AcrobotSteps)
+    assert isinstance(make_steps(_envs(2, "CartPole-v0"), accelerate=True), CartPoleSteps)
+    assert isinstance(make_steps(_envs(2), accelerate=False), EnvSteps)
+    assert isinstance(make_steps([gym.make("MountainCar-v0")], accelerate=True), EnvSteps)
+    assert isinstance(make_steps([*_envs(1), *_envs(1, "CartPole-v1")], accelerate=True), EnvSteps)
+    assert isinstance(make_steps([gym.make("CartPole-v1", sutton_barto_reward=True)],
+                                 accelerate=True), EnvSteps)
+    assert isinstance(make_steps([gym.make("Acrobot-v1").unwrapped], accelerate=True), EnvSteps)
+    rescaled = gym.wrappers.TransformReward(gym.make("Acrobot-v1"), lambda r: 2 * r)
+    assert isinstance(make_steps([rescaled], accelerate=True), EnvSteps)
+    nips = gym.make("Acrobot-v1")
+    nips.unwrapped.book_or_nips = "nips"
+    assert isinstance(make_steps([nips], accelerate=True), EnvSteps)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize(("env_id", "obs_dim", "actions"), [("Acrobot-v1", 6, 3),
+                                                            ("CartPole-v0", 4, 2)])
+def test_evaluation_returns_do_not_depend_on_the_route(monkeypatch, deterministic, env_id,
+                                                       obs_dim, actions):
+    """A policy evaluated: the same returns and lengths through either route (the actor fixed
+    to the readable one, so only the env stepping differs)."""
+    torch.manual_seed(0)
+    policy = PPOAgent(MLPEncoder(obs_dim, 16, 16), 16, actions)
+    readable_actor = evaluation.make_actor
+    monkeypatch.setattr(evaluation, "make_actor", lambda p, accelerate: readable_actor(p, False))
+    evaluator = Evaluator(env_id, 4)
+    fast = evaluator(policy, 6, seed=3, deterministic=deterministic, accelerate=True)
+    slow = evaluator(policy, 6, seed=3, deterministic=deterministic, accelerate=False)
+    evaluator.close()
+    assert fast == slow
