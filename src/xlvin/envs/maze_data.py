@@ -268,6 +268,10 @@ def load_npz(path: str, split: str) -> MazeSet:
             starts.append([])
         starts[index[key]].append((r, c, 0, a))
     maze_set = _maze_set(walls, goals, starts)
+    border = maze_set.walls.copy()
+    border[:, 1:-1, 1:-1] = True
+    if not border.all():
+        raise UserError(f"{path}: a {split} maze has a gap in its border wall")
     distances = bfs_distances(maze_set.walls, maze_set.goals)
     levels = distances[maze_set.maze, maze_set.cells[:, 0], maze_set.cells[:, 1]]
     if (levels < 1).any():
