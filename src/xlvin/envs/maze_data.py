@@ -9,13 +9,15 @@ to the goal, every state of the path (the goal excepted) a start with its optima
 maze contributes starts of every level up to its longest trajectory, and the level histogram
 falls off like a power law (paper appendix E).
 
-The generator follows VIN's: a random goal off the border, then obstacle attempts, each a
-rectangle or a circle (equally likely) of size ceil(U * size_max) at a uniform position,
-rejected when it covers the goal, then the border. One deviation, measured: VIN's MATLAB
-script draws randi(maxObs) attempts of single cells, which walls 7.4 of the 36 interior cells of
-an 8x8 maze on average; the 8x8 set the paper used (`gridworld_8x8.npz`, kentsommer's port of
-VIN's generator) walls 23.8. A fixed 30 attempts of size_max 1 (a single cell or a radius-1
-circle, the plus of 5 cells) gives 24.8, with the same spread (`MAZE_SETTINGS`).
+The generator is VIN's as ported to PyTorch by kentsommer/pytorch-value-iteration-networks,
+the port whose data set the paper used (`gridworld_8x8.npz`): a random goal off the border, then
+a fixed number of obstacle attempts, each a rectangle of height and width ceil(U * size_max)
+anchored at (ceil(U * (H - 1)), ceil(U * (W - 1))), rejected when it covers the goal, then the
+border. VIN's MATLAB script differs (randi(maxObs) attempts, circles too, size_max 0 for 8x8:
+single cells, which walls 7.4 of the 36 interior cells on average); the port reads size_max 0 as
+side / 4 = 2 and draws rectangles only, which walls 23.9 (sd 3.0), as the paper's set does
+(23.8, sd 3.0). `MAZE_SETTINGS` holds the settings; the level histograms are compared in the
+README.
 """
 
 import functools
@@ -38,16 +40,17 @@ class MazeSettings:
     """How the mazes of one side length are generated (VIN's settings, see the module docstring)."""
 
     size: int  #: side H = W, border included
-    obstacle_attempts: int  #: obstacles tried per maze (each rejected if it covers the goal)
-    obstacle_size_max: int  #: obstacle size ceil(U * size_max); 1: a cell or a radius-1 circle
+    obstacle_attempts: int  #: rectangles tried per maze (each rejected if it covers the goal)
+    obstacle_size_max: int  #: a rectangle's height and width: ceil(U * size_max)
     trajectories: int  #: expert trajectories (random free start cells) per maze (VIN: 7)
     train_mazes: int  #: mazes of the training split (VIN: 5000)
     test_mazes: int  #: mazes of the held-out split (VIN: 5000 / 6)
 
 
-#: 8x8 as the paper's data set; 16x16 with VIN's 16x16 obstacle count (40) and size 1.
+#: 8x8 as the paper's data set (30 attempts, size_max 0 read as 8 / 4); 16x16 with VIN's 16x16
+#: settings (40 attempts, size_max 1: single cells).
 MAZE_SETTINGS = {
-    8: MazeSettings(8, obstacle_attempts=30, obstacle_size_max=1, trajectories=7,
+    8: MazeSettings(8, obstacle_attempts=30, obstacle_size_max=2, trajectories=7,
                     train_mazes=5000, test_mazes=833),
     16: MazeSettings(16, obstacle_attempts=40, obstacle_size_max=1, trajectories=7,
                      train_mazes=5000, test_mazes=833),
@@ -130,24 +133,15 @@ def bfs_distances(walls: np.ndarray, goals: np.ndarray) -> np.ndarray:
 
 
 def random_walls(rng: np.random.Generator, settings: MazeSettings) -> tuple[np.ndarray, np.ndarray]:
-    """One maze of VIN's generator: (walls [H, W] bool, goal [2]); module docstring.
-
-    Each attempt is a rectangle (height and width ceil(U * size_max)) or a circle (radius
-    ceil(U * size_max): the cells within that Euclidean distance), equally likely, anchored at
-    (ceil(U * H), ceil(U * W)) as VIN's generator does (its 1-based MATLAB indices read as 0-based,
-    so an obstacle may hang off the last row or column), kept unless it covers the goal. The
-    attempts are independent, so they are drawn and tested all at once.
-    """
-    n, attempts, size_max = settings.size, settings.obstacle_attempts, settings.obstacle_size_max
+    """One maze of VIN's generator: (walls [H, W] bool, goal [2]); module docstring. The attempts
+    are independent (each is kept unless it covers the goal), so they are drawn and tested at
+    once."""
+    n, attempts = settings.size, settings.obstacle_attempts
     goal = rng.integers(1, n - 1, size=2)  # VIN rejects a goal on the border
-    anchor = np.ceil(rng.random((attempts, 2)) * n).astype(int)[:, :, None, None]  # [A, 2, 1, 1]
-    is_rect = rng.random(attempts) < 0.5
-    extent = np.ceil(rng.random((attempts, 2)) * size_max).astype(int).clip(min=1)[:, :, None, None]
-    cells = np.indices((n, n))[None]  # [1, 2, H, W]: row and column of every cell
-    offset = cells - anchor  # [A, 2, H, W]
-    rect = ((offset >= 0) & (offset < extent)).all(axis=1)
-    circle = (offset**2).sum(axis=1) <= extent[:, 0] ** 2  # radius: the first size draw
-    obstacles = np.where(is_rect[:, None, None], rect, circle)  # [A, H, W]
+    extent = np.ceil(rng.random((attempts, 2)) * settings.obstacle_size_max)  # height, width
+    anchor = np.ceil(rng.random((attempts, 2)) * (n - 1))  # top-left row, column
+    offset = np.indices((n, n))[None] - anchor[:, :, None, None]  # [A, 2, H, W]
+    obstacles = ((offset >= 0) & (offset < extent[:, :, None, None])).all(axis=1)  # [A, H, W]
     kept = ~obstacles[:, goal[0], goal[1]]
     walls = obstacles[kept].any(axis=0)
     walls[[0, -1], :] = True
