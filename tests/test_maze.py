@@ -170,3 +170,29 @@ def test_envs_pass_gymnasiums_checker_render_and_vectorise(env_id: str, kwargs: 
     envs.call("set_level", 2)
     assert all(lv == 2 for lv in envs.reset(seed=1)[1]["level"])
     envs.close()
+
+
+def test_vector_maze_state_restores_exactly_and_stays_small() -> None:
+    """A checkpoint's env state (xlvin.train.env_state) continues a contextual maze run exactly."""
+    import json
+
+    from xlvin.train.collect import make_vector_env, reset_envs
+    from xlvin.train.env_state import env_state, restorable, restore_env_state
+
+    rng = np.random.default_rng(0)
+    envs = make_vector_env("xlvin/ContextualMaze-v0", 3)
+    reset_envs(envs, 0)
+    envs.unwrapped.call("set_level", 2)  # the SyncVectorEnv under the statistics wrapper
+    for _ in range(7):
+        envs.step(rng.integers(8, size=3))
+    assert restorable(envs)
+    saved = json.dumps(env_state(envs))
+    assert len(saved) < 50_000  # the env holds its level, not its level's list of starts
+    fresh = make_vector_env("xlvin/ContextualMaze-v0", 3)
+    reset_envs(fresh, 99)
+    restore_env_state(fresh, json.loads(saved))
+    for _ in range(30):
+        actions = rng.integers(8, size=3)
+        a, b = envs.step(actions), fresh.step(actions)
+        for x, y in zip(a[:4], b[:4]):
+            assert np.array_equal(x, y)

@@ -87,8 +87,8 @@ class MazeEnv(gym.Env[np.ndarray, np.int64]):
 
     def set_level(self, level: int | None) -> None:
         """Draw the following episodes from the starts of `level` (None: every level)."""
+        self.mazes.starts_of_level(level)  # a UserError if the set has no start of that level
         self.level = level
-        self._starts = self.mazes.starts_of_level(level)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -96,7 +96,8 @@ class MazeEnv(gym.Env[np.ndarray, np.int64]):
         super().reset(seed=seed)
         if options and "level" in options:
             self.set_level(options["level"])
-        self._start = int(self._starts[self.np_random.integers(len(self._starts))])
+        starts = self.mazes.starts_of_level(self.level)  # an index lookup, not a search
+        self._start = int(starts[self.np_random.integers(len(starts))])
         maze = self.mazes.maze[self._start]
         self._walls = self.mazes.walls[maze]
         self._goal = self.mazes.goals[maze]

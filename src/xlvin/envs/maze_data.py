@@ -73,6 +73,11 @@ class MazeSet:
     levels: np.ndarray
     actions: np.ndarray
 
+    def __post_init__(self) -> None:
+        by_level: dict[int | None, np.ndarray] = {None: np.arange(len(self.maze))}
+        by_level.update({int(d): np.flatnonzero(self.levels == d) for d in np.unique(self.levels)})
+        object.__setattr__(self, "_starts_by_level", by_level)  # an index of a frozen set
+
     @property
     def size(self) -> int:
         return int(self.walls.shape[1])
@@ -87,10 +92,8 @@ class MazeSet:
 
     def starts_of_level(self, level: int | None) -> np.ndarray:
         """Indices of the starts of `level` (all starts for None); a UserError when none."""
-        if level is None:
-            return np.arange(len(self))
-        index = np.flatnonzero(self.levels == level)
-        if len(index) == 0:
+        index = self._starts_by_level.get(level)
+        if index is None:
             raise UserError(
                 f"no {self.size}x{self.size} maze start of level {level}; levels here: "
                 f"{min(self.level_counts())}..{max(self.level_counts())}"
