@@ -29,12 +29,13 @@ class ValueIteration(nn.Module):
 
         h = Conv3x3(x)              x = [walls, goal] [B, 2, H, W] -> [B, hidden, H, W]
         R = Conv1x1(h), no bias     the reward map [B, 1, H, W]
-        Q = Conv3x3_R(R)            Q^0 [B, q, H, W];  V = max over the q channels
-        K - 1 times:  Q = Conv3x3_R(R) + Conv3x3_V(V),  V = max_a Q      (the VI step, eq. 1-2)
-        Q = Conv3x3_R(R) + Conv3x3_V(V)                                  (the last Q)
+        Q = Conv3x3_R(R)            Q^0 [B, q, H, W]
+        K times:  V = max over the q channels of Q,  Q = Conv3x3_R(R) + Conv3x3_V(V)
+                                    (the VI step: Q(s, a) = R + sum P V, V = max_a Q)
 
-    The two convolutions of a step are VIN's one convolution over [R, V] with weights [w_R, w_V].
-    K is an argument of forward: the weights are the same for every K and every maze size.
+    The two convolutions of a step are VIN's one convolution over [R, V] with weights [w_R, w_V]
+    (VIN's loop runs K - 1 steps and then computes the last Q the same way: K in all). K is an
+    argument of forward: the weights are the same for every K and every maze size.
     """
 
     def __init__(self, in_channels: int = 2, hidden: int = 150, q_channels: int = 10) -> None:
