@@ -41,10 +41,13 @@ def test_vin_q_map_shapes_and_readouts_on_8x8_and_16x16() -> None:
         logits, values = vin(obs)
         assert logits.shape == (5, 8) and values.shape == (5,)
         torch.testing.assert_close(logits, vin.heads.actor(sliced))
-        for readout, pool in (("mean", q.mean((2, 3))), ("max", q.amax((2, 3)))):
-            pooled = VINAgent(8, readout)
-            pooled.load_state_dict(vin.state_dict())
-            torch.testing.assert_close(pooled(obs)[0], vin.heads.actor(pool))
+        for readout, pool in (("mean", lambda q: q.mean((2, 3))), ("max", lambda q: q.amax((2, 3)))):
+            pooled = VINAgent(8, readout)  # reads the agent channel too: it has no slice
+            q = pooled.planner(obs, paper_iterations(size))
+            torch.testing.assert_close(pooled(obs)[0], pooled.heads.actor(pool(q)))
+            moved = obs.clone()
+            moved[:, AGENT] = moved[:, AGENT].roll(1, dims=-1)
+            assert not torch.allclose(pooled(moved)[0], pooled(obs)[0])  # it sees the agent
 
 
 def test_value_iteration_runs_k_steps_of_the_shared_convolutions() -> None:

@@ -2,7 +2,11 @@
 VIN-max (section 4.1), trained by the library's PPO as every other agent.
 
 The maze observation [B, 3, H, W] has the channels of `xlvin.envs.maze` (walls, agent, goal). VIN
-reads the walls and the goal as its image; the agent channel only says where to read the result.
+reads the walls and the goal as its image; the agent channel only says where to read the result
+(the slice: VIN's privileged knowledge of the agent's position). VIN-mean and VIN-max pool over
+the whole map instead, so they read all three channels: the paper's point is that they must infer
+the agent's position from the data (section 4.1); without the agent channel their policy could
+not depend on it at all.
 """
 
 import math
@@ -69,8 +73,10 @@ def read_out(q: torch.Tensor, agent: torch.Tensor, readout: str) -> torch.Tensor
 class VINAgent(ActorCritic):
     """VIN as a PPO policy: Q map of `ValueIteration`, read out at the agent ("slice": VIN) or
     pooled over the maze ("mean": VIN-mean, "max": VIN-max), then linear actor and critic heads
-    (the actor is VIN's final Linear(q -> actions)). K = `paper_iterations` of the maze's side
-    unless `iterations` is given, so one network runs 8x8 (K = 10) and 16x16 (K = 20).
+    (the actor is VIN's final Linear(q -> actions)). The image is [walls, goal] for the slice and
+    the whole observation for the pooled readouts (module docstring). K = `paper_iterations` of
+    the maze's side unless `iterations` is given, so one network runs 8x8 (K = 10) and 16x16
+    (K = 20).
     """
 
     def __init__(
@@ -83,12 +89,13 @@ class VINAgent(ActorCritic):
         self.num_actions = num_actions
         self.readout = readout
         self.iterations = iterations
-        self.planner = ValueIteration(2, hidden, q_channels)
+        self.image_channels = [WALLS, GOAL] if readout == "slice" else [WALLS, AGENT, GOAL]
+        self.planner = ValueIteration(len(self.image_channels), hidden, q_channels)
         self.heads = ActorCriticHeads(q_channels, num_actions)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, 3, H, W] -> logits [B, A], values [B]."""
         obs = obs.float()
-        image = obs[:, [WALLS, GOAL]]  # [B, 2, H, W]
+        image = obs[:, self.image_channels]  # [B, 2 or 3, H, W]
         q = self.planner(image, self.iterations or paper_iterations(obs.shape[-1]))
         return self.heads(read_out(q, obs[:, AGENT], self.readout))
