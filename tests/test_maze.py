@@ -196,3 +196,18 @@ def test_vector_maze_state_restores_exactly_and_stays_small() -> None:
         a, b = envs.step(actions), fresh.step(actions)
         for x, y in zip(a[:4], b[:4]):
             assert np.array_equal(x, y)
+
+
+def test_maze_commands_print_levels_and_refuse_bad_input(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    from xlvin.cli import main
+
+    assert main(["maze", "levels", "--size", "8"]) == 0
+    table = capsys.readouterr().out
+    assert "| 1 | " in table and "5000 mazes" in table and "833 mazes" in table
+    assert main(["maze", "levels", "--size", "12"]) == 2
+    assert "maze size 12 has no generator settings" in capsys.readouterr().err
+    assert main(["maze", "vin-check", "--epochs", "0"]) == 2
+    assert main(["train", "--env", "CartPole-v1", "--agent", "gvin", "--out", str(tmp_path / "run")]) == 2
+    assert "needs a maze env" in capsys.readouterr().err and not (tmp_path / "run").exists()

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="'generated' and/or VIN npz files (default generated)")
     levels.set_defaults(func=_levels)
     check = which.add_parser(
-        "vin-check", help="train VIN on expert actions, report its held-out success per level",
+        "vin-check", help="train VIN (or GVIN) on expert actions, report held-out success per level",
     )
     add_options(check, SupervisedVINConfig)
     check.add_argument("--json", type=Path, help="also write the summary to this JSON file")

@@ -5,7 +5,8 @@ their levels, the observation and VIN are right.
 
 Training: every start of the training split is one sample (its observation, its optimal action);
 cross-entropy on VIN's action logits, RMSprop (lr 0.002, eps 1e-6) and minibatches of 128 as
-the VIN paper's gridworld runs.
+the VIN paper's gridworld runs. `--agent gvin` trains GVIN the same way (the same check of the
+graph planner).
 """
 
 import time
@@ -19,6 +20,8 @@ from torch import nn
 from xlvin.config import option
 from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
+from xlvin.nn.gvin import GVINAgent
+from xlvin.nn.policy import ActorCritic
 from xlvin.nn.vin import VINAgent
 from xlvin.process import seed_everything, set_torch_threads
 from xlvin.train.maze_evaluation import maze_observations, success_by_level
@@ -31,6 +34,7 @@ TARGET_SUCCESS = 0.95
 class SupervisedVINConfig:
     """What the sanity check trains on and how long."""
 
+    agent: str = option("vin", "the planner to train: VIN or GVIN", choices=("vin", "gvin"))
     size: int = option(8, "maze side (8 or 16)")
     dataset: str = option("generated", "'generated' (the library's mazes) or a VIN npz file")
     epochs: int = option(10, "passes over the training starts")
@@ -40,21 +44,23 @@ class SupervisedVINConfig:
     torch_threads: int = option(1, "torch CPU threads")
 
     def __post_init__(self) -> None:
+        if self.agent not in ("vin", "gvin"):
+            raise UserError(f"--agent {self.agent!r}: choose vin or gvin")
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
             raise UserError("--epochs and --batch-size must be >= 1 and --lr > 0")
 
 
 def train_supervised_vin(
     cfg: SupervisedVINConfig, log: Any = print
-) -> tuple[VINAgent, dict[str, Any]]:
-    """Train VIN on the training split's expert actions; return it and a summary with its
-    held-out success per level (`success_by_level` on the test split)."""
+) -> tuple[ActorCritic, dict[str, Any]]:
+    """Train VIN (or GVIN) on the training split's expert actions; return it and a summary with
+    its held-out success per level (`success_by_level` on the test split)."""
     set_torch_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     train, test = maze_split(cfg.size, "train", cfg.dataset), maze_split(cfg.size, "test", cfg.dataset)
     obs = torch.from_numpy(maze_observations(train, train.maze, train.cells))  # [N, 3, H, W]
     labels = torch.from_numpy(train.actions)  # [N]
-    agent = VINAgent(num_actions=8)
+    agent: ActorCritic = VINAgent(num_actions=8) if cfg.agent == "vin" else GVINAgent(num_actions=8)
     optimizer = torch.optim.RMSprop(agent.parameters(), lr=cfg.lr, eps=1e-6)
     generator = torch.Generator().manual_seed(cfg.seed)
     start = time.perf_counter()
@@ -74,7 +80,7 @@ def train_supervised_vin(
     train_seconds = time.perf_counter() - start
     rates = success_by_level(agent, test)
     summary = {
-        "size": cfg.size, "dataset": cfg.dataset, "train_starts": len(train),
+        "agent": cfg.agent, "size": cfg.size, "dataset": cfg.dataset, "train_starts": len(train),
         "test_starts": len(test), "epochs": cfg.epochs, "train_seconds": train_seconds,
         "test_success": rates.pop(-1), "test_success_by_level": rates,
         "test_starts_by_level": test.level_counts(), "threads": cfg.torch_threads,
