@@ -23,7 +23,7 @@ from xlvin.errors import UserError
 from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.vin import VINAgent
-from xlvin.process import seed_everything, set_torch_threads
+from xlvin.process import seed_everything, set_threads
 from xlvin.train.maze_evaluation import maze_observations, success_by_level
 
 #: The issue's target: held-out success of supervised VIN on 8x8.
@@ -55,7 +55,7 @@ def train_supervised_vin(
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train VIN (or GVIN) on the training split's expert actions; return it and a summary with
     its held-out success per level (`success_by_level` on the test split)."""
-    set_torch_threads(cfg.torch_threads)
+    set_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
     train, test = maze_split(cfg.size, "train", cfg.dataset), maze_split(cfg.size, "test", cfg.dataset)
     obs = torch.from_numpy(maze_observations(train, train.maze, train.cells))  # [N, 3, H, W]
