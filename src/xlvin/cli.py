@@ -16,14 +16,14 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from xlvin.commands import executor, quickstart, reproduce, sweep, train
+    from xlvin.commands import executor, maze, quickstart, reproduce, sweep, train
 
     parser = Parser(
         prog="xlvin",
         description="XLVIN: eXecuted Latent Value Iteration Networks and baselines.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (executor, train, quickstart, reproduce, sweep):
+    for module in (executor, train, quickstart, reproduce, sweep, maze):
         module.register(sub)
     return parser
 

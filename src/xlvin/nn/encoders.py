@@ -70,3 +70,35 @@ class NatureCNN(nn.Module):
         """obs [B, C, H, W] (uint8 pixels or floats in [0, 255]) -> h_s [B, k]."""
         x = self.convs(obs.float() / 255.0)
         return torch.relu(self.linear(x))
+
+
+class MazeCNN(nn.Module):
+    """The paper's maze encoder (appendix D): observations [B, C, H, W] -> h_s [B, k].
+
+    3 x (Conv 3x3, padding 1, `channels` filters -> BatchNorm2d -> ReLU), global average pooling
+    over the cells (not a flatten: the same weights read 8x8 and 16x16 mazes), then the two-layer
+    MLP channels -> channels -> ReLU -> k. The paper: channels 128, k = 10 (VIN's 10 Q channels).
+
+    BatchNorm's modes follow Stable-Baselines3's PPO (`set_training_mode`): the policy *acts*
+    in evaluation mode (collection and evaluation: the running statistics, so an action depends on
+    its own observation only, and acting is the function evaluation measures), and *learns* in
+    training mode (a PPO minibatch is normalised by its own statistics, which also update the
+    running ones). `xlvin.train.collect.make_actor` switches the mode around each action.
+    """
+
+    def __init__(self, in_channels: int = 3, channels: int = 128, embedding_dim: int = 10) -> None:
+        super().__init__()
+        self.embedding_dim = embedding_dim
+        layers: list[nn.Module] = []
+        for c_in in (in_channels, channels, channels):
+            layers += [nn.Conv2d(c_in, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU()]
+        self.convs = nn.Sequential(*layers)
+        self.mlp = nn.Sequential(
+            nn.Linear(channels, channels), nn.ReLU(), nn.Linear(channels, embedding_dim)
+        )
+        orthogonal_init(self)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [B, C, H, W] -> h_s [B, k]."""
+        features = self.convs(obs.float())  # [B, channels, H, W]
+        return self.mlp(features.mean(dim=(2, 3)))  # pooled [B, channels] -> [B, k]

@@ -33,7 +33,12 @@ def policy_device(policy: torch.nn.Module) -> torch.device:
 def make_actor(policy: ActorCritic, accelerate: bool = True) -> Actor:
     """The policy as an `Actor` for a block in which its weights do not change (a rollout, an
     evaluation): the NumPy snapshot of `xlvin.accel.numpy_actor` when `accelerate` and the
-    policy supports it, else its forward under `torch.no_grad()` on its device."""
+    policy supports it, else its forward under `torch.no_grad()` on its device.
+
+    A policy acts in evaluation mode (Stable-Baselines3's `set_training_mode(False)` during
+    collection), its training mode restored after each call: for layers such as BatchNorm
+    (`xlvin.nn.encoders.MazeCNN`) an action then depends on its own observation only, through the
+    running statistics, and never updates them."""
     fast = make_numpy_actor(policy) if accelerate else None
     if fast is not None:
         return fast
@@ -41,7 +46,12 @@ def make_actor(policy: ActorCritic, accelerate: bool = True) -> Actor:
 
     @torch.no_grad()
     def act(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        logits, values = policy(torch.from_numpy(obs).to(device))
+        training = policy.training
+        policy.eval()
+        try:
+            logits, values = policy(torch.from_numpy(obs).to(device))
+        finally:
+            policy.train(training)
         return logits.cpu().numpy(), values.cpu().numpy()
 
     return act

@@ -16,6 +16,7 @@ import gymnasium as gym
 from torch import nn
 
 from xlvin.config import from_dict, option, to_dict
+from xlvin.envs.maze import is_maze_env
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, Checkpointer
 from xlvin.io.executor_file import load_executor, read_executor_meta
@@ -31,10 +32,12 @@ from xlvin.io.run_dir import (
 from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
-from xlvin.nn.encoders import MLPEncoder, NatureCNN
+from xlvin.nn.encoders import MazeCNN, MLPEncoder, NatureCNN
 from xlvin.nn.executor import MESSAGES, MessagePassing
+from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transition import TransitionModel
+from xlvin.nn.vin import VINAgent
 from xlvin.process import seed_everything, set_threads
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import OnlineData, train
@@ -44,9 +47,13 @@ from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
 from xlvin.train.protocols import LowData, LowDataConfig
 from xlvin.train.random_data import random_transitions
 
-AGENTS = ("xlvin", "ppo", "atreec")
+#: The maze baselines that plan on the maze's own grid (VIN and its readouts, GVIN): maze envs only.
+MAZE_PLANNERS = {"vin": "slice", "vin_mean": "mean", "vin_max": "max", "gvin": None}
+AGENTS = ("xlvin", "ppo", "atreec", *MAZE_PLANNERS)
 PROTOCOLS = ("online", "low_data")
 PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
+#: The paper's maze encoder width (its convolutions' channels and MLP hidden layer; --hidden).
+MAZE_CHANNELS = 128
 INITS = ("orthogonal", "pytorch")
 #: The smallest image side the Nature CNN's convolutions accept.
 MIN_IMAGE_SIZE = 36
@@ -132,6 +139,8 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError(f"unknown agent {cfg.agent!r}; choose one of {', '.join(AGENTS)}")
     if cfg.depth < 0:
         raise UserError(f"--depth must be >= 0, got {cfg.depth}")
+    if cfg.agent in MAZE_PLANNERS and not is_maze_env(cfg.env):
+        raise UserError(f"--agent {cfg.agent} plans on a maze's grid; it needs a maze env, not {cfg.env}")
     if cfg.agent == "atreec" and cfg.depth < 1:
         raise UserError("--agent atreec needs --depth >= 1 (it backs values up a tree)")
     if cfg.embedding_dim < 0 or cfg.hidden < 0:
@@ -184,7 +193,7 @@ def env_spaces(env_id: str) -> tuple[tuple[int, ...], int]:
     shape = tuple(int(n) for n in obs_space.shape)
     if len(shape) > 3:
         raise UserError(f"{env_id} has observations of shape {shape}; need flat or [C, H, W]")
-    if is_image(shape) and min(shape[1:]) < MIN_IMAGE_SIZE:
+    if is_image(shape) and min(shape[1:]) < MIN_IMAGE_SIZE and not is_maze_env(env_id):
         raise UserError(
             f"{env_id} has images of {shape[1]}x{shape[2]}; the Nature CNN needs at least "
             f"{MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE}"
@@ -198,14 +207,21 @@ def is_image(obs_shape: tuple[int, ...]) -> bool:
 
 
 def embedding_width(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> int:
-    """k: the configured size, or the preset (50 for flat observations, 512 for images)."""
-    return cfg.embedding_dim or (512 if is_image(obs_shape) else 50)
+    """k: the configured size, or the preset (50 for flat observations, 512 for images, 10 for
+    mazes: the paper's maze encoder)."""
+    if cfg.embedding_dim:
+        return cfg.embedding_dim
+    if is_maze_env(cfg.env):
+        return 10
+    return 512 if is_image(obs_shape) else 50
 
 
 def hidden_width(cfg: TrainConfig) -> int:
     """F: the configured width, or the paper's per-environment preset."""
     if cfg.hidden:
         return cfg.hidden
+    if is_maze_env(cfg.env):
+        return MAZE_CHANNELS
     return next((f for name, f in PAPER_HIDDEN.items() if cfg.env.startswith(name)), 64)
 
 
@@ -230,8 +246,11 @@ def executor_file(spec: str, cfg: TrainConfig | None = None, progress: bool = Fa
 
 
 def build_encoder(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> nn.Module:
-    """z: the Nature CNN for image observations [C, H, W], else the three-layer MLP."""
+    """z: the maze CNN for mazes, the Nature CNN for other image observations [C, H, W], else
+    the three-layer MLP."""
     k = embedding_width(cfg, obs_shape)
+    if is_maze_env(cfg.env):
+        return MazeCNN(obs_shape[0], hidden_width(cfg), k)
     if is_image(obs_shape):
         return NatureCNN(obs_shape[0], k, size=obs_shape[1])
     return MLPEncoder(math.prod(obs_shape), hidden_width(cfg), k)
@@ -285,6 +304,12 @@ def build_agent(
 ) -> ActorCritic:
     """The policy network for `cfg` and the env's observation shape; XLVIN needs the executor's
     processor (frozen inside)."""
+    if cfg.agent in MAZE_PLANNERS:  # no encoder: they plan on the maze itself
+        readout = MAZE_PLANNERS[cfg.agent]
+        planner = GVINAgent(num_actions) if readout is None else VINAgent(num_actions, readout)
+        if cfg.init == "pytorch":
+            pytorch_init(planner)
+        return planner
     encoder = build_encoder(cfg, obs_shape)
     k = embedding_width(cfg, obs_shape)
     agent: ActorCritic

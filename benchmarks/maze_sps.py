@@ -1,0 +1,89 @@
+"""Training throughput and first learning curves of the maze agents under the library's PPO, to
+size the curriculum runs (issue 15).
+
+    python -m benchmarks.maze_sps [--total-steps 8192] [--threads 1] [--agents ...] [--level D]
+
+Each agent trains `--total-steps` steps on xlvin/Maze-v0 (8x8) in this process, one after the
+other: 8 envs x 128 steps a rollout, 4 epochs of 4 minibatches (the library's PPO defaults but
+8 envs), Adam lr `--lr` decayed linearly to 0. Without `--level` the mazes are of every level
+and the figure is the run's env steps per second (collection and updates, wall clock). With
+`--level D` the envs draw level-D starts only and the table adds the training success over the
+last 1,000 episodes (the goal within 2 x D moves, as the curriculum counts it) and the greedy
+success on the held-out level-D starts. PPO is the paper's maze CNN at 128 channels and the
+32-channel CPU preset. Not part of the test suite.
+"""
+
+import argparse
+import os
+import platform
+
+import gymnasium as gym
+import numpy as np
+
+from xlvin.envs.maze import GOAL_REWARD, MOVE_REWARD, MazeEnv
+from xlvin.envs.maze_data import generated_split
+from xlvin.nn.agent import PPOAgent
+from xlvin.nn.encoders import MazeCNN
+from xlvin.nn.gvin import GVINAgent
+from xlvin.nn.policy import ActorCritic
+from xlvin.nn.vin import VINAgent
+from xlvin.process import seed_everything
+from xlvin.train.loop import OnlineData, train
+from xlvin.train.maze_evaluation import greedy_success
+from xlvin.train.ppo import PPOConfig
+
+#: label -> a fresh policy
+AGENTS = {
+    "vin": ("VIN", lambda: VINAgent(8)),
+    "vin_mean": ("VIN-mean", lambda: VINAgent(8, "mean")),
+    "vin_max": ("VIN-max", lambda: VINAgent(8, "max")),
+    "gvin": ("GVIN", lambda: GVINAgent(8)),
+    "ppo128": ("PPO (maze CNN, 128 ch)", lambda: PPOAgent(MazeCNN(3, 128, 10), 10, 8)),
+    "ppo32": ("PPO (maze CNN, 32 ch)", lambda: PPOAgent(MazeCNN(3, 32, 10), 10, 8)),
+}
+
+
+def moves_of(returns: np.ndarray) -> np.ndarray:
+    """Moves of episodes that reached the goal, from their returns: 1 - 0.01 (moves - 1)."""
+    return 1 + np.round((GOAL_REWARD - returns) / -MOVE_REWARD).astype(int)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--total-steps", type=int, default=8192)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=2.5e-4)
+    parser.add_argument("--level", type=int, default=0, help="0: every level")
+    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
+    args = parser.parse_args()
+    env_id = "xlvin/Maze-v0"
+    if args.level:
+        env_id = f"xlvin/BenchMazeLevel{args.level}-v0"
+        gym.register(id=env_id, entry_point=MazeEnv, kwargs={"level": args.level})
+    test = generated_split(8, "test")
+    held_out = np.flatnonzero(test.levels == args.level)
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f}; torch threads {args.threads}; "
+          f"{args.total_steps:,} steps, lr {args.lr}, level {args.level or 'all'}")
+    print("| agent | env steps/s | episodes | wall s | train success, last 1,000 | held-out greedy |")
+    print("|---|---|---|---|---|---|")
+    for name in args.agents:
+        label, make = AGENTS[name]
+        seed_everything(0)
+        policy: ActorCritic = make()
+        cfg = PPOConfig(num_envs=8, num_steps=128, total_steps=args.total_steps, lr=args.lr,
+                        torch_threads=args.threads)
+        result = train(policy, OnlineData(env_id, cfg, 0), cfg, 0, progress=False)
+        returns = np.array(result.episode_returns[-1000:])
+        trained, greedy = "-", "-"
+        if args.level:
+            solved = (returns > 0) & (moves_of(returns) <= 2 * args.level)
+            trained = f"{100 * solved.mean():.1f} %"
+            greedy = f"{100 * greedy_success(policy, test, held_out).mean():.1f} %"
+        print(f"| {label} | {result.sps:,.0f} | {result.episodes:,} | {result.wall_time_s:.1f} | "
+              f"{trained} | {greedy} |", flush=True)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
