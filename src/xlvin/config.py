@@ -7,12 +7,13 @@ into `--kebab-case` flags whose `--help` text is that help, and `from_args` buil
 import argparse
 import dataclasses
 import json
+import math
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xlvin.errors import UserError
+from xlvin.errors import UserError, one_line
 
 C = TypeVar("C")
 
@@ -71,34 +72,59 @@ def from_args(
         for f in dataclasses.fields(cls)
         if getattr(args, dest + f.name, None) is not None
     }
+    for name, value in given.items():
+        _check_finite(value, f"--{prefix}{name.replace('_', '-')}")
     return dataclasses.replace(config, **given)
+
+
+def _check_finite(value: Any, name: str) -> None:
+    """Refuse NaN and infinite floats: no setting of a config means anything with them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"{name} must be a finite number, got {value}")
 
 
 def to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-def from_dict(cls: type[C], data: dict[str, Any], source: str = "config") -> C:
-    """Build `cls` from a dict, rejecting unknown fields and values of the wrong type."""
+def from_dict(cls: type[C], data: Any, source: str = "config") -> C:
+    """Build `cls` from a dict, rejecting anything but a dict, unknown fields, values of the wrong
+    type, values outside a field's choices and non-finite floats; the config's own checks
+    (`__post_init__`) run too. Every refusal is one UserError."""
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: the {cls.__name__} section must be an object, got "
+                        f"{type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
     if unknown:
         raise UserError(f"{source}: unknown field(s) {', '.join(unknown)} for {cls.__name__}")
-    values = {}
-    for key, value in data.items():
-        tp = _base_type(hints[key])
-        ok = isinstance(value, tp) and not (tp is not bool and isinstance(value, bool))
-        if tp is float and isinstance(value, int) and not isinstance(value, bool):
-            value, ok = float(value), True
-        if value is None and hints[key] is not tp:
-            ok = True
-        if not ok:
-            raise UserError(
-                f"{source}: field {key!r} must be {tp.__name__}, got {type(value).__name__}"
-            )
-        values[key] = value
+    values = {key: _field_value(value, hints[key], fields[key], source)
+              for key, value in data.items()}
     return cls(**values)
+
+
+def _field_value(value: Any, hint: Any, field: dataclasses.Field, source: str) -> Any:
+    """One field's value from JSON, checked against its type, choices and finiteness."""
+    tp = _base_type(hint)
+    if value is None and hint is not tp:
+        return None
+    ok = isinstance(value, tp) and not (tp is not bool and isinstance(value, bool))
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            value, ok = float(value), True
+        except OverflowError:
+            raise UserError(f"{source}: field {field.name!r} is too large") from None
+    if not ok:
+        raise UserError(
+            f"{source}: field {field.name!r} must be {tp.__name__}, got {type(value).__name__}"
+        )
+    _check_finite(value, f"{source}: field {field.name!r}")
+    choices = field.metadata.get("choices")
+    if choices and value not in choices:
+        raise UserError(f"{source}: field {field.name!r} must be one of {', '.join(choices)}, "
+                        f"got {value!r}")
+    return value
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -107,8 +133,8 @@ def load_json(path: Path) -> dict[str, Any]:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise UserError(f"file not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise UserError(f"corrupt JSON in {path}: {err}") from None
+    except (ValueError, RecursionError) as err:  # bad JSON, bad UTF-8, huge ints, deep nesting
+        raise UserError(f"corrupt JSON in {path}: {one_line(err, limit=120)}") from None
     if not isinstance(data, dict):
         raise UserError(f"corrupt JSON in {path}: expected an object")
     return data

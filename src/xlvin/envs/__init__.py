@@ -4,19 +4,20 @@ Importing `xlvin.envs` (done by `xlvin.train.rollout`) registers, for each Atari
 `ATARI_GAMES`, the id `xlvin/<Game>-v5`: ALE's `ALE/<Game>-v5` with the standard DQN / Nature
 preprocessing (see `xlvin.envs.atari`). Registration needs nothing installed; making one of these
 environments needs the `atari` extra (`pip install -e .[atari]`: ale-py, whose wheel ships the
-ROMs) and fails with a one-line error without it.
+ROMs) and fails with a one-line error without it. ALE's own ids (`ALE/<Game>-v5`) are registered
+on first use (`ensure_registered`).
 
 It also registers the VIN gridworld mazes `xlvin/Maze-v0` and `xlvin/ContextualMaze-v0`
 (`xlvin.envs.maze`; mazes from `xlvin.envs.maze_data`).
 """
 
-from xlvin.envs.atari import ATARI_GAMES, atari_env_id, register_atari_envs
+from xlvin.envs.atari import ATARI_GAMES, atari_env_id, ensure_registered, register_atari_envs
 from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID, is_maze_env, register_maze_envs
 
 register_atari_envs()
 register_maze_envs()
 
 __all__ = [
-    "ATARI_GAMES", "CONTEXTUAL_MAZE_ID", "MAZE_ID", "atari_env_id", "is_maze_env",
-    "register_atari_envs", "register_maze_envs",
+    "ATARI_GAMES", "CONTEXTUAL_MAZE_ID", "MAZE_ID", "atari_env_id", "ensure_registered",
+    "is_maze_env", "register_atari_envs", "register_maze_envs",
 ]

@@ -63,6 +63,13 @@ def make_atari(
     return gym.wrappers.FrameStackObservation(env, stack)
 
 
+def ensure_registered(env_id: str) -> None:
+    """Register ALE's environments (with ale-py, or fail saying how to install it) when `env_id`
+    is one of them (`ALE/...`) and they are not registered yet; other ids are left alone."""
+    if env_id.startswith("ALE/") and env_id not in gym.registry:
+        _require_ale()
+
+
 def register_atari_envs() -> None:
     """Register xlvin/<Game>-v5 for every game of ATARI_GAMES (idempotent; needs no ale-py)."""
     for game in ATARI_GAMES:

@@ -11,7 +11,8 @@ kill at any moment leaves the previous checkpoint or the new one, never half of 
 and, in the JSON header, the format, the optimizer's param groups, NumPy's and Python's global
 generator states, the loop's counters and env state (`loop`), and the run's `extra` record (what
 the run directory's summary has collected so far, e.g. pre-training statistics; later experiments
-put their curriculum state there). Loading parses JSON and raw tensors only: no code runs.
+put their curriculum state there) and the run's config (`run`), so a checkpoint of another run is
+refused. Loading parses JSON and raw tensors only: no code runs.
 """
 
 import random
@@ -22,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from xlvin.errors import UserError
+from xlvin.errors import UserError, one_line
 from xlvin.io.weights import atomic_save_tensors, load_weights, read_metadata
 
 FORMAT = "xlvin-checkpoint/3"
@@ -50,12 +51,14 @@ class Checkpointer:
     """Saves and restores a training loop's state in `path` every `every` updates (0: never).
 
     `extra` is the run-level record saved alongside (the caller keeps updating the same dict);
-    `restore` updates it in place with the saved record.
+    `restore` updates it in place with the saved record. `run` is the run's config: saved, and
+    compared on restore (a checkpoint saved without one is not compared).
     """
 
     path: Path
     every: int
     extra: dict[str, Any] = field(default_factory=dict)
+    run: dict[str, Any] | None = None
 
     def due(self, update: int) -> bool:
         """A checkpoint after `update` updates? At 0 (before any update) and every `every`."""
@@ -68,7 +71,11 @@ class Checkpointer:
         """The metrics step the checkpoint was taken at (0 without a checkpoint)."""
         if not self.exists():
             return 0
-        return int(_read_meta(Path(self.path))["loop"]["log_step"])
+        meta = _read_meta(Path(self.path))
+        step = meta.get("loop", {}).get("log_step") if isinstance(meta.get("loop"), dict) else None
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise UserError(f"checkpoint {self.path} does not fit this run: no valid loop.log_step")
+        return step
 
     def save(
         self,
@@ -90,6 +97,7 @@ class Checkpointer:
             "rng": {"numpy": _numpy_state(), "python": _python_state()},
             "loop": loop,
             "extra": self.extra,
+            "run": self.run,
         }
         atomic_save_tensors(Path(self.path), out, meta)
 
@@ -99,6 +107,8 @@ class Checkpointer:
         """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
         _check_format(Path(self.path), meta)
+        if None not in (meta.get("run"), self.run) and meta["run"] != self.run:
+            raise UserError(f"checkpoint {self.path} was saved by another run; not resuming")
         try:
             policy.load_state_dict(section(tensors, "model/"), strict=True)
             _load_optimizer(optimizer, section(tensors, "optim/"), meta["param_groups"])
@@ -107,10 +117,9 @@ class Checkpointer:
             _set_numpy_state(meta["rng"]["numpy"])
             version, internal, gauss_next = meta["rng"]["python"]
             random.setstate((version, tuple(internal), gauss_next))
-            loop, extra = meta["loop"], meta["extra"]
-        except (RuntimeError, ValueError, KeyError, TypeError) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise UserError(f"checkpoint {self.path} does not fit this run: {first}") from None
+            loop, extra = dict(meta["loop"]), dict(meta["extra"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError, OverflowError) as err:
+            raise UserError(f"checkpoint {self.path} does not fit this run: {one_line(err)}") from None
         self.extra.update(extra)
         return Resumed(loop=loop, tensors=section(tensors, "loop/"))
 

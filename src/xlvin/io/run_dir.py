@@ -6,37 +6,103 @@
     DIR/summary.json       pre-training statistics, data counts and wall times
     DIR/tb/                TensorBoard events (same tags as metrics.jsonl)
     DIR/checkpoint.safetensors  the latest checkpoint while training (xlvin.io.checkpoint)
+    DIR/.lock              held (flock) by the one process that trains or finishes the run
+
+A process claims a run directory (`claim_run_dir`) before it writes anything there and holds the
+claim until it is done, resume included: a second process asking for it gets one line.
 """
 
+import fcntl
 import json
 import math
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
 from xlvin.errors import UserError
-from xlvin.io.weights import atomic_write_bytes
+from xlvin.io.weights import TEMPORARY_SUFFIX, atomic_write_bytes
 
 CONFIG = "config.json"
 MODEL = "model.safetensors"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
+LOCK = ".lock"
+
+#: Run directories this process holds: resolved path -> the open file descriptor of DIR/.lock.
+_claimed: dict[Path, int] = {}
+
+
+@contextmanager
+def claim_run_dir(path: Path) -> Iterator[Path]:
+    """Hold the run directory `path` (created if missing) for the block: an exclusive lock on
+    DIR/.lock, so no other process trains or finishes the same run meanwhile; another process
+    holding it is one UserError. Claiming again inside the block (the same process) is a no-op.
+    Once claimed, temporary files that killed writers left behind are removed."""
+    path = Path(path)
+    key = path.resolve()
+    if key in _claimed:
+        yield path
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UserError(f"{path} is in use by another xlvin process; wait until it ends") from None
+    _claimed[key] = fd
+    try:
+        remove_temporaries(path)
+        yield path
+    finally:
+        del _claimed[key]
+        os.close(fd)
+
+
+def remove_temporaries(path: Path) -> None:
+    """Delete the temporary files of atomic writes (`.NAME.RANDOM.tmp`) a killed process left in
+    `path`; only safe while `path` is claimed (no writer is alive)."""
+    for leftover in path.glob(f".*{TEMPORARY_SUFFIX}"):
+        leftover.unlink(missing_ok=True)
+
+
+def check_creatable(path: Path, what: str = "--out") -> None:
+    """Refuse, before any work, a path that cannot be created: its nearest existing ancestor must
+    be a writable directory."""
+    ancestor = Path(path).absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UserError(f"{what} {path}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UserError(f"{what} {path}: cannot write in {ancestor}")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write_bytes(Path(path), (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
-def create_run_dir(path: Path, config: dict[str, Any]) -> Path:
-    """Create `path` for a new run and write its config; refuse to touch a folder that holds files."""
+def check_new_run_dir(path: Path) -> None:
+    """Refuse `path` for a new run unless it is missing or an empty directory (its lock aside),
+    and unless it can be created; changes nothing."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UserError(f"--out {path} exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()):
+    if path.is_dir() and any(p.name != LOCK for p in path.iterdir()):
         what = "a run" if (path / CONFIG).exists() else "files"
         raise UserError(f"--out {path} already holds {what}; choose a new directory (or --resume an unfinished run)")
-    path.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        check_creatable(path)
+
+
+def create_run_dir(path: Path, config: dict[str, Any]) -> Path:
+    """Write a new run's config to the claimed `path`; refuse a folder that holds files."""
+    path = Path(path)
+    check_new_run_dir(path)
     write_json(path / CONFIG, config)
     return path
 
@@ -55,18 +121,34 @@ def open_run_dir(path: Path, config: dict[str, Any]) -> Path:
     path = Path(path)
     if not (path / CONFIG).is_file():
         raise UserError(f"--resume: {path} holds no run to resume ({CONFIG} is missing)")
-    saved = json.loads((path / CONFIG).read_text())
+    saved = _read_object(path / CONFIG)
     if saved != config:
         diff = sorted(
             f"{section}.{key}"
             for section in set(saved) | set(config)
-            for key in set(saved.get(section, {})) | set(config.get(section, {}))
-            if saved.get(section, {}).get(key) != config.get(section, {}).get(key)
-        )
+            for key in set(_section(saved, section)) | set(_section(config, section))
+            if _section(saved, section).get(key) != _section(config, section).get(key)
+        ) or sorted(set(saved) ^ set(config))
         raise UserError(f"{path} holds a different run ({', '.join(diff)} differ); not resuming")
     if (path / SUMMARY).is_file():
         raise UserError(f"{path} holds a finished run; nothing to resume")
     return path
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    """A JSON object from a run directory's file, or one UserError."""
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, RecursionError) as err:
+        raise UserError(f"corrupt JSON in {path}: {type(err).__name__}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"corrupt JSON in {path}: expected an object")
+    return data
+
+
+def _section(config: dict[str, Any], name: str) -> dict[str, Any]:
+    value = config.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 class MetricsLogger:
@@ -74,19 +156,28 @@ class MetricsLogger:
 
     `rewind_to` (when resuming from a checkpoint taken at that step): rows logged after it by the
     interrupted process are dropped from metrics.jsonl and purged from TensorBoard, so the
-    resumed run's log reads as if it had never stopped.
+    resumed run's log reads as if it had never stopped. Nothing is opened, rewound or created
+    before the first row is logged: a run refused before its first update changes no file.
     """
 
     def __init__(self, run_dir: Path, rewind_to: int | None = None) -> None:
-        metrics = Path(run_dir) / METRICS
-        if rewind_to is not None and metrics.is_file():
-            kept = [row for row in _complete_rows(metrics) if row["step"] <= rewind_to]
+        self.run_dir, self.rewind_to = Path(run_dir), rewind_to
+        self.file: Any = None
+        self.writer: SummaryWriter | None = None
+
+    def _open(self) -> None:
+        metrics = self.run_dir / METRICS
+        if self.rewind_to is not None and metrics.is_file():
+            kept = [row for row in _complete_rows(metrics) if row["step"] <= self.rewind_to]
             atomic_write_bytes(metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
         self.file = open(metrics, "a")
-        purge = None if rewind_to is None else rewind_to + 1
-        self.writer = SummaryWriter(log_dir=str(Path(run_dir) / "tb"), purge_step=purge)
+        purge = None if self.rewind_to is None else self.rewind_to + 1
+        self.writer = SummaryWriter(log_dir=str(self.run_dir / "tb"), purge_step=purge)
 
     def __call__(self, step: int, metrics: dict[str, float]) -> None:
+        if self.writer is None:
+            self._open()
+        assert self.writer is not None
         clean = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
         self.file.write(json.dumps({"step": step, **clean}, sort_keys=True) + "\n")
         self.file.flush()
@@ -94,8 +185,9 @@ class MetricsLogger:
             self.writer.add_scalar(key, value, step)
 
     def close(self) -> None:
-        self.file.close()
-        self.writer.close()
+        if self.writer is not None:
+            self.file.close()
+            self.writer.close()
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:
@@ -109,7 +201,9 @@ def _complete_rows(path: Path) -> list[dict[str, float]]:
     rows = []
     for line in path.read_text().splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            rows.append(row)
     return rows

@@ -14,16 +14,28 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save
 from torch import nn
 
-from xlvin.errors import UserError
+from xlvin.errors import UserError, one_line
 
 METADATA_KEY = "xlvin"
+#: The suffix of `atomic_write_bytes`'s temporary files (`.NAME.RANDOM.tmp` beside the target).
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def current_umask() -> int:
+    """This process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file beside `path`, then rename: a crash never leaves half a file."""
+    """Write `data` to a temporary file beside `path`, then rename: a crash never leaves half a file.
+    The file gets the permissions a plain `open` would give it (0666 less the umask), not the
+    temporary file's 0600."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -77,9 +89,8 @@ def _read(path: Path, what: str, tensors: bool) -> tuple[dict[str, torch.Tensor]
             header = f.metadata() or {}
         metadata = json.loads(header[METADATA_KEY])
         loaded = load_file(str(path)) if tensors else {}
-    except (SafetensorError, OSError, KeyError, ValueError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise UserError(f"corrupt {what} file {path}: {reason}") from None
+    except (SafetensorError, OSError, KeyError, ValueError, RecursionError) as err:
+        raise UserError(f"corrupt {what} file {path}: {one_line(err)}") from None
     if not isinstance(metadata, dict):
         raise UserError(f"corrupt {what} file {path}: metadata is not a JSON object")
     return loaded, metadata
@@ -90,5 +101,4 @@ def load_state(module: nn.Module, tensors: dict[str, torch.Tensor], source: Path
     try:
         module.load_state_dict(tensors, strict=True)
     except RuntimeError as err:
-        first = str(err).splitlines()[0]
-        raise UserError(f"weights in {source} do not fit this model: {first}") from None
+        raise UserError(f"weights in {source} do not fit this model: {one_line(err)}") from None

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import torch
 from tqdm import tqdm
 
+from xlvin.errors import UserError, one_line
 from xlvin.io.checkpoint import Checkpointer, section
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import seed_everything, set_threads
@@ -206,13 +207,7 @@ def train(
     evaluator = Evaluator(data.env_id, evaluation.episodes) if evaluation.points > 0 else None
     try:
         if checkpoint is not None and checkpoint.exists():
-            resumed = checkpoint.restore(policy, optimizer, generator)
-            loop = resumed.loop
-            result = TrainResult(**loop["result"])
-            data.load_state_dict(loop["data"], section(resumed.tensors, "data/"))
-            if loop["rollout"] is not None:
-                rollout = Rollout(**section(resumed.tensors, "rollout/"), **loop["rollout"])
-            averaged = section(resumed.tensors, "average/")
+            result, rollout, averaged = _resume(checkpoint, policy, optimizer, generator, data)
             resumed_at = result.updates
         start = time.perf_counter() - result.wall_time_s
         bar = tqdm(total=total, initial=result.updates, disable=not progress, unit="update",
@@ -301,6 +296,26 @@ def relabel(rollout: Rollout, policy: ActorCritic) -> Rollout:
     logits, values = policy(rollout.obs.flatten(0, 1))
     logprobs = action_logprobs(logits[: T * N], rollout.actions.reshape(-1)).view(T, N)
     return dataclasses.replace(rollout, logprobs=logprobs, values=values.view(T + 1, N))
+
+
+def _resume(
+    checkpoint: Checkpointer, policy: ActorCritic, optimizer: Any, generator: torch.Generator,
+    data: DataSource,
+) -> tuple[TrainResult, Rollout | None, dict[str, torch.Tensor]]:
+    """Restore policy, optimizer, RNGs and `data` from `checkpoint`; return the loop's result so
+    far, the round's data (None between rounds) and the weight sums of the averaging. A
+    checkpoint that does not fit is one UserError, raised before anything is written."""
+    resumed = checkpoint.restore(policy, optimizer, generator)
+    loop = resumed.loop
+    try:
+        result = TrainResult(**loop["result"])
+        data.load_state_dict(loop["data"], section(resumed.tensors, "data/"))
+        rollout = None
+        if loop["rollout"] is not None:
+            rollout = Rollout(**section(resumed.tensors, "rollout/"), **loop["rollout"])
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as err:
+        raise UserError(f"checkpoint {checkpoint.path} does not fit this run: {one_line(err)}") from None
+    return result, rollout, section(resumed.tensors, "average/")
 
 
 def _save(

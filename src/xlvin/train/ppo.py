@@ -28,6 +28,9 @@ from xlvin.train.storage import Rollout
 LOGRATIO_LIMIT = 20.0
 
 Optimizer = torch.optim.Adam | FlatAdam
+#: The most parallel envs a run may have: a checkpoint's JSON header holds every env's state, and
+#: safetensors refuses headers over 100 MB.
+MAX_ENVS = 1024
 
 
 class TrainingDiverged(UserError):
@@ -87,7 +90,7 @@ class PPOConfig:
 
     def __post_init__(self) -> None:
         checks = [
-            (self.num_envs >= 1, "num_envs must be >= 1"),
+            (1 <= self.num_envs <= MAX_ENVS, f"num_envs must be in [1, {MAX_ENVS}]"),
             (self.num_steps >= 1, "num_steps must be >= 1"),
             (self.total_steps >= 1, "total_steps must be >= 1"),
             (self.lr > 0, "lr must be > 0"),

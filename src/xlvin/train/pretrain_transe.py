@@ -1,6 +1,7 @@
 """Pre-training the encoder and transition model with TransE on random-policy transitions
 (paper section 3.3 and appendix B)."""
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -9,6 +10,7 @@ from tqdm import tqdm
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.config import option
+from xlvin.errors import UserError
 from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transe import energy, hits_at_1, transe_loss
 from xlvin.nn.transition import TransitionModel
@@ -34,6 +36,21 @@ class TransEConfig:
         "executors) and start every run from those weights: the authors' code loads one TransE "
         "file per environment for all its runs"
     )
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.episodes >= 1, "episodes must be >= 1"),
+            (self.max_transitions >= 1, "max_transitions must be >= 1"),
+            (self.epochs >= 0, "epochs must be >= 0"),
+            (self.batch_size >= 1, "batch_size must be >= 1"),
+            (math.isfinite(self.lr) and self.lr > 0, "lr must be a finite number > 0"),
+            (math.isfinite(self.hinge) and self.hinge >= 0, "hinge must be a finite number >= 0"),
+            (math.isfinite(self.sigma) and self.sigma > 0, "sigma must be a finite number > 0"),
+            (0 < self.holdout < 1, "holdout must be in (0, 1)"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(f"TransE config: {message}")
 
 
 def split(data: TransitionBatch, fraction: float, generator: torch.Generator) -> tuple[TransitionBatch, TransitionBatch]:

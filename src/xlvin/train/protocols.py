@@ -22,6 +22,7 @@ from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.collect import collect_episodes, collect_until_episodes_end
 from xlvin.train.loop import Evaluation
+from xlvin.train.ppo import MAX_ENVS
 from xlvin.train.storage import Rollout
 
 
@@ -58,6 +59,11 @@ class LowDataConfig:
             raise UserError("low-data protocol: average_last must be >= 0")
         if min(self.rounds, self.episodes, self.updates, self.num_envs) < 1:
             raise UserError("low-data protocol: rounds, episodes, updates and num_envs must be >= 1")
+        if self.num_envs > MAX_ENVS:
+            raise UserError(f"low-data protocol: num_envs must be <= {MAX_ENVS}")
+        if not 0 <= self.eval_points <= self.rounds * self.updates or self.eval_episodes < 1:
+            raise UserError("low-data protocol: eval_points must be in [0, rounds x updates] "
+                            "(at most one evaluation after each update), eval_episodes >= 1")
         if self.collect not in ("episodes", "until_done"):
             raise UserError(f"low-data protocol: collect must be episodes or until_done, got {self.collect!r}")
 

@@ -13,17 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from torch import nn
 
 from xlvin.config import from_dict, option, to_dict
+from xlvin.envs import ensure_registered
 from xlvin.envs.maze import is_maze_env
-from xlvin.errors import UserError
+from xlvin.errors import UserError, one_line
 from xlvin.io.checkpoint import CHECKPOINT, Checkpointer
-from xlvin.io.executor_file import load_executor, read_executor_meta
+from xlvin.io.executor_file import executor_architecture, load_executor, read_executor_meta
 from xlvin.io.run_dir import (
     MODEL,
     SUMMARY,
     MetricsLogger,
+    check_new_run_dir,
+    claim_run_dir,
     create_run_dir,
     open_run_dir,
     require_run_dir,
@@ -57,6 +61,8 @@ MAZE_CHANNELS = 128
 INITS = ("orthogonal", "pytorch")
 #: The smallest image side the Nature CNN's convolutions accept.
 MIN_IMAGE_SIZE = 36
+#: Training seeds: [0, MAX_SEED] (NumPy's legacy global seeding takes 32 bits).
+MAX_SEED = 2**32 - 1
 
 
 @dataclass
@@ -125,7 +131,11 @@ class RunConfig:
         return {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], source: str) -> "RunConfig":
+    def from_json(cls, data: Any, source: str) -> "RunConfig":
+        """The config of a JSON object (a config file, a run's config.json or a weights header);
+        anything else, and any field that does not check, is one UserError."""
+        if not isinstance(data, dict):
+            raise UserError(f"{source}: the config must be a JSON object, got {type(data).__name__}")
         sections = typing.get_type_hints(cls)  # section name -> its config dataclass
         unknown = sorted(set(data) - set(sections))
         if unknown:
@@ -137,6 +147,8 @@ def validate(cfg: TrainConfig) -> None:
     """Reject bad settings with one clear line."""
     if cfg.agent not in AGENTS:
         raise UserError(f"unknown agent {cfg.agent!r}; choose one of {', '.join(AGENTS)}")
+    if not 0 <= cfg.seed <= MAX_SEED:
+        raise UserError(f"--seed must be in [0, {MAX_SEED}], got {cfg.seed}")
     if cfg.depth < 0:
         raise UserError(f"--depth must be >= 0, got {cfg.depth}")
     if cfg.agent in MAZE_PLANNERS and not is_maze_env(cfg.env):
@@ -157,33 +169,86 @@ def validate(cfg: TrainConfig) -> None:
 FLOATS_PER_NODE = (8, 4)
 
 
+def machine_memory() -> int:
+    """Bytes of physical memory of this machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def tree_nodes(num_actions: int, depth: int, limit: int) -> int | None:
+    """Latent states of a tree of depth `depth` over `num_actions` actions (1 + A + ... + A^K),
+    or None when there are more than `limit` (counted without building huge numbers)."""
+    if num_actions == 1:
+        return depth + 1 if depth < limit else None
+    nodes, level = 0, 1
+    for _ in range(depth + 1):
+        nodes += level
+        if nodes > limit:
+            return None
+        level *= num_actions
+    return nodes
+
+
 def check_tree_fits(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) -> None:
     """Refuse a depth K whose tree could not fit in this machine's memory, saying what it needs."""
     t = cfg.train
     if t.agent not in ("xlvin", "atreec") or t.depth == 0:
         return
-    nodes = sum(num_actions**d for d in range(t.depth + 1))
     batch = max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
     k = embedding_width(t, obs_shape)
-    per_node = FLOATS_PER_NODE[0] * k + FLOATS_PER_NODE[1] * hidden_width(t)
-    need = nodes * batch * per_node * 4
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    node_bytes = (FLOATS_PER_NODE[0] * k + FLOATS_PER_NODE[1] * hidden_width(t)) * 4 * batch
+    total = machine_memory()
+    nodes = tree_nodes(num_actions, t.depth, total // node_bytes)
+    if nodes is None:
+        raise UserError(
+            f"--depth {t.depth} with {num_actions} actions builds more than "
+            f"{total // node_bytes:,} latent states per observation, too many for a minibatch of "
+            f"{batch} in this machine's {total / 2**30:,.0f} GiB"
+        )
+
+
+def check_model_fits(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) -> None:
+    """Refuse widths and env counts whose network or rollout could not fit in this machine's
+    memory: a generous estimate of the weights (x4: gradients and Adam's two moments) and of an
+    online rollout's observations."""
+    k, f = embedding_width(cfg.train, obs_shape), hidden_width(cfg.train)
+    flat = math.prod(obs_shape)
+    weights = flat * max(f, k) + (num_actions + 4) * (f + k) ** 2
+    rollout = cfg.ppo.batch_size * flat * 2
+    need = (4 * weights + rollout) * 4
+    total = machine_memory()
     if need > total:
         raise UserError(
-            f"--depth {t.depth} with {num_actions} actions builds {nodes:,} latent states per "
-            f"observation; a minibatch of {batch} would need about {need / 2**30:,.0f} GiB, this "
-            f"machine has {total / 2**30:,.0f} GiB"
+            f"--hidden {f}, --embedding-dim {k} and --num-envs x --num-steps "
+            f"{cfg.ppo.batch_size} need about {need / 2**30:,.0f} GiB; this machine has "
+            f"{total / 2**30:,.0f} GiB"
         )
+
+
+def check_run(cfg: RunConfig) -> tuple[tuple[int, ...], int]:
+    """Everything about a run's config that can be checked without training it (values, the
+    environment, memory); return the env's (observation shape, number of actions)."""
+    validate(cfg.train)
+    obs_shape, num_actions = env_spaces(cfg.train.env)
+    check_model_fits(cfg, obs_shape, num_actions)
+    check_tree_fits(cfg, obs_shape, num_actions)
+    return obs_shape, num_actions
 
 
 def env_spaces(env_id: str) -> tuple[tuple[int, ...], int]:
     """(observation shape, number of actions) of a gymnasium env, checked for support: discrete
     actions; Box observations, flat (any shape of up to 2 axes, flattened) or images [C, H, W]
-    large enough for the Nature CNN."""
+    large enough for the Nature CNN. Only ids in gymnasium's registry are made: an id naming a
+    module to import (`module:Env`) is refused, so a config file never runs code."""
+    ensure_registered(env_id)
+    if env_id not in gym.registry:
+        raise UserError(
+            f"unknown environment {env_id!r}: not in gymnasium's registry (ids that name a module "
+            "to import, module:Env, are refused; register the environment first)"
+        )
     try:
         env = gym.make(env_id)
     except gym.error.Error as err:
-        raise UserError(f"unknown environment {env_id!r}: {str(err).splitlines()[0]}") from None
+        raise UserError(f"unknown environment {env_id!r}: {one_line(err)}") from None
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
     if not isinstance(action_space, gym.spaces.Discrete):
@@ -193,6 +258,13 @@ def env_spaces(env_id: str) -> tuple[tuple[int, ...], int]:
     shape = tuple(int(n) for n in obs_space.shape)
     if len(shape) > 3:
         raise UserError(f"{env_id} has observations of shape {shape}; need flat or [C, H, W]")
+    if obs_space.dtype == np.uint8 and len(shape) >= 2 and (
+        len(shape) == 2 or shape[2] < shape[0]
+    ):
+        raise UserError(
+            f"{env_id} has images of shape {shape}; the Nature CNN needs them channels first, "
+            "[C, H, W] (the MLP encoder is for flat observations)"
+        )
     if is_image(shape) and min(shape[1:]) < MIN_IMAGE_SIZE and not is_maze_env(env_id):
         raise UserError(
             f"{env_id} has images of {shape[1]}x{shape[2]}; the Nature CNN needs at least "
@@ -348,11 +420,17 @@ def train_run(
     checkpoint, or from the start when it was stopped before its first checkpoint; the finished
     run is then identical to an uninterrupted one (same weights and metrics, except wall-clock
     figures).
+
+    Everything is checked before `out` is created or changed; `out` is then claimed
+    (`claim_run_dir`) for the whole run, so two processes never train into one directory.
     """
+    config = cfg.to_json()
+    obs_shape, num_actions = check_run(cfg)
+    if resume:
+        open_run_dir(out, config)
+    else:
+        check_new_run_dir(out)
     t = cfg.train
-    validate(t)
-    obs_shape, num_actions = env_spaces(t.env)
-    check_tree_fits(cfg, obs_shape, num_actions)
     processor, executor_meta = None, None
     if t.agent == "xlvin":
         processor, executor_meta = load_executor_processor(executor_file(t.executor, t, progress))
@@ -361,13 +439,31 @@ def train_run(
     wants_transe = t.agent == "xlvin" and t.pretrain_transe
     shared = shared_transe_file(cfg, obs_shape, num_actions, progress) if (
         wants_transe and cfg.transe.shared and not strict) else None
-    run_dir = open_run_dir(out, cfg.to_json()) if resume else create_run_dir(out, cfg.to_json())
-    seed_everything(t.seed)  # the initial weights; the loop seeds training itself
+    with claim_run_dir(out) as run_dir:
+        if resume:
+            open_run_dir(run_dir, config)
+        else:
+            create_run_dir(run_dir, config)
+        seed_everything(t.seed)  # the initial weights; the loop seeds training itself
+        agent = build_agent(t, obs_shape, num_actions, processor)
+        summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress, resume)
+    return agent, summary
+
+
+def _train_claimed(
+    cfg: RunConfig, run_dir: Path, agent: ActorCritic, executor_meta: dict[str, Any] | None,
+    shared: Path | None, progress: bool, resume: bool,
+) -> dict[str, Any]:
+    """`train_run` once its run directory is claimed: pre-train, train, save; the summary."""
+    t = cfg.train
+    strict = t.protocol == "low_data" and cfg.low_data.strict_transe
+    wants_transe = t.agent == "xlvin" and t.pretrain_transe
     start = time.perf_counter()
-    agent = build_agent(t, obs_shape, num_actions, processor)
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0}
-    checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary)
+    checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary,
+                              run=cfg.to_json())
     resuming = resume and checkpoint.exists()
+    rewind_to = checkpoint.log_step() if resume else None
 
     def pretrain(data: TransitionBatch) -> None:
         assert isinstance(agent, XLVINAgent)
@@ -391,7 +487,7 @@ def train_run(
         )
         pretrain(data)
     summary["pretrain_seconds"] = time.perf_counter() - start
-    logger = MetricsLogger(run_dir, rewind_to=checkpoint.log_step() if resume else None)
+    logger = MetricsLogger(run_dir, rewind_to=rewind_to)
     try:
         if t.protocol == "online":
             result = train(
@@ -419,7 +515,7 @@ def train_run(
     summary["wall_seconds"] = summary["pretrain_seconds"] + result.wall_time_s
     save_weights(run_dir / MODEL, agent, {"config": cfg.to_json(), "executor": executor_meta})
     write_json(run_dir / SUMMARY, summary)
-    return agent, summary
+    return summary
 
 
 def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]:
@@ -428,19 +524,19 @@ def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]
 
 
 def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
-    """Rebuild a finished run's policy from DIR/model.safetensors (no code is executed)."""
+    """Rebuild a finished run's policy from DIR/model.safetensors. Nothing in the file is
+    trusted: its config is checked as training checks it (values, environment, memory), its
+    executor description field by field, and no code it names is imported or run."""
     run_dir = require_run_dir(run_dir)
-    tensors, meta = load_weights(run_dir / MODEL)
-    cfg = RunConfig.from_json(meta["config"], str(run_dir / MODEL))
-    obs_shape, num_actions = env_spaces(cfg.train.env)
+    source = run_dir / MODEL
+    tensors, meta = load_weights(source)
+    cfg = RunConfig.from_json(meta.get("config"), str(source))
+    obs_shape, num_actions = check_run(cfg)
     processor = None
     if cfg.train.agent == "xlvin":
-        e = meta["executor"]
-        processor = MessagePassing(
-            e["hidden"], e["aggregation"], e["layer_norm"], e.get("messages", "relu")
-        )
+        processor = MessagePassing(**executor_architecture(meta.get("executor"), source))
     agent = build_agent(cfg.train, obs_shape, num_actions, processor)
-    load_state(agent, tensors, run_dir / MODEL)
+    load_state(agent, tensors, source)
     return agent.eval(), cfg
 
 
