@@ -4,7 +4,10 @@ Every `xlvin` command calls `prepare_process()` once; training loops call `set_t
 `seed_everything`; a library user calls what they need.
 """
 
+import os
 import random
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,6 +52,29 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+#: How often a worker looks whether its parent is still alive (seconds).
+PARENT_POLL_SECONDS = 0.5
+WATCHER = "exit-with-parent"
+
+
+def exit_with_parent(parent: int | None = None) -> None:
+    """End this process as soon as its parent process is gone (killed, crashed, interrupted):
+    a daemon thread watches the parent's id, since a killed parent can tell no one. `parent`:
+    the id it must have (a worker started by that process), default the current parent. For
+    worker processes, which must never outlive the command that started them. Once per process
+    (a Ray worker runs many tasks)."""
+    if any(t.name == WATCHER for t in threading.enumerate()):
+        return
+    parent = os.getppid() if parent is None else parent
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name=WATCHER, daemon=True).start()
 
 
 def prepare_process() -> None:

@@ -2,15 +2,18 @@
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from xlvin.config import add_options, from_args
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta
+from xlvin.io.run_dir import check_creatable
 from xlvin.mdp.graphs import FAMILIES
 from xlvin.process import set_threads
 from xlvin.train.pretrain_executor import ExecutorConfig, evaluate_executor, pretrain_and_save
+from xlvin.train.run import MAX_SEED, machine_memory
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -24,33 +27,76 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def check_threads(threads: int) -> None:
+    if threads < 1:
+        raise UserError(f"--threads must be >= 1, got {threads}")
+
+
+def check_mdps_fit(states: int, actions: int, count: int) -> None:
+    """Refuse MDPs whose transition tensors (count x S x A x S doubles, and as much again for
+    rewards and value iteration) could not fit in this machine's memory."""
+    need = 2 * count * states * actions * states * 8
+    if need > machine_memory():
+        raise UserError(
+            f"{count} MDPs of {states} states and {actions} actions need about "
+            f"{need / 2**30:,.0f} GiB; this machine has {machine_memory() / 2**30:,.0f} GiB"
+        )
+
+
 def _pretrain(args: argparse.Namespace) -> None:
-    set_threads(args.threads)
+    check_threads(args.threads)
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to overwrite it")
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory; name the executor file")
+    check_creatable(out)
+    if args.eval_count < 1:
+        raise UserError(f"--eval-count must be >= 1, got {args.eval_count}")
     cfg = from_args(ExecutorConfig, args, ExecutorConfig(family=args.graphs))
+    check_mdps_fit(cfg.states, cfg.actions, max(cfg.train_graphs, args.eval_count))
+    set_threads(args.threads)
     meta = pretrain_and_save(cfg, out, args.eval_count, progress=not args.quiet)
     print(f"saved {out} (trained in {meta['training']['train_seconds']:.0f} s); held-out graphs:")
     print(_table([meta["held_out"]]))
 
 
+def _given_or_saved(given: Any, meta: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+    """A flag's value, else the executor file's (checked: a file is not trusted), else `default`."""
+    if given is not None:
+        return given
+    saved = meta.get(key, default)
+    if kind is float and type(saved) is int:
+        saved = float(saved)
+    if type(saved) is not kind:
+        raise UserError(f"the executor file's {key} is not a {kind.__name__}; pass --{key}")
+    return saved
+
+
 def _evaluate(args: argparse.Namespace) -> None:
-    set_threads(args.threads)
+    check_threads(args.threads)
     meta = read_executor_meta(Path(args.file))
-    executor = load_executor(Path(args.file))
     family = args.graphs or meta.get("family")
     if family not in FAMILIES:
         raise UserError(f"{args.file} names no graph family; pass --graphs")
+    states = _given_or_saved(args.states, meta, "states", int, 20)
+    actions = _given_or_saved(args.actions, meta, "actions", int, 8)
+    gamma = _given_or_saved(args.gamma, meta, "gamma", float, 0.9)
+    checks = [
+        (states >= 1 and actions >= 1, "--states and --actions must be >= 1"),
+        (args.count >= 1, "--count must be >= 1"),
+        (0 <= args.seed <= MAX_SEED, f"--seed must be in [0, {MAX_SEED}]"),
+        (0 <= gamma < 1, "--gamma must lie in [0, 1)"),
+        (args.tol > 0 and math.isfinite(args.tol), "--tol must be a finite number > 0"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(message)
+    check_mdps_fit(states, actions, args.count)
+    set_threads(args.threads)
+    executor = load_executor(Path(args.file))
     result = evaluate_executor(
-        executor,
-        family,
-        args.states or int(meta.get("states", 20)),
-        args.actions or int(meta.get("actions", 8)),
-        args.count,
-        args.seed,
-        args.gamma if args.gamma is not None else float(meta.get("gamma", 0.9)),
-        args.tol,
+        executor, family, states, actions, args.count, args.seed, gamma, args.tol
     )
     print(json.dumps(result, indent=2) if args.json else _table([result]))
 

@@ -15,6 +15,8 @@ def _sweep(args: argparse.Namespace) -> None:
         raise UserError("--seeds must be >= 1")
     if args.workers is not None and (args.address or args.workers < 1):
         raise UserError("--workers must be >= 1, and is for local Ray only (a cluster has its own)")
+    if not args.timeout > 0:
+        raise UserError(f"--timeout must be > 0 seconds, got {args.timeout}")
     sweep.import_ray()  # before any work: without Ray, say how to install it
     cells = preset.cells(args.seeds, args)
     root = (args.runs or preset.runs).resolve()  # workers may not share this process's directory
@@ -22,6 +24,7 @@ def _sweep(args: argparse.Namespace) -> None:
     result = sweep.run_sweep(
         preset, cells, root, report=lambda line: print(line, flush=True),
         address=args.address, workers=args.workers or os.cpu_count() or 1,
+        timeout=args.timeout,
     )
     wall = time.perf_counter() - start
     print(
@@ -58,6 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--address", default=None,
             help="Ray cluster to run on (host:port, ray://host:port or 'auto'); default: start "
             "local Ray on this machine. Runs and results folders must be shared by its nodes",
+        )
+        c.add_argument(
+            "--timeout", type=float, default=sweep.CONNECT_TIMEOUT, metavar="SECONDS",
+            help="give up starting local Ray or reaching the cluster after this long "
+            f"(default {sweep.CONNECT_TIMEOUT:g})",
         )
         c.add_argument(
             "--workers", type=int, default=None,

@@ -10,7 +10,7 @@ from xlvin.io.run_dir import CONFIG
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
 from xlvin.train.protocols import LowDataConfig
-from xlvin.train.run import RunConfig, TrainConfig, evaluate_run, train_run
+from xlvin.train.run import MAX_SEED, RunConfig, TrainConfig, evaluate_run, train_run
 
 EVAL_SEED = 1_000_000
 
@@ -55,6 +55,8 @@ def _train(args: argparse.Namespace) -> None:
 def _evaluate(args: argparse.Namespace) -> None:
     if args.episodes <= 0:
         raise UserError(f"--episodes must be > 0, got {args.episodes}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UserError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
     result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed)
     if args.json:
         print(json.dumps(result))

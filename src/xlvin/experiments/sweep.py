@@ -12,17 +12,23 @@ optional `ray` extra.
 
 import argparse
 import logging
+import signal
+import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from xlvin.errors import UserError
 from xlvin.experiments import table1
+from xlvin.experiments.ray_reaper import start_reaper
 
 INSTALL_HINT = "`xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
 ATTEMPTS = 2  # a failed cell is retried once
+CONNECT_TIMEOUT = 60.0  # seconds to start local Ray or reach a cluster
 
 
 def _no_options(parser: argparse.ArgumentParser) -> None:
@@ -94,8 +100,10 @@ def import_ray() -> Any:
     return ray
 
 
-def init_ray(address: str | None, workers: int | None) -> bool:
-    """Start local Ray with `workers` CPUs (address None) or connect to the cluster at `address`.
+def init_ray(address: str | None, workers: int | None, timeout: float = CONNECT_TIMEOUT) -> bool:
+    """Start local Ray with `workers` CPUs (address None) or connect to the cluster at `address`,
+    giving up after `timeout` seconds (Ray itself retries for minutes). Local Ray ends with this
+    process, however it ends (`xlvin.experiments.ray_reaper`).
 
     Returns False, doing nothing, when Ray is already initialised in this process (a test or a
     notebook that started it keeps its session), True when this call started it.
@@ -108,15 +116,52 @@ def init_ray(address: str | None, workers: int | None) -> bool:
         "log_to_driver": False,  # workers' stdout/stderr stay in Ray's log files
         "logging_level": logging.ERROR,
     }
+    where = address or "local Ray"
     try:
-        if address:
-            ray.init(address=address, **quiet)
-        else:  # "local": a new Ray instance even if another one runs on this machine
-            ray.init(address="local", num_cpus=workers, **quiet)
+        with time_limit(timeout):
+            if address:
+                check_reachable(address, timeout)
+                ray.init(address=address, **quiet)
+            else:  # "local": a new Ray instance even if another one runs on this machine
+                ray.init(address="local", num_cpus=workers, **quiet)
+                start_reaper(ray._private.worker._global_node.get_session_dir_path())
     except (ConnectionError, TimeoutError, ValueError) as err:
-        where = address or "local Ray"
         raise UserError(f"cannot start Ray ({where}): {_first_line(err)}") from None
     return True
+
+
+def check_reachable(address: str, timeout: float) -> None:
+    """Refuse, within `timeout` seconds, a cluster whose head does not answer on its port
+    (`host:port` and `ray://host:port`; `auto` finds a cluster on this machine)."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--address {address!r}: expected host:port, ray://host:port or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise ConnectionError(f"{host}:{port} does not answer: {err.strerror or err}") from None
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """A TimeoutError in the block after `seconds` (SIGALRM: in the main thread; elsewhere the
+    block runs without a limit)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"no answer within {seconds:g} s (--timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _first_line(err: BaseException) -> str:
@@ -133,9 +178,11 @@ def error_line(err: BaseException) -> str:
 
 
 def _task(run_cell: Callable[[Any, Path], dict[str, Any]], cell: Any, root: Path) -> dict[str, Any]:
-    """One cell on a Ray worker, with one torch thread."""
-    from xlvin.process import quiet_known_warnings, set_threads
+    """One cell on a Ray worker, with one torch thread. The worker ends when its raylet does
+    (local Ray dies with the driver that started it), instead of finishing the cell alone."""
+    from xlvin.process import exit_with_parent, quiet_known_warnings, set_threads
 
+    exit_with_parent()
     quiet_known_warnings()
     set_threads(1)
     return run_cell(cell, root)
@@ -163,12 +210,12 @@ def count_runs(n: int) -> str:
 
 def run_sweep(
     preset: Preset, cells: list[Any], root: Path, report: Callable[[str], None] = print,
-    address: str | None = None, workers: int = 1,
+    address: str | None = None, workers: int = 1, timeout: float = CONNECT_TIMEOUT,
 ) -> SweepResult:
     """Run the unfinished cells as Ray tasks, each retried once after a failure.
 
-    Ray starts (`init_ray(address, workers)`) only when some cell has to run, and is shut down
-    at the end if this call started it.
+    Ray starts (`init_ray(address, workers, timeout)`) only when some cell has to run, before
+    the preset's preparation, and is shut down at the end if this call started it.
     """
     ray = import_ray()
     records: dict[int, dict[str, Any]] = {}
@@ -183,11 +230,11 @@ def run_sweep(
             result.skipped.append(cell)
     report(f"{count_runs(len(cells))}: {len(result.skipped)} finished earlier (skipped), {len(todo)} to run")
     if todo:
-        preset.prepare([cells[i] for i in todo])
         if not ray.is_initialized():
             report(f"connecting to Ray at {address}" if address else f"starting local Ray, {workers} workers")
-        started = init_ray(address, workers)
+        started = init_ray(address, workers, timeout)
         try:
+            preset.prepare([cells[i] for i in todo])
             _run_on_ray(ray, preset, cells, todo, root, report, records, result)
         finally:
             if started:

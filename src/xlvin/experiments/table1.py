@@ -30,6 +30,7 @@ import argparse
 import dataclasses
 import json
 import multiprocessing
+import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -39,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from xlvin.errors import UserError
-from xlvin.io.run_dir import CONFIG, SUMMARY, write_json
-from xlvin.process import quiet_known_warnings, set_threads
+from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
+from xlvin.process import exit_with_parent, quiet_known_warnings, set_threads
 from xlvin.stats import iqm, probability_of_improvement_ci, summarize
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
@@ -287,14 +288,17 @@ def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
     """Train and evaluate one cell unless it is already finished; return its record.
 
     A cell directory with a config but no summary is an interrupted run: it resumes from its
-    last checkpoint (`train_run(..., resume=True)`) and ends as an uninterrupted run would.
+    last checkpoint (`train_run(..., resume=True)`) and ends as an uninterrupted run would. The
+    cell is claimed like a run directory while it trains and is evaluated: a cell another
+    invocation is running is one UserError.
     """
     quiet_known_warnings()  # in spawned workers too
     run_dir = cell.run_dir(root)
-    if not (run_dir / SUMMARY).is_file():
-        train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file())
-    if not (run_dir / EVAL_FILE).is_file():
-        write_json(run_dir / EVAL_FILE, evaluate_run(run_dir, EVAL_EPISODES, EVAL_SEED))
+    with claim_run_dir(run_dir):
+        if not (run_dir / SUMMARY).is_file():
+            train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file())
+        if not (run_dir / EVAL_FILE).is_file():
+            write_json(run_dir / EVAL_FILE, evaluate_run(run_dir, EVAL_EPISODES, EVAL_SEED))
     return cell_record(cell, run_dir)
 
 
@@ -350,7 +354,9 @@ def _produce(need: tuple[str, Cell]) -> None:
 
 
 def _map(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) -> list[Any]:
-    """[fn(item) for item in items] on `jobs` spawned worker processes, in completion order."""
+    """[fn(item) for item in items] on `jobs` spawned worker processes, in completion order.
+    The workers end with this process, however it ends; the first failure cancels the items
+    not started."""
     results = []
     if jobs <= 1 or len(items) <= 1:
         for item in items:
@@ -359,11 +365,15 @@ def _map(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) ->
                 on_done(results[-1])
         return results
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context,
+                               initializer=exit_with_parent, initargs=(os.getpid(),))
+    try:
         for future in as_completed([pool.submit(fn, item) for item in items]):
             results.append(future.result())
             if on_done:
                 on_done(results[-1])
+    finally:
+        pool.shutdown(cancel_futures=True)
     return results
 
 

@@ -73,12 +73,15 @@ class ExecutorConfig:
 
 
 def _check(cfg: ExecutorConfig) -> None:
-    positive = ("train_graphs", "hidden", "epochs", "batch_graphs", "batch_steps", "lr", "tol")
+    positive = ("states", "actions", "train_graphs", "hidden", "epochs", "batch_graphs",
+                "batch_steps", "lr", "tol")
     bad = [name for name in positive if getattr(cfg, name) <= 0]
     if bad:
         raise UserError(f"executor config: {', '.join(bad)} must be positive")
     if not 0.0 <= cfg.gamma < 1.0:
         raise UserError(f"executor config: gamma must lie in [0, 1), got {cfg.gamma}")
+    if cfg.seed < 0:
+        raise UserError(f"executor config: seed must be >= 0, got {cfg.seed}")
 
 
 def make_mdps(
