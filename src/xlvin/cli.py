@@ -50,7 +50,9 @@ def _silence_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one `xlvin` command; return its exit status."""
     try:
-        return _run(argv)
+        code = _run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        return code
     except KeyboardInterrupt:
         print("xlvin: interrupted", file=sys.stderr)
         return 130
@@ -77,7 +79,6 @@ def _run(argv: list[str] | None) -> int:
     except SystemExit as exit:  # --help, or a usage error already printed in one line
         return int(exit.code or 0)
     args.func(args)
-    sys.stdout.flush()  # a closed pipe shows here, inside main
     return 0
 
 

@@ -48,6 +48,8 @@ def claim_run_dir(path: Path) -> Iterator[Path]:
         yield path
         return
     path.mkdir(parents=True, exist_ok=True)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"{path}: cannot write in it (read-only file system or permissions)")
     fd = os.open(path / LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
