@@ -98,10 +98,15 @@ def from_dict(cls: type[C], data: Any, source: str = "config") -> C:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise UserError(f"{source}: unknown field(s) {', '.join(unknown)} for {cls.__name__}")
+        raise UserError(f"{source}: unknown field(s) {names(unknown)} for {cls.__name__}")
     values = {key: _field_value(value, hints[key], fields[key], source)
               for key, value in data.items()}
     return cls(**values)
+
+
+def names(keys: list[str]) -> str:
+    """Keys of a JSON object for a one-line message: joined, control characters escaped."""
+    return ", ".join(key.encode("unicode_escape").decode("ascii") for key in keys)
 
 
 def _field_value(value: Any, hint: Any, field: dataclasses.Field, source: str) -> Any:

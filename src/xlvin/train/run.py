@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
-from xlvin.config import from_dict, option, to_dict
+from xlvin.config import from_dict, names, option, to_dict
 from xlvin.envs import ensure_registered
 from xlvin.envs.maze import is_maze_env
 from xlvin.errors import UserError, one_line
@@ -139,7 +139,7 @@ class RunConfig:
         sections = typing.get_type_hints(cls)  # section name -> its config dataclass
         unknown = sorted(set(data) - set(sections))
         if unknown:
-            raise UserError(f"{source}: unknown section(s) {', '.join(unknown)}")
+            raise UserError(f"{source}: unknown section(s) {names(unknown)}")
         return cls(**{name: from_dict(tp, data.get(name, {}), source) for name, tp in sections.items()})
 
 
