@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-import xlvin.envs  # noqa: F401  (registers the xlvin/ ids)
+import xlvin.envs
 from xlvin.nn.agent import PPOAgent
 from xlvin.nn.encoders import MLPEncoder, NatureCNN
 
@@ -50,7 +50,7 @@ def test_freeway_preprocessing_and_check_env() -> None:
         assert env.observation_space.dtype == np.uint8
         obs, _ = env.reset(seed=0)
         assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
-        obs, reward, terminated, truncated, _ = env.step(0)
+        obs, _, terminated, truncated, _ = env.step(0)
         assert obs.shape == (4, 84, 84) and not terminated and not truncated
         with warnings.catch_warnings():  # "different from the unwrapped version": intended
             warnings.simplefilter("ignore")

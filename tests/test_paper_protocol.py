@@ -25,7 +25,7 @@ from xlvin.train.storage import Rollout
 
 def one_env_rollout() -> Rollout:
     """One env, 7 steps: real, terminated | autoreset | real, truncated | autoreset | real."""
-    column = lambda xs, dtype: torch.tensor(xs, dtype=dtype).unsqueeze(1)  # noqa: E731
+    column = lambda xs, dtype: torch.tensor(xs, dtype=dtype).unsqueeze(1)
     return Rollout(
         obs=torch.zeros(8, 1, 1), actions=torch.zeros(7, 1, dtype=torch.long),
         logprobs=torch.zeros(7, 1),

@@ -112,7 +112,7 @@ def test_gae_matches_hand_computation_with_termination_truncation_and_autoreset(
     terminated = [False, True, False, False, False, False, False]
     truncated = [False, False, False, False, True, False, False]
     valid = [True, True, False, True, True, False, True]
-    column = lambda xs, dtype: torch.tensor(xs, dtype=dtype).unsqueeze(1)  # noqa: E731
+    column = lambda xs, dtype: torch.tensor(xs, dtype=dtype).unsqueeze(1)
     rollout = Rollout(
         obs=torch.zeros(8, 1, 1),
         actions=torch.zeros(7, 1, dtype=torch.long),
@@ -307,7 +307,7 @@ def _run(seed: int, total_steps: int) -> tuple[list[tuple[int, dict[str, float]]
 def test_same_seed_gives_identical_metrics_and_weights():
     (first, policy_a), (second, policy_b) = _run(7, 4 * 64 * 3), _run(7, 4 * 64 * 3)
     assert [s for s, _ in first] == [256, 512, 768]
-    strip = lambda m: {k: v for k, v in m.items() if k != "charts/sps"}  # noqa: E731
+    strip = lambda m: {k: v for k, v in m.items() if k != "charts/sps"}
     assert [strip(m) for _, m in first] == [strip(m) for _, m in second]
     for a, b in zip(policy_a.state_dict().values(), policy_b.state_dict().values(), strict=True):
         assert torch.equal(a, b)

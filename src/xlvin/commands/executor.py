@@ -17,8 +17,8 @@ from xlvin.train.run import MAX_SEED, machine_memory
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'family':<22} {'states':>7} {'actions':>7} {'graphs':>6} "
-             f"{'policy accuracy':>18} {'value MSE':>20} {'diverged':>8}"]
+    lines = [(f"{'family':<22} {'states':>7} {'actions':>7} {'graphs':>6} "
+              f"{'policy accuracy':>18} {'value MSE':>20} {'diverged':>8}")]
     for r in rows:
         acc = f"{100 * r['policy_accuracy']:.1f} +- {100 * r['policy_accuracy_std']:.1f} %"
         mse = "-" if r["value_mse"] is None else f"{r['value_mse']:.3g} +- {r['value_mse_std']:.2g}"

@@ -23,25 +23,27 @@ from xlvin.stats import summarize
 AGENTS = ("ppo", "xlvin-r")
 
 
+def _cell(group: list[dict], field: str) -> str:
+    """One statistic of one agent's seeds: its IQM and the value of every seed."""
+    values = np.array([r[field] for r in group])
+    per_seed = " / ".join(f"{v:.0f}" for v in values)
+    return f"IQM **{summarize(values)['iqm']:.1f}** (per seed {per_seed})"
+
+
 def results_table(records: list[dict]) -> str:
     """Markdown: per agent, both statistics per seed and their IQM, beside the paper's number."""
     lines = [
-        "| agent | paper (5 seeds) | ours: max over per-update evaluations (the paper's "
-        "statistic) | ours: final policy, 100 fresh episodes | seeds | episodes (transitions) |",
+        ("| agent | paper (5 seeds) | ours: max over per-update evaluations (the paper's "
+         "statistic) | ours: final policy, 100 fresh episodes | seeds | episodes (transitions) |"),
         "|---|---|---|---|---|---|",
     ]
     for agent in AGENTS:
         group = sorted((r for r in records if r["agent"] == agent), key=lambda r: r["seed"])
         paper_mean, paper_std = table1.PAPER[("CartPole-v0", agent)]
 
-        def cell(field: str) -> str:
-            values = np.array([r[field] for r in group])
-            per_seed = " / ".join(f"{v:.0f}" for v in values)
-            return f"IQM **{summarize(values)['iqm']:.1f}** (per seed {per_seed})"
-
         lines.append(
-            f"| {agent} | {paper_mean} +- {paper_std} | {cell('max_eval_return')} | "
-            f"{cell('final_return')} | {len(group)} | "
+            f"| {agent} | {paper_mean} +- {paper_std} | {_cell(group, 'max_eval_return')} | "
+            f"{_cell(group, 'final_return')} | {len(group)} | "
             f"{np.mean([r['episodes'] for r in group]):.0f} "
             f"({np.mean([r['transitions'] for r in group]):.0f}) |"
         )

@@ -172,7 +172,7 @@ class MetricsLogger:
         if self.rewind_to is not None and metrics.is_file():
             kept = [row for row in _complete_rows(metrics) if row["step"] <= self.rewind_to]
             atomic_write_bytes(metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
-        self.file = open(metrics, "a")
+        self.file = open(metrics, "a")  # noqa: SIM115 (open for the whole run, closed by close)
         purge = None if self.rewind_to is None else self.rewind_to + 1
         self.writer = SummaryWriter(log_dir=str(self.run_dir / "tb"), purge_step=purge)
 

@@ -42,7 +42,6 @@ def _uniform_over_neighbours(adjacency: np.ndarray) -> np.ndarray:
     A state without out-neighbour in an action's graph gets a self-loop, so every row sums to 1.
     """
     adj = adjacency.copy()
-    _, num_states, _ = adj.shape
     empty = ~adj.any(axis=2)
     a_idx, s_idx = np.nonzero(empty)
     adj[a_idx, s_idx, s_idx] = True

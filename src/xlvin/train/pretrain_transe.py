@@ -56,8 +56,8 @@ class TransEConfig:
 def split(data: TransitionBatch, fraction: float, generator: torch.Generator) -> tuple[TransitionBatch, TransitionBatch]:
     """Shuffle and split transitions into (train, held-out)."""
     order = torch.randperm(len(data.obs), generator=generator)
-    cut = len(order) - max(1, int(round(fraction * len(order))))
-    pick = lambda idx: TransitionBatch(data.obs[idx], data.actions[idx], data.next_obs[idx])  # noqa: E731
+    cut = len(order) - max(1, round(fraction * len(order)))
+    pick = lambda idx: TransitionBatch(data.obs[idx], data.actions[idx], data.next_obs[idx])
     return pick(order[:cut]), pick(order[cut:])
 
 
