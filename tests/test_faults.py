@@ -14,6 +14,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 from safetensors.torch import load_file, save_file
 
@@ -24,6 +26,7 @@ from xlvin.io import run_dir as run_dir_module
 from xlvin.io import weights as weights_module
 from xlvin.io.checkpoint import CHECKPOINT
 from xlvin.io.run_dir import claim_run_dir, read_metrics
+from xlvin.train.run import env_spaces
 
 #: A PPO run of 4 updates on one env, a checkpoint after each: about a second.
 TINY = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "1", "--num-steps", "16",
@@ -446,6 +449,29 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert main(args) == 2
     assert message in one_error_line(capsys)
     assert (snapshot(tmp_path), snapshot(finished_run)) == before
+
+
+class GrayImages(gym.Env):
+    """84 x 84 grayscale frames without a channel axis."""
+
+    observation_space = gym.spaces.Box(0, 255, (84, 84), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+
+def test_images_are_never_fed_to_the_mlp_encoder() -> None:
+    gym.register("xlvin-test/GrayImages-v0", entry_point=GrayImages)
+    try:
+        with pytest.raises(UserError, match=r"images of shape \(84, 84\); the Nature CNN needs"):
+            env_spaces("xlvin-test/GrayImages-v0")
+    finally:
+        del gym.registry["xlvin-test/GrayImages-v0"]
+
+
+def test_ale_ids_are_found_when_ale_is_installed() -> None:
+    pytest.importorskip("ale_py")
+    with pytest.raises(UserError, match=r"xlvin/<Game>-v5 is ALE preprocessed"):
+        env_spaces("ALE/Pong-v5")
+    assert env_spaces("xlvin/Pong-v5") == ((4, 84, 84), 6)
 
 
 def test_a_closed_stdout_ends_the_command_quietly(executor_path: Path) -> None:

@@ -209,3 +209,34 @@ def test_env_state_restored_into_a_fresh_env_steps_identically(env_id: str) -> N
             finished += int(a[4]["_episode"].sum())
             np.testing.assert_array_equal(a[4]["episode"]["r"], b[4]["episode"]["r"])
     assert finished > 0
+
+
+def test_a_run_killed_during_transe_pretraining_resumes_from_its_last_epoch(
+    tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TransE pre-training is checkpointed after every epoch: a run stopped after epoch 2 of 3
+    continues with epoch 3 and ends as the uninterrupted run."""
+    from xlvin.io.checkpoint import TRANSE_CHECKPOINT, Checkpointer
+
+    args = [*online_args(executor_path), "--transe-epochs", "3"]
+    assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
+    original, epochs = Checkpointer.save, []
+
+    def stop_after_two_epochs(self, *a, **k) -> None:
+        original(self, *a, **k)
+        if Path(self.path).name == TRANSE_CHECKPOINT:
+            epochs.append(a[3]["epoch"])
+            if a[3]["epoch"] == 2:
+                raise Interrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Checkpointer, "save", stop_after_two_epochs)
+        with pytest.raises(Interrupt):
+            main(["train", *args, "--out", str(tmp_path / "cut")])
+    assert epochs == [1, 2] and not (tmp_path / "cut" / CHECKPOINT).exists()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Checkpointer, "save", stop_after_two_epochs)
+        assert main(["train", *args, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+    assert epochs == [1, 2, 3]  # only the last epoch ran again
+    assert_same_run(tmp_path / "full", tmp_path / "cut")

@@ -28,6 +28,8 @@ from xlvin.io.weights import atomic_save_tensors, load_weights, read_metadata
 
 FORMAT = "xlvin-checkpoint/3"
 CHECKPOINT = "checkpoint.safetensors"
+#: TransE pre-training's own checkpoint, written after every epoch (same format, its own loop).
+TRANSE_CHECKPOINT = "transe-checkpoint.safetensors"
 
 
 class Optimizer(Protocol):

@@ -6,6 +6,7 @@
     DIR/summary.json       pre-training statistics, data counts and wall times
     DIR/tb/                TensorBoard events (same tags as metrics.jsonl)
     DIR/checkpoint.safetensors  the latest checkpoint while training (xlvin.io.checkpoint)
+    DIR/transe-checkpoint.safetensors  TransE pre-training's checkpoint (after every epoch)
     DIR/.lock              held (flock) by the one process that trains or finishes the run
 
 A process claims a run directory (`claim_run_dir`) before it writes anything there and holds the

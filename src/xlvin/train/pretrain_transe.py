@@ -3,6 +3,7 @@
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -11,6 +12,7 @@ from tqdm import tqdm
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.config import option
 from xlvin.errors import UserError
+from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transe import energy, hits_at_1, transe_loss
 from xlvin.nn.transition import TransitionModel
@@ -87,6 +89,19 @@ def transe_metrics(
     }
 
 
+def _resume(
+    checkpoint: Checkpointer, pair: nn.Module, optimizer: Any, generator: torch.Generator
+) -> tuple[int, dict[str, float], torch.Tensor]:
+    """Restore weights, optimizer and generators from a pre-training checkpoint; return the
+    epochs done, the metrics before training and the last loss."""
+    state = checkpoint.restore(pair, optimizer, generator).loop
+    epoch, before, loss = state.get("epoch"), state.get("before"), state.get("loss")
+    if type(epoch) is not int or not isinstance(before, dict) or not isinstance(loss, float):
+        raise UserError(f"checkpoint {checkpoint.path} does not fit this run: not a TransE "
+                        "pre-training checkpoint")
+    return epoch, before, torch.tensor(loss)
+
+
 def pretrain_transe(
     encoder: nn.Module,
     transition: TransitionModel,
@@ -95,9 +110,14 @@ def pretrain_transe(
     seed: int,
     progress: bool = True,
     accelerate: bool = True,
+    checkpoint: Checkpointer | None = None,
 ) -> dict[str, float]:
     """Minimise the TransE loss (paper eq. 2) on `data` with Adam (on CPU, with `accelerate`, the
-    flat Adam of `xlvin.accel.flat_adam`); return held-out metrics before and after."""
+    flat Adam of `xlvin.accel.flat_adam`); return held-out metrics before and after.
+
+    `checkpoint`: saved after every epoch; when its file exists, pre-training continues after
+    the epoch it holds and ends as an uninterrupted pre-training would (a run killed every few
+    seconds still gets through it)."""
     generator = torch.Generator().manual_seed(seed)
     train, held_out = split(data, cfg.holdout, generator)
     eval_batch = min(cfg.batch_size, len(held_out.obs))
@@ -107,9 +127,13 @@ def pretrain_transe(
     optimizer = FlatAdam(params, lr=cfg.lr) if accelerate and on_cpu else torch.optim.Adam(params, lr=cfg.lr)
     n = len(train.obs)
     steps = cfg.epochs * max(1, n // cfg.batch_size)
-    bar = tqdm(total=steps, desc="TransE pre-training", disable=not progress, leave=False)
-    loss = torch.zeros(())
-    for _ in range(cfg.epochs):
+    pair = nn.ModuleDict({"encoder": encoder, "transition": transition})
+    loss, first = torch.zeros(()), 0
+    if checkpoint is not None and checkpoint.exists():
+        first, before, loss = _resume(checkpoint, pair, optimizer, generator)
+    bar = tqdm(total=steps, initial=first * (steps // max(cfg.epochs, 1)),
+               desc="TransE pre-training", disable=not progress, leave=False)
+    for epoch in range(first, cfg.epochs):
         order = torch.randperm(n, generator=generator)
         for start in range(0, max(n - cfg.batch_size, 0) + 1, cfg.batch_size):
             idx = order[start : start + cfg.batch_size]
@@ -122,6 +146,9 @@ def pretrain_transe(
             optimizer.step()
             bar.update()
         bar.set_postfix(loss=f"{loss.item():.4f}")
+        if checkpoint is not None:
+            checkpoint.save(pair, optimizer, generator, {"epoch": epoch + 1, "before": before,
+                                                         "loss": loss.item(), "log_step": 0})
     bar.close()
     after = transe_metrics(encoder, transition, held_out, eval_batch, cfg.sigma)
     return {

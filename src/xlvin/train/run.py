@@ -20,7 +20,7 @@ from xlvin.config import from_dict, names, option, to_dict
 from xlvin.envs import ensure_registered
 from xlvin.envs.maze import is_maze_env
 from xlvin.errors import UserError, one_line
-from xlvin.io.checkpoint import CHECKPOINT, Checkpointer
+from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer
 from xlvin.io.executor_file import executor_architecture, load_executor, read_executor_meta
 from xlvin.io.run_dir import (
     MODEL,
@@ -261,9 +261,10 @@ def env_spaces(env_id: str) -> tuple[tuple[int, ...], int]:
     if obs_space.dtype == np.uint8 and len(shape) >= 2 and (
         len(shape) == 2 or shape[2] < shape[0]
     ):
+        hint = "; xlvin/<Game>-v5 is ALE preprocessed to [4, 84, 84]" if env_id.startswith("ALE/") else ""
         raise UserError(
             f"{env_id} has images of shape {shape}; the Nature CNN needs them channels first, "
-            "[C, H, W] (the MLP encoder is for flat observations)"
+            f"[C, H, W] (the MLP encoder is for flat observations){hint}"
         )
     if is_image(shape) and min(shape[1:]) < MIN_IMAGE_SIZE and not is_maze_env(env_id):
         raise UserError(
@@ -334,7 +335,8 @@ def shared_transe_file(
     """The TransE pre-training every run of this environment and architecture starts from
     (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
     `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached under
-    $XLVIN_CACHE/transe by a hash of everything that determines it."""
+    $XLVIN_CACHE/transe by a hash of everything that determines it. The training (not the data
+    collection) is checkpointed after every epoch beside the file until the file is written."""
     t = cfg.train
     key = {
         "format": "xlvin-transe/1", "env": t.env, "obs_shape": list(obs_shape),
@@ -355,10 +357,13 @@ def shared_transe_file(
     data = random_transitions(
         t.env, cfg.transe.episodes, seed=10_000, max_transitions=cfg.transe.max_transitions
     )
-    stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
-                            progress=progress, accelerate=cfg.ppo.accelerate)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Deterministic: processes producing the same file at once may share its checkpoint.
+    epochs = Checkpointer(path.with_name(path.stem + ".checkpoint.safetensors"), 1)
+    stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
+                            progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs)
     save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
+    Path(epochs.path).unlink(missing_ok=True)
     return path
 
 
@@ -465,13 +470,13 @@ def _train_claimed(
     resuming = resume and checkpoint.exists()
     rewind_to = checkpoint.log_step() if resume else None
 
-    def pretrain(data: TransitionBatch) -> None:
+    def pretrain(data: TransitionBatch, epochs: Checkpointer | None = None) -> None:
         assert isinstance(agent, XLVINAgent)
         # Strict pre-training runs inside the PPO loop, whose flat Adam already holds these
         # parameters: a second flat Adam would rebind them away from it, so torch's Adam here.
         summary["transe"] = pretrain_transe(
             agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress,
-            accelerate=cfg.ppo.accelerate and not strict,
+            accelerate=cfg.ppo.accelerate and not strict, checkpoint=epochs,
         )
         summary["transe_transitions"] = 0 if strict else len(data.obs)
 
@@ -485,7 +490,7 @@ def _train_claimed(
         data = random_transitions(
             t.env, cfg.transe.episodes, seed=t.seed + 10_000, max_transitions=cfg.transe.max_transitions
         )
-        pretrain(data)
+        pretrain(data, Checkpointer(run_dir / TRANSE_CHECKPOINT, 1, run=cfg.to_json()))
     summary["pretrain_seconds"] = time.perf_counter() - start
     logger = MetricsLogger(run_dir, rewind_to=rewind_to)
     try:
