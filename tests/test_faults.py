@@ -187,20 +187,26 @@ POOL = textwrap.dedent("""
 """)
 
 
-def test_workers_of_a_killed_reproduce_do_not_survive_it(tmp_path: Path) -> None:
-    """`xlvin reproduce`'s worker pool, its parent killed with SIGKILL: within seconds no worker
-    is left in the process table."""
+@pytest.mark.parametrize("how", ["SIGKILL to the parent", "Ctrl-C (SIGINT to the group)"])
+def test_workers_of_a_killed_reproduce_do_not_survive_it(how: str, tmp_path: Path) -> None:
+    """`xlvin reproduce`'s worker pool, its parent killed with SIGKILL or stopped with Ctrl-C
+    while the workers run their items: the parent ends at once (it does not wait for the
+    items) and within seconds no worker is left in the process table."""
     script = tmp_path / "pool.py"
     script.write_text(POOL)
     parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)],
-                              env={**os.environ, "PYTHONPATH": SRC}, stderr=subprocess.DEVNULL)
+                              env={**os.environ, "PYTHONPATH": SRC}, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
     deadline = time.monotonic() + 120
     while len(list(tmp_path.glob("worker-*"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     workers = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
     assert len(workers) == 2
-    parent.send_signal(signal.SIGKILL)
-    parent.wait()
+    if how.startswith("SIGKILL"):
+        parent.send_signal(signal.SIGKILL)
+    else:
+        os.killpg(parent.pid, signal.SIGINT)
+    parent.wait(timeout=10)
     deadline = time.monotonic() + 10
     while not all(map(is_gone, workers)) and time.monotonic() < deadline:
         time.sleep(0.1)

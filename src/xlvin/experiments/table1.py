@@ -355,8 +355,8 @@ def _produce(need: tuple[str, Cell]) -> None:
 
 def _map(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) -> list[Any]:
     """[fn(item) for item in items] on `jobs` spawned worker processes, in completion order.
-    The workers end with this process, however it ends; the first failure cancels the items
-    not started."""
+    The workers end with this process, however it ends: killed (they watch it), or stopped by
+    Ctrl-C or a failed item (they are terminated at once, not after their current item)."""
     results = []
     if jobs <= 1 or len(items) <= 1:
         for item in items:
@@ -372,8 +372,12 @@ def _map(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) ->
             results.append(future.result())
             if on_done:
                 on_done(results[-1])
-    finally:
-        pool.shutdown(cancel_futures=True)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in multiprocessing.active_children():
+            worker.terminate()
+        raise
+    pool.shutdown()
     return results
 
 
