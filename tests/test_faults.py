@@ -213,6 +213,59 @@ def test_workers_of_a_killed_reproduce_do_not_survive_it(how: str, tmp_path: Pat
     assert all(map(is_gone, workers))
 
 
+SWEEP = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from xlvin.experiments import sweep
+
+    def run_cell(cell, root):
+        Path(root, f"worker-{os.getpid()}").touch()
+        time.sleep(120)
+        return {}
+
+    if __name__ == "__main__":
+        root = Path(sys.argv[1])
+        preset = sweep.Preset(help="", cells=lambda n, a: [0], run_cell=run_cell,
+                              finished=lambda c, r: None, write_results=lambda *a: "", runs=root)
+        sweep.run_sweep(preset, [0], root, workers=1)
+""")
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_a_killed_sweep_leaves_no_ray_process_and_no_worker(tmp_path: Path) -> None:
+    """`xlvin sweep` on local Ray killed with SIGKILL while a task runs: its raylet, the task's
+    worker and Ray's agents are all gone within seconds (none finishes the cell alone)."""
+    pytest.importorskip("ray")
+    script = tmp_path / "sweep.py"
+    script.write_text(SWEEP)
+    driver = subprocess.Popen([sys.executable, str(script), str(tmp_path)],
+                              env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while not list(tmp_path.glob("worker-*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (worker,) = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
+    raylet = int(Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    ray_processes = [raylet, *children(raylet), *children(driver.pid)]
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    deadline = time.monotonic() + 20
+    while not all(map(is_gone, ray_processes)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in ray_processes if not is_gone(pid)] == []
+
+
 # ------------------------------------------------------------------ 3. a tampered run directory is inert
 
 def tampered_copy(run: Path, dest: Path, change) -> Path:
