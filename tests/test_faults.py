@@ -547,7 +547,9 @@ def test_ctrl_c_while_starting_is_one_line() -> None:
     """SIGINT during the heavy imports (torch) is `xlvin: interrupted`, not a traceback."""
     process = python("import sys\nfrom xlvin.cli import main\nsys.exit(main())", "--help",
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(0.5)
+    maps, deadline = Path(f"/proc/{process.pid}/maps"), time.monotonic() + 60
+    while "libtorch" not in maps.read_text() and time.monotonic() < deadline:
+        time.sleep(0.01)  # until main() is importing torch
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=120) == 130
     assert process.stderr.read().decode().strip() == "xlvin: interrupted"
