@@ -79,7 +79,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
-# ------------------------------------------------------------------ 1. one process per run directory
+# ---------------------------------------------------------- 1. one process per run directory
 
 RACE = textwrap.dedent("""
     import contextlib, io, json, sys, time
@@ -171,7 +171,7 @@ def test_written_files_respect_the_umask(tmp_path: Path) -> None:
     assert (tmp_path / "b.json").stat().st_mode & 0o777 == 0o600
 
 
-# ------------------------------------------------------------------ 2. workers end with their parent
+# ---------------------------------------------------------- 2. workers end with their parent
 
 POOL = textwrap.dedent("""
     import os, sys, time
@@ -266,7 +266,7 @@ def test_a_killed_sweep_leaves_no_ray_process_and_no_worker(tmp_path: Path) -> N
     assert [pid for pid in ray_processes if not is_gone(pid)] == []
 
 
-# ------------------------------------------------------------------ 3. a tampered run directory is inert
+# ---------------------------------------------------------- 3. a tampered run directory is inert
 
 def tampered_copy(run: Path, dest: Path, change) -> Path:
     """A copy of the finished run `run` whose model header's config went through `change`."""
@@ -286,7 +286,8 @@ def _with(section: str, **values):
 
 
 TAMPERED = {
-    "env id naming a module": (_with("train", env="xlvin_planted:Env"), "not in gymnasium's registry"),
+    "env id naming a module": (_with("train", env="xlvin_planted:Env"),
+                               "not in gymnasium's registry"),
     "huge depth": (_with("train", agent="xlvin", depth=100000), "--depth 100000 with 2 actions"),
     "huge width": (_with("train", hidden=10**7), "need about"),
     "bogus protocol": (_with("train", protocol="bogus"), "must be one of online, low_data"),
@@ -334,7 +335,7 @@ def test_a_config_file_naming_a_module_is_refused_not_imported(tmp_path: Path, c
     assert snapshot(tmp_path) == before
 
 
-# ------------------------------------------------------------------ 4. a refused resume changes nothing
+# ---------------------------------------------------------- 4. a refused resume changes nothing
 
 def unfinished_copy(run: Path, dest: Path, checkpoint_from: Path) -> Path:
     """`run` as if killed before its end (no summary, no model), with the checkpoint of
@@ -375,7 +376,7 @@ def test_a_refused_resume_leaves_every_byte_as_it_was(
     assert snapshot(tmp_path) == before
 
 
-# ------------------------------------------------------------------ 6. disk full, read-only, unwritable
+# ---------------------------------------------------------- 6. disk full, read-only, unwritable
 
 def mount_tmpfs(where: Path, options: str) -> None:
     """Mount a small tmpfs at `where`, or skip the test (needs root and mount permission)."""
@@ -446,7 +447,7 @@ def test_a_read_only_file_system_is_one_line(read_only_disk: Path, finished_run:
     assert snapshot(read_only_disk) == before
 
 
-# ------------------------------------------------------------------ 6, 7. every bad input: one line, exit 2, nothing written
+# ---------------------------------------------------------- 6, 7. every bad input: one line, exit 2, nothing written
 
 BAD_INPUT = {
     "negative seed": (["train", *TINY, "--seed", "-1"], "--seed must be in [0, 4294967295]"),

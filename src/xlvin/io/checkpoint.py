@@ -121,7 +121,8 @@ class Checkpointer:
             random.setstate((version, tuple(internal), gauss_next))
             loop, extra = dict(meta["loop"]), dict(meta["extra"])
         except (RuntimeError, ValueError, KeyError, TypeError, IndexError, OverflowError) as err:
-            raise UserError(f"checkpoint {self.path} does not fit this run: {one_line(err)}") from None
+            reason = one_line(err)
+            raise UserError(f"checkpoint {self.path} does not fit this run: {reason}") from None
         self.extra.update(extra)
         return Resumed(loop=loop, tensors=section(tensors, "loop/"))
 

@@ -29,8 +29,8 @@ def current_umask() -> int:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file beside `path`, then rename: a crash never leaves half a file.
-    The file gets the permissions a plain `open` would give it (0666 less the umask), not the
+    """Write `data` to a temporary file beside `path`, then rename: a crash never leaves half a
+    file. The file gets the permissions a plain `open` would give it (0666 less the umask), not the
     temporary file's 0600."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)

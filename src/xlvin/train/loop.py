@@ -314,7 +314,8 @@ def _resume(
         if loop["rollout"] is not None:
             rollout = Rollout(**section(resumed.tensors, "rollout/"), **loop["rollout"])
     except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as err:
-        raise UserError(f"checkpoint {checkpoint.path} does not fit this run: {one_line(err)}") from None
+        reason = one_line(err)
+        raise UserError(f"checkpoint {checkpoint.path} does not fit this run: {reason}") from None
     return result, rollout, section(resumed.tensors, "average/")
 
 

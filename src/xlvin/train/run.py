@@ -135,7 +135,9 @@ class RunConfig:
         """The config of a JSON object (a config file, a run's config.json or a weights header);
         anything else, and any field that does not check, is one UserError."""
         if not isinstance(data, dict):
-            raise UserError(f"{source}: the config must be a JSON object, got {type(data).__name__}")
+            raise UserError(
+                f"{source}: the config must be a JSON object, got {type(data).__name__}"
+            )
         sections = typing.get_type_hints(cls)  # section name -> its config dataclass
         unknown = sorted(set(data) - set(sections))
         if unknown:
@@ -261,7 +263,8 @@ def env_spaces(env_id: str) -> tuple[tuple[int, ...], int]:
     if obs_space.dtype == np.uint8 and len(shape) >= 2 and (
         len(shape) == 2 or shape[2] < shape[0]
     ):
-        hint = "; xlvin/<Game>-v5 is ALE preprocessed to [4, 84, 84]" if env_id.startswith("ALE/") else ""
+        ale = env_id.startswith("ALE/")
+        hint = "; xlvin/<Game>-v5 is ALE preprocessed to [4, 84, 84]" if ale else ""
         raise UserError(
             f"{env_id} has images of shape {shape}; the Nature CNN needs them channels first, "
             f"[C, H, W] (the MLP encoder is for flat observations){hint}"
