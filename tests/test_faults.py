@@ -292,7 +292,8 @@ TAMPERED = {
     "huge width": (_with("train", hidden=10**7), "need about"),
     "bogus protocol": (_with("train", protocol="bogus"), "must be one of online, low_data"),
     "seed out of range": (_with("train", seed=-1), "--seed must be in"),
-    "missing config": (lambda m: json.dumps({"executor": None}), "the config must be a JSON object"),
+    "missing config": (lambda m: json.dumps({"executor": None}),
+                       "the config must be a JSON object"),
     "null section": (lambda m: json.dumps({**m, "config": {**m["config"], "ppo": None}}),
                      "section must be an object"),
     "list section": (lambda m: json.dumps({**m, "config": {**m["config"], "train": []}}),
@@ -434,7 +435,9 @@ def read_only_disk(tmp_path: Path):
     subprocess.run(["umount", "-l", str(disk)], check=True)
 
 
-def test_a_read_only_file_system_is_one_line(read_only_disk: Path, finished_run: Path, capsys) -> None:
+def test_a_read_only_file_system_is_one_line(
+    read_only_disk: Path, finished_run: Path, capsys
+) -> None:
     assert main(["train", *TINY, "--out", str(read_only_disk / "run")]) == 2
     assert "cannot write in" in one_error_line(capsys)
     # an unfinished run on a file system remounted read-only: --resume cannot claim it
@@ -447,18 +450,21 @@ def test_a_read_only_file_system_is_one_line(read_only_disk: Path, finished_run:
     assert snapshot(read_only_disk) == before
 
 
-# ---------------------------------------------------------- 6, 7. every bad input: one line, exit 2, nothing written
+# ---------------------------------------------------------- 6, 7. every bad input: one line
 
+EVAL = ["eval-executor", "{executor}", "--graphs", "erdos_renyi"]
 BAD_INPUT = {
     "negative seed": (["train", *TINY, "--seed", "-1"], "--seed must be in [0, 4294967295]"),
     "seed 2**70": (["train", *TINY, "--seed", str(2**70)], "--seed must be in"),
     "out under a file": (["train", *TINY, "--out", "{tmp}/a-file/run"], "is not a directory"),
     "out in /proc": (["train", *TINY, "--out", "/proc/xlvin-test-run"], "xlvin-test-run"),
     "depth 3000": (["train", *TINY, "--agent", "xlvin", "--depth", "3000"], "builds more than"),
-    "depth 1000000": (["train", *TINY, "--agent", "xlvin", "--depth", "1000000"], "builds more than"),
+    "depth 1000000": (["train", *TINY, "--agent", "xlvin", "--depth", "1000000"],
+                      "builds more than"),
     "transe lr nan": (["train", *TINY, "--transe-lr", "nan"], "--transe-lr must be a finite"),
     "transe holdout nan": (["train", *TINY, "--transe-holdout", "nan"], "--transe-holdout must"),
-    "transe batch size 0": (["train", *TINY, "--transe-batch-size", "0"], "batch_size must be >= 1"),
+    "transe batch size 0": (["train", *TINY, "--transe-batch-size", "0"],
+                            "batch_size must be >= 1"),
     "transe episodes 0": (["train", *TINY, "--transe-episodes", "0"], "episodes must be >= 1"),
     "transe max transitions 0": (["train", *TINY, "--transe-max-transitions", "0"],
                                  "max_transitions must be >= 1"),
@@ -470,15 +476,13 @@ BAD_INPUT = {
     "bogus protocol": (["train", *TINY, "--config", "{tmp}/bogus.json"],
                        "must be one of online, low_data, got 'bogus'"),
     "deeply nested config": (["train", *TINY, "--config", "{tmp}/deep.json"], "corrupt JSON"),
-    "eval-executor seed -1": (["eval-executor", "{executor}", "--graphs", "erdos_renyi", "--seed", "-1"], "--seed must be in"),
-    "eval-executor threads 0": (["eval-executor", "{executor}", "--threads", "0"],
-                                "--threads must be >= 1"),
-    "eval-executor huge MDPs": (["eval-executor", "{executor}", "--graphs", "erdos_renyi", "--states",
-                                 "100000", "--actions", "100000"], "MDPs of 100000 states and 100000 actions need"),
-    "eval-executor 0 states": (["eval-executor", "{executor}", "--graphs", "erdos_renyi", "--states", "0",
-                                "--actions", "0"],
+    "eval-executor seed -1": ([*EVAL, "--seed", "-1"], "--seed must be in"),
+    "eval-executor threads 0": ([*EVAL, "--threads", "0"], "--threads must be >= 1"),
+    "eval-executor huge MDPs": ([*EVAL, "--states", "100000", "--actions", "100000"],
+                                "MDPs of 100000 states and 100000 actions need"),
+    "eval-executor 0 states": ([*EVAL, "--states", "0", "--actions", "0"],
                                "--states and --actions must be >= 1"),
-    "eval-executor tol 0": (["eval-executor", "{executor}", "--graphs", "erdos_renyi", "--tol", "0"], "--tol must be"),
+    "eval-executor tol 0": ([*EVAL, "--tol", "0"], "--tol must be"),
     "pretrain-executor out under a file": (
         ["pretrain-executor", "--graphs", "erdos_renyi", "--out", "{tmp}/a-file/x.safetensors"],
         "is not a directory"),

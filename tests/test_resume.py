@@ -116,7 +116,8 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path: Path, kill_seed: int) 
     assert process.wait() == -signal.SIGKILL, f"finished before the kill at +{delay:.3f} s: {stderr}"
     assert not (run / "summary.json").exists()
 
-    resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True, text=True, check=False)
+    resumed = subprocess.run([*cmd, "--resume"], env=env, capture_output=True, text=True,
+                             check=False)
     assert resumed.returncode == 0, f"killed at +{delay:.3f} s: {resumed.stderr}"
     assert_same_run(tmp_path / "full", run)
 

@@ -263,7 +263,7 @@ def _run_on_ray(
         cell, label = cells[i], preset.label(cells[i])
         try:
             record = ray.get(ref)
-        except ray.exceptions.RayError as err:  # a RayTaskError wrapping the cell's exception, or Ray's
+        except ray.exceptions.RayError as err:  # the cell's exception (RayTaskError), or Ray's
             failure = Failure(cell, attempt, error_line(err))
             result.failures.append(failure)
             if attempt < ATTEMPTS:
