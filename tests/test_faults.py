@@ -531,10 +531,12 @@ def test_images_are_never_fed_to_the_mlp_encoder() -> None:
         del gym.registry["xlvin-test/GrayImages-v0"]
 
 
-def test_ale_ids_are_found_when_ale_is_installed() -> None:
+def test_ale_ids_are_found_when_ale_is_installed(tmp_path: Path, capfd) -> None:
+    """ALE/<Game>-v5 is made (its raw frames are channels last: one line, no ALE banner)."""
     pytest.importorskip("ale_py")
-    with pytest.raises(UserError, match=r"xlvin/<Game>-v5 is ALE preprocessed"):
-        env_spaces("ALE/Pong-v5")
+    assert main(["train", "--env", "ALE/Pong-v5", "--agent", "ppo", "--out", str(tmp_path / "r")]) == 2
+    err = capfd.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "xlvin/<Game>-v5 is ALE preprocessed" in err
     assert env_spaces("xlvin/Pong-v5") == ((4, 84, 84), 6)
 
 

@@ -29,6 +29,7 @@ def _require_ale() -> Any:
         raise UserError(
             "Atari environments need ale-py: pip install -e '.[atari]' (the wheel ships the ROMs)"
         ) from None
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)  # no banner on stderr
     gym.register_envs(ale_py)
     return ale_py
 
@@ -64,9 +65,9 @@ def make_atari(
 
 
 def ensure_registered(env_id: str) -> None:
-    """Register ALE's environments (with ale-py, or fail saying how to install it) when `env_id`
-    is one of them (`ALE/...`) and they are not registered yet; other ids are left alone."""
-    if env_id.startswith("ALE/") and env_id not in gym.registry:
+    """Register ALE's environments and quiet its banner (with ale-py, or fail saying how to
+    install it) when `env_id` is one of them (`ALE/...`); other ids are left alone."""
+    if env_id.startswith("ALE/"):
         _require_ale()
 
 
