@@ -412,17 +412,16 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_checkpoint(
         calls["n"] += 1
         if calls["n"] == 2:
             kept["checkpoint"] = (run / CHECKPOINT).read_bytes()
-            with open(small_disk / "ballast", "wb") as f:
+            with open(small_disk / "ballast", "wb", buffering=0) as f:
                 try:
                     while True:
                         f.write(b"\0" * 4096)
-                        f.flush()
                 except OSError as err:
                     assert err.errno == errno.ENOSPC
 
     monkeypatch.setattr(run_dir_module.MetricsLogger, "__call__", fill_the_disk_after_two_updates)
     assert main(["train", *TINY, "--out", str(run)]) == 2
-    assert "No space left on device" in one_error_line(capsys)
+    assert f"{run / CHECKPOINT}: No space left on device" in one_error_line(capsys)
     assert (run / CHECKPOINT).read_bytes() == kept["checkpoint"]
     assert not list(run.glob(".*.tmp"))
 

@@ -187,10 +187,17 @@ class MetricsLogger:
         for key, value in clean.items():
             self.writer.add_scalar(key, value, step)
 
-    def close(self) -> None:
-        if self.writer is not None:
+    def close(self, after_error: bool = False) -> None:
+        """Flush and close. `after_error` (the run is stopping on an error): a failure to flush,
+        from the same full disk say, is ignored, so the error that stopped the run is reported."""
+        if self.writer is None:
+            return
+        try:
             self.file.close()
             self.writer.close()
+        except OSError:
+            if not after_error:
+                raise
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:

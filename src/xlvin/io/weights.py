@@ -31,7 +31,7 @@ def current_umask() -> int:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file beside `path`, then rename: a crash never leaves half a
     file. The file gets the permissions a plain `open` would give it (0666 less the umask), not the
-    temporary file's 0600."""
+    temporary file's 0600. An OSError names `path`."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
     try:
@@ -41,6 +41,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:  # a full disk, say: named after the file it could not write
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -514,10 +514,13 @@ def _train_claimed(
         summary["ppo_transitions"] = result.transitions
         summary["ppo_episodes"] = result.episodes
     except TrainingDiverged as err:
+        logger.close(after_error=True)
         kept = f"; the last good checkpoint is kept in {checkpoint.path}" if checkpoint.exists() else ""
         raise TrainingDiverged(f"{err}{kept}") from None
-    finally:
-        logger.close()
+    except BaseException:
+        logger.close(after_error=True)
+        raise
+    logger.close()
     summary["ppo"] = dataclasses.asdict(result)
     summary["resumed"] = resuming
     summary["wall_seconds"] = summary["pretrain_seconds"] + result.wall_time_s
