@@ -18,20 +18,18 @@ def _envs(n: int, env_id: str = "Acrobot-v1") -> list[gym.Env]:
     return [gym.make(env_id) for _ in range(n)]
 
 
-def test_trajectories_are_gymnasiums_bit_for_bit():
-    """24 episodes started from their own seeds and restarted when they end, stepped in random
-    subsets: every observation, reward and flag is the same as gymnasium's. Half the envs pump
-    energy (torque along the second joint's velocity) so that episodes swing over the bar; the
-    others act at random and run into the time limit (500 steps)."""
-    n, rng = 24, np.random.default_rng(0)
-    fast, slow = AcrobotSteps(_envs(n)), EnvSteps(_envs(n))
+def compare_trajectories(fast, slow, n: int, steps: int, act, seed: int) -> tuple[int, int]:
+    """Step `fast` and `slow` (n envs each) side by side for `steps` steps, each env taking part
+    9 times in 10, with actions `act(obs [m, d], js, rng)`; episodes restart from fresh seeds
+    when they end. Every observation, reward and flag must be equal, dtype included. Returns
+    the number of (terminations, truncations)."""
+    rng = np.random.default_rng(seed)
     obs = np.stack([fast.reset(j, j) for j in range(n)])
     np.testing.assert_array_equal(obs, np.stack([slow.reset(j, j) for j in range(n)]))
     terminations = truncations = 0
-    for t in range(650):
-        js = np.flatnonzero(rng.random(n) < 0.9).tolist()  # each env steps 9 times in 10
-        pump = np.where(obs[js, 5] > 0, 2, 0)
-        actions = np.where(np.array(js) % 2 == 0, pump, rng.integers(0, 3, len(js)))
+    for t in range(steps):
+        js = np.flatnonzero(rng.random(n) < 0.9).tolist()
+        actions = act(obs[js], np.array(js), rng)
         got, want = fast.step(js, actions), slow.step(js, actions)
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype
@@ -43,7 +41,31 @@ def test_trajectories_are_gymnasiums_bit_for_bit():
             if got[2][i] or got[3][i]:
                 obs[j] = fast.reset(j, 1000 + t * n + j)
                 np.testing.assert_array_equal(obs[j], slow.reset(j, 1000 + t * n + j))
-    assert terminations >= 20 and truncations >= 5
+    return terminations, truncations
+
+
+def test_acrobot_trajectories_are_gymnasiums_bit_for_bit():
+    """24 episodes: half the envs pump energy (torque along the second joint's velocity) so
+    that episodes swing over the bar; the others act at random and run into the time limit
+    (500 steps)."""
+    def act(obs, js, rng):
+        return np.where(js % 2 == 0, np.where(obs[:, 5] > 0, 2, 0), rng.integers(0, 3, len(js)))
+
+    ends = compare_trajectories(AcrobotSteps(_envs(24)), EnvSteps(_envs(24)), 24, 650, act, 0)
+    assert ends[0] >= 20 and ends[1] >= 5
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v0", "CartPole-v1"])
+def test_cartpole_trajectories_are_gymnasiums_bit_for_bit(env_id):
+    """16 episodes: random actions for half the envs and a balancing rule (push toward the
+    pole's lean) for the others, so that both falls and time limits happen."""
+    def act(obs, js, rng):
+        balance = (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(int)
+        return np.where(js % 2 == 0, balance, rng.integers(0, 2, len(js)))
+
+    fast, slow = CartPoleSteps(_envs(16, env_id)), EnvSteps(_envs(16, env_id))
+    ends = compare_trajectories(fast, slow, 16, 700, act, 1)
+    assert ends[0] >= 50 and ends[1] >= 5
 
 
 def test_square_is_c_pow_not_x_times_x():
@@ -52,33 +74,6 @@ def test_square_is_c_pow_not_x_times_x():
     scalar = np.array([v**2 for v in x])  # what gymnasium's scalar code computes
     assert (x * x != scalar).any()
     np.testing.assert_array_equal(classic_control._square(x), scalar)
-
-
-@pytest.mark.parametrize("env_id", ["CartPole-v0", "CartPole-v1"])
-def test_cartpole_trajectories_are_gymnasiums_bit_for_bit(env_id):
-    """As for Acrobot: 16 episodes, random actions for half the envs and a balancing rule (push
-    toward the pole's lean) for the others, so that both falls and time limits happen."""
-    n, rng = 16, np.random.default_rng(1)
-    fast, slow = CartPoleSteps(_envs(n, env_id)), EnvSteps(_envs(n, env_id))
-    obs = np.stack([fast.reset(j, j) for j in range(n)])
-    np.testing.assert_array_equal(obs, np.stack([slow.reset(j, j) for j in range(n)]))
-    terminations = truncations = 0
-    for t in range(700):
-        js = np.flatnonzero(rng.random(n) < 0.9).tolist()
-        balance = (obs[js, 2] + 0.5 * obs[js, 3] > 0).astype(int)
-        actions = np.where(np.array(js) % 2 == 0, balance, rng.integers(0, 2, len(js)))
-        got, want = fast.step(js, actions), slow.step(js, actions)
-        for g, w in zip(got, want, strict=True):
-            assert g.dtype == w.dtype
-            np.testing.assert_array_equal(g, w)
-        obs[js] = got[0]
-        terminations += int(got[2].sum())
-        truncations += int(got[3].sum())
-        for i, j in enumerate(js):
-            if got[2][i] or got[3][i]:
-                obs[j] = fast.reset(j, 1000 + t * n + j)
-                np.testing.assert_array_equal(obs[j], slow.reset(j, 1000 + t * n + j))
-    assert terminations >= 50 and truncations >= 5
 
 
 def test_only_unchanged_envs_are_accelerated():

@@ -390,12 +390,16 @@ def mount_tmpfs(where: Path, options: str) -> None:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
 
 
+def mounted_tmpfs(where: Path, options: str):
+    """A tmpfs mounted at `where` for the test, unmounted after it."""
+    mount_tmpfs(where, options)
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=True)
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    disk = tmp_path / "disk"
-    mount_tmpfs(disk, "size=2m")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=True)
+    yield from mounted_tmpfs(tmp_path / "disk", "size=2m")
 
 
 def test_a_full_disk_is_one_line_and_keeps_the_previous_checkpoint(
@@ -428,10 +432,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_checkpoint(
 
 @pytest.fixture
 def read_only_disk(tmp_path: Path):
-    disk = tmp_path / "ro"
-    mount_tmpfs(disk, "size=1m,ro")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=True)
+    yield from mounted_tmpfs(tmp_path / "ro", "size=1m,ro")
 
 
 def test_a_read_only_file_system_is_one_line(

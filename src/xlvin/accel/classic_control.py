@@ -84,23 +84,38 @@ def _plain_acrobot(acrobot: gym.Env) -> bool:
         4 * pi, 9 * pi, [-1.0, 0.0, 1.0])
 
 
-class CartPoleSteps:
-    """Plays episodes in `envs` (gymnasium CartPole envs, see `make_array_steps`) side by side:
-    each starts with its env's seeded `reset`, and then all are stepped together on arrays (the
-    envs' own states are not advanced). gymnasium's `CartPoleEnv.step`, Euler integration."""
+class _ArraySteps:
+    """Plays episodes in `envs` side by side: each starts with its env's seeded `reset` (its
+    state [4] copied into column j of `state`), and then all are stepped together on arrays by
+    the subclass's `step` (the envs' own states are not advanced); `elapsed` counts each
+    episode's steps for the time limit. The interface of `xlvin.train.evaluation.EnvSteps`."""
 
     def __init__(self, envs: list[gym.Env]) -> None:
         self.envs = envs
-        self.state = np.zeros((4, len(envs)))  # x, x_dot, theta, theta_dot of each env
+        self.state = np.zeros((4, len(envs)))  # [4, n] float64, one column per env
         self.elapsed = np.zeros(len(envs), dtype=int)
         self.max_steps = np.array([time_limit(env) for env in envs])
-        self.physics: CartPoleEnv = envs[0].unwrapped  # type: ignore[assignment]
 
     def reset(self, j: int, seed: int) -> np.ndarray:
         obs, _ = self.envs[j].reset(seed=seed)
         self.state[:, j] = self.envs[j].unwrapped.state  # type: ignore[attr-defined]
         self.elapsed[j] = 0
         return np.asarray(obs)
+
+    def _advance(self, js: list[int], state: np.ndarray) -> np.ndarray:
+        """Store envs js's new states [4, m]; returns their truncation flags [m]."""
+        self.state[:, js] = state
+        self.elapsed[js] += 1
+        return self.elapsed[js] >= self.max_steps[js]
+
+
+class CartPoleSteps(_ArraySteps):
+    """gymnasium's `CartPoleEnv.step` (Euler integration) on arrays; state rows x, x_dot, theta,
+    theta_dot."""
+
+    def __init__(self, envs: list[gym.Env]) -> None:
+        super().__init__(envs)
+        self.physics: CartPoleEnv = envs[0].unwrapped  # type: ignore[assignment]
 
     def step(self, js: list[int], actions: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -119,11 +134,9 @@ class CartPoleSteps:
         theta = theta + p.tau * theta_dot
         theta_dot = theta_dot + p.tau * thetaacc
         state = np.stack([x, x_dot, theta, theta_dot])
-        self.state[:, js] = state
-        self.elapsed[js] += 1
+        truncated = self._advance(js, state)
         terminated = ((x < -p.x_threshold) | (x > p.x_threshold)
                       | (theta < -p.theta_threshold_radians) | (theta > p.theta_threshold_radians))
-        truncated = self.elapsed[js] >= self.max_steps[js]
         return state.T.astype(np.float32), np.ones(len(js)), terminated, truncated
 
 
@@ -172,23 +185,10 @@ def _wrap(x: np.ndarray) -> np.ndarray:
     return x
 
 
-class AcrobotSteps:
-    """Plays episodes in `envs` (gymnasium Acrobot envs, see `make_array_steps`) side by side: each
-    starts with its env's seeded `reset`, and then all are stepped together on arrays (the envs'
-    own states are not advanced). The same interface as `xlvin.train.evaluation.EnvSteps`."""
+class AcrobotSteps(_ArraySteps):
+    """gymnasium's `AcrobotEnv.step` on arrays; state rows theta1, theta2, dtheta1, dtheta2."""
 
-    def __init__(self, envs: list[gym.Env]) -> None:
-        self.envs = envs
-        self.state = np.zeros((4, len(envs)))  # theta1, theta2, dtheta1, dtheta2 of each env
-        self.elapsed = np.zeros(len(envs), dtype=int)
-        self.max_steps = np.array([time_limit(env) for env in envs])
-        self.torques = np.array(AcrobotEnv.AVAIL_TORQUE, dtype=np.float64)
-
-    def reset(self, j: int, seed: int) -> np.ndarray:
-        obs, _ = self.envs[j].reset(seed=seed)
-        self.state[:, j] = self.envs[j].unwrapped.state  # type: ignore[attr-defined]
-        self.elapsed[j] = 0
-        return np.asarray(obs)
+    torques = np.array(AcrobotEnv.AVAIL_TORQUE, dtype=np.float64)
 
     def step(self, js: list[int], actions: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -198,11 +198,9 @@ class AcrobotSteps:
         state[0], state[1] = _wrap(state[0]), _wrap(state[1])
         state[2] = np.minimum(np.maximum(state[2], -AcrobotEnv.MAX_VEL_1), AcrobotEnv.MAX_VEL_1)
         state[3] = np.minimum(np.maximum(state[3], -AcrobotEnv.MAX_VEL_2), AcrobotEnv.MAX_VEL_2)
-        self.state[:, js] = state
-        self.elapsed[js] += 1
+        truncated = self._advance(js, state)
         theta1, theta2 = state[0], state[1]
         terminated = -np.cos(theta1) - np.cos(theta2 + theta1) > 1.0
-        truncated = self.elapsed[js] >= self.max_steps[js]
         obs = np.stack([np.cos(theta1), np.sin(theta1), np.cos(theta2), np.sin(theta2),
                         state[2], state[3]], axis=1).astype(np.float32)
         return obs, np.where(terminated, 0.0, -1.0), terminated, truncated

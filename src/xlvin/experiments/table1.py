@@ -471,13 +471,13 @@ def _label(r: dict[str, Any]) -> str:
 
 def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
     """One protocol's table: every statistic of every cell."""
-    lines = [
+    header = (
         "| env | agent | paper (mean +- std, 5 seeds) | final policy: IQM [95 % CI] | final: mean "
         "+- std | max over evaluations (authors'): IQM [95 % CI] | last 10 evaluations: IQM "
         "[95 % CI] | P(> PPO), final [95 % CI] | episodes | transitions | TransE random "
-        "transitions | seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+        "transitions | seeds |"
+    )
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         better = _p(r.get("p_better_than_ppo"))
         lines.append(
@@ -488,12 +488,11 @@ def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
             f"{r['transe_transitions_mean']:.0f} | {len(r['seeds'])} |"
         )
     protocols = sorted({r["protocol"] for r in rows})
-    notes = [
-        "",
+    about = (
         f"Run under {'; '.join(PROTOCOL_LABELS[p] for p in protocols)} (`xlvin reproduce "
         f"classic --protocol {'|'.join(protocols)}`; see `xlvin.experiments.table1`). Final "
-        "policy: greedy, 100 "
-        "episodes with seeds 1,000,000+, never used in training: our headline. Max over "
+        "policy: greedy, 100 episodes with seeds 1,000,000+, never used in training: our "
+        "headline. Max over "
         f"evaluations: the best of the {PROGRESS_EPISODES}-episode greedy evaluations after "
         "every update (fresh episodes each time), the statistic the authors' script prints; "
         f"last 10: the mean of the last {LAST} of them. IQM: interquartile mean over training "
@@ -501,8 +500,9 @@ def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
         "a run of the agent beats a run of PPO on the final policy, with its bootstrap interval. "
         "Episodes and transitions: what PPO learned from (protocol paper: every step of all envs, "
         "unfinished episodes included); TransE random transitions: the random-policy data of "
-        "its pre-training (protocol paper: one shared pre-training per environment).",
-    ]
+        "its pre-training (protocol paper: one shared pre-training per environment)."
+    )
+    notes = ["", about]
     for r in rows:
         if "flag_episodes_per_seed" in r:
             notes.append(
@@ -529,12 +529,12 @@ def combined_markdown(rows: list[dict[str, Any]]) -> str:
     data, no variant)."""
     by = {(r["protocol"], r["env"], r["agent"]): r for r in rows
           if not r["strict"] and not r["variant"]}
-    lines = [
+    header = (
         "| env | agent | paper | protocol paper: authors' statistic (max over evaluations) | "
         "protocol paper: final policy | protocol ours: final policy | P(> PPO), final, paper "
-        "protocol |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        "protocol |"
+    )
+    lines = [header, "|---|---|---|---|---|---|---|"]
     for env in ENVS:
         for agent in AGENTS:
             paper, ours = by.get(("paper", env, agent)), by.get(("ours", env, agent))
