@@ -33,8 +33,9 @@ def _cell(group: list[dict], field: str) -> str:
 def results_table(records: list[dict]) -> str:
     """Markdown: per agent, both statistics per seed and their IQM, beside the paper's number."""
     lines = [
-        ("| agent | paper (5 seeds) | ours: max over per-update evaluations (the paper's "
-         "statistic) | ours: final policy, 100 fresh episodes | seeds | episodes (transitions) |"),
+        ("| agent | paper (5 seeds) | measured here: max over per-update evaluations (the "
+         "paper's statistic) | measured here: final policy, 100 fresh episodes | seeds | "
+         "episodes (transitions) |"),
         "|---|---|---|---|---|---|",
     ]
     for agent in AGENTS:
