@@ -11,7 +11,8 @@ import torch
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta, save_executor
-from xlvin.nn.executor import MDPGraph, MessagePassing, VIExecutor
+from xlvin.mdp.executor_graph import MDPGraph
+from xlvin.nn.executor import MessagePassing, VIExecutor
 from xlvin.train.pretrain_executor import (
     ExecutorConfig,
     default_executor,

@@ -26,9 +26,10 @@ from tqdm import tqdm
 from xlvin.config import option, to_dict
 from xlvin.errors import UserError
 from xlvin.io.executor_file import FORMAT, save_executor
+from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.mdp.graphs import FAMILIES, family
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
-from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MDPGraph, VIExecutor
+from xlvin.nn.executor import AGGREGATIONS, MESSAGES, VIExecutor
 from xlvin.process import seed_everything, torch_threads
 
 TRAIN_STREAM = 0
