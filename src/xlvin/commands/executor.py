@@ -10,13 +10,19 @@ from xlvin.config import add_options, from_args
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.io.run_dir import check_creatable
-from xlvin.mdp.graphs import FAMILIES
 from xlvin.process import set_threads
-from xlvin.train.pretrain_executor import ExecutorConfig, evaluate_executor, pretrain_and_save
+from xlvin.train.pretrain_executor import (
+    GRAPH_FAMILIES,
+    MAZE_SIZES,
+    ExecutorConfig,
+    evaluate_executor,
+    pretrain_and_save,
+)
 from xlvin.train.run import MAX_SEED, machine_memory
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
+    """The executor's metrics and, below each row, the greedy-on-immediate-reward baseline's."""
     lines = [(f"{'family':<22} {'states':>7} {'actions':>7} {'graphs':>6} "
               f"{'policy accuracy':>18} {'value MSE':>20} {'diverged':>8}")]
     for r in rows:
@@ -24,6 +30,10 @@ def _table(rows: list[dict[str, Any]]) -> str:
         mse = "-" if r["value_mse"] is None else f"{r['value_mse']:.3g} +- {r['value_mse_std']:.2g}"
         lines.append(f"{r['family']:<22} {r['states']:>7.0f} {r['actions']:>7} {r['graphs']:>6} "
                      f"{acc:>18} {mse:>20} {r['diverged']:>8}")
+        base_acc = (f"{100 * r['baseline_policy_accuracy']:.1f} +- "
+                    f"{100 * r['baseline_policy_accuracy_std']:.1f} %")
+        base_mse = f"{r['baseline_value_mse']:.3g} +- {r['baseline_value_mse_std']:.2g}"
+        lines.append(f"{'  greedy on R (baseline)':<46} {base_acc:>18} {base_mse:>20} {'-':>8}")
     return "\n".join(lines)
 
 
@@ -77,9 +87,10 @@ def _evaluate(args: argparse.Namespace) -> None:
     check_threads(args.threads)
     meta = read_executor_meta(Path(args.file))
     family = args.graphs or meta.get("family")
-    if family not in FAMILIES:
+    if family not in GRAPH_FAMILIES:
         raise UserError(f"{args.file} names no graph family; pass --graphs")
     states = _given_or_saved(args.states, meta, "states", int, 20)
+    maze_size = _given_or_saved(args.maze_size, meta, "maze_size", int, 8)
     actions = _given_or_saved(args.actions, meta, "actions", int, 8)
     gamma = _given_or_saved(args.gamma, meta, "gamma", float, 0.9)
     checks = [
@@ -88,6 +99,7 @@ def _evaluate(args: argparse.Namespace) -> None:
         (0 <= args.seed <= MAX_SEED, f"--seed must be in [0, {MAX_SEED}]"),
         (0 <= gamma < 1, "--gamma must lie in [0, 1)"),
         (args.tol > 0 and math.isfinite(args.tol), "--tol must be a finite number > 0"),
+        (maze_size in MAZE_SIZES, f"--maze-size must be one of {', '.join(map(str, MAZE_SIZES))}"),
     ]
     for ok, message in checks:
         if not ok:
@@ -96,14 +108,14 @@ def _evaluate(args: argparse.Namespace) -> None:
     set_threads(args.threads)
     executor = load_executor(Path(args.file))
     result = evaluate_executor(
-        executor, family, states, actions, args.count, args.seed, gamma, args.tol
+        executor, family, states, actions, args.count, args.seed, gamma, args.tol, maze_size
     )
     print(json.dumps(result, indent=2) if args.json else _table([result]))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `pretrain-executor` and `eval-executor` sub-commands."""
-    families = tuple(FAMILIES)
+    families = GRAPH_FAMILIES
     p = subparsers.add_parser(
         "pretrain-executor",
         help="pre-train the VI executor on synthetic MDPs and save it",
@@ -112,7 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "accuracy on held-out graphs.",
     )
     p.add_argument("--graphs", required=True, choices=families,
-                   help="synthetic graph family to train on")
+                   help="graph family to train on (maze: the training mazes' MDPs)")
     p.add_argument("--out", required=True, metavar="FILE.safetensors",
                    help="where to write the executor")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
@@ -142,6 +154,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="number of held-out MDPs (default: 40)")
     e.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the held-out MDPs (a stream disjoint from training; default: 0)")
+    e.add_argument("--maze-size", type=int, default=None, metavar="N",
+                   help="--graphs maze: side of the held-out mazes, 8 or 16 (default: the "
+                   "training size)")
     e.add_argument("--gamma", type=float, default=None,
                    help="discount factor (default: the training one)")
     e.add_argument("--tol", type=float, default=1e-4,

@@ -8,7 +8,8 @@ own predictions from V_0 = 0 for as many steps as VI needed.
 Graph seeds: training graph i is drawn from `np.random.default_rng([TRAIN_STREAM, seed, i])` and
 held-out graph i from `np.random.default_rng([EVAL_STREAM, seed, i])`. The streams differ in
 their first entry, so held-out graphs never share a generator seed with training graphs, for any
-pair of seeds.
+pair of seeds. Maze graphs (`--graphs maze`, `xlvin.mdp.maze_graphs`) are the MDPs of whole
+mazes: training graphs from the training mazes, held-out graphs from the held-out mazes.
 """
 
 import dataclasses
@@ -28,6 +29,7 @@ from xlvin.errors import UserError
 from xlvin.io.executor_file import FORMAT, save_executor
 from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.mdp.graphs import FAMILIES, family
+from xlvin.mdp.maze_graphs import MAZE_FAMILY, maze_mdps
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, VIExecutor
 from xlvin.process import seed_everything, torch_threads
@@ -39,15 +41,21 @@ SHUFFLE_STREAM = 2  # minibatch order during training
 TIE_TOL = 1e-6
 #: Held-out graphs are batched into disjoint graphs of at most this many edges.
 EVAL_EDGE_BUDGET = 400_000
+#: Every graph family the executor can be trained and evaluated on: the synthetic families and
+#: the mazes of `xlvin/Maze-v0`.
+GRAPH_FAMILIES = (*FAMILIES, MAZE_FAMILY)
+#: The maze sides that have generated mazes.
+MAZE_SIZES = (8, 16)
 
 
 @dataclass
 class ExecutorConfig:
     """Pre-training of the VI executor (defaults: the paper's XLVIN-R executor)."""
 
-    family: str = option("random_deterministic", "synthetic graph family", tuple(FAMILIES))
-    states: int = option(20, "states per training MDP (cartpole_tree fixes its own)")
-    actions: int = option(8, "actions per training MDP (cartpole_tree fixes its own)")
+    family: str = option("random_deterministic", "graph family", GRAPH_FAMILIES)
+    states: int = option(20, "states per training MDP (cartpole_tree and maze fix their own)")
+    actions: int = option(8, "actions per training MDP (cartpole_tree and maze fix their own)")
+    maze_size: int = option(8, "maze family: side of the training mazes", MAZE_SIZES)
     train_graphs: int = option(200, "number of training MDPs (the paper uses 100-500)")
     hidden: int = option(50, "executor width H; must match the agent's latent size")
     aggregation: str = option(
@@ -83,12 +91,23 @@ def _check(cfg: ExecutorConfig) -> None:
         raise UserError(f"executor config: gamma must lie in [0, 1), got {cfg.gamma}")
     if cfg.seed < 0:
         raise UserError(f"executor config: seed must be >= 0, got {cfg.seed}")
+    if cfg.family not in GRAPH_FAMILIES:
+        raise UserError(f"executor config: unknown graph family {cfg.family!r}; valid: "
+                        f"{', '.join(GRAPH_FAMILIES)}")
+    if cfg.maze_size not in MAZE_SIZES:
+        raise UserError(f"executor config: maze_size must be one of {MAZE_SIZES}, got {cfg.maze_size}")
 
 
 def make_mdps(
-    name: str, states: int, actions: int, count: int, seed: int, stream: int, gamma: float
+    name: str, states: int, actions: int, count: int, seed: int, stream: int, gamma: float,
+    maze_size: int = 8,
 ) -> list[MDP]:
-    """`count` MDPs of family `name`, MDP i drawn from default_rng([stream, seed, i])."""
+    """`count` MDPs of family `name`, MDP i drawn from default_rng([stream, seed, i]); for the
+    maze family, the graphs of `count` distinct maze_size x maze_size mazes of the training split
+    (TRAIN_STREAM) or of the held-out one (any other stream), `maze_mdps`."""
+    if name == MAZE_FAMILY:
+        split = "train" if stream == TRAIN_STREAM else "test"
+        return maze_mdps(maze_size, split, count, seed, stream, gamma)
     generator = family(name)
     return [
         generator(states, actions, np.random.default_rng([stream, seed, i]), gamma)
@@ -139,7 +158,7 @@ def pretrain_executor(
     start = time.perf_counter()
     seed_everything(cfg.seed)
     mdps = make_mdps(cfg.family, cfg.states, cfg.actions, cfg.train_graphs, cfg.seed,
-                     TRAIN_STREAM, cfg.gamma)
+                     TRAIN_STREAM, cfg.gamma, cfg.maze_size)
     results = _solve(mdps, cfg.tol)
     groups = [
         (MDPGraph.from_mdps(mdps[i : i + cfg.batch_graphs]), results[i : i + cfg.batch_graphs])
@@ -212,21 +231,38 @@ def policy_accuracy(mdp: MDP, vi: VIResult, v_pred: np.ndarray) -> float:
     return float(ok[~mdp.terminal].mean())
 
 
+def immediate_reward_baseline(mdp: MDP, vi: VIResult) -> tuple[float, float]:
+    """The greedy-on-immediate-reward baseline: (policy accuracy, value MSE).
+
+    Its policy is argmax_a R(s, a) with ties broken uniformly at random, scored by its expected
+    accuracy: per non-terminal state, the fraction of its reward-greedy actions that are greedy
+    for VI's Q (within TIE_TOL). Its values are max_a R(s, a) (one Bellman backup from 0, V_1),
+    scored like the executor's by the mean over states of (V_1 - V*)^2.
+    """
+    r = np.where(mdp.terminal[:, None], 0.0, mdp.R)
+    greedy = r >= r.max(axis=1, keepdims=True) - TIE_TOL  # [S, A]
+    optimal = vi.q >= vi.q.max(axis=1, keepdims=True) - TIE_TOL
+    accuracy = (greedy & optimal).sum(axis=1) / greedy.sum(axis=1)
+    return float(accuracy[~mdp.terminal].mean()), float(np.mean((r.max(axis=1) - vi.v) ** 2))
+
+
 def evaluate_executor(
     executor: VIExecutor, family_name: str, states: int, actions: int, count: int, seed: int,
-    gamma: float = 0.9, tol: float = 1e-4,
+    gamma: float = 0.9, tol: float = 1e-4, maze_size: int = 8,
 ) -> dict[str, Any]:
-    """Held-out evaluation without teacher forcing on `count` fresh MDPs of a family.
+    """Held-out evaluation without teacher forcing on `count` fresh MDPs of a family (for the
+    maze family: `count` held-out maze_size x maze_size mazes).
 
     policy_accuracy: `policy_accuracy` per graph (mean, std); value_mse: mean over states of
     (V_pred - V*)^2 per graph, V* taken as VI's last iterate (mean, std). A graph whose predicted
     values are not all finite counts as `diverged`: policy accuracy 0 and no value MSE (None when
-    every graph diverged).
+    every graph diverged). baseline_*: the same metrics of `immediate_reward_baseline`.
     """
     if count < 1:
         raise UserError(f"need at least one held-out graph, got {count}")
-    mdps = make_mdps(family_name, states, actions, count, seed, EVAL_STREAM, gamma)
+    mdps = make_mdps(family_name, states, actions, count, seed, EVAL_STREAM, gamma, maze_size)
     results = _solve(mdps, tol)
+    baseline = np.array([immediate_reward_baseline(m, r) for m, r in zip(mdps, results)])
     accuracy, mse = [], []
     for idx in _edge_batches(mdps):
         preds = run_executor(executor, [mdps[i] for i in idx], [results[i].steps for i in idx])
@@ -249,6 +285,10 @@ def evaluate_executor(
         "value_mse_std": float(np.std(mse)) if mse else None,
         "diverged": count - len(mse),
         "vi_steps_mean": float(np.mean([r.steps for r in results])),
+        "baseline_policy_accuracy": float(baseline[:, 0].mean()),
+        "baseline_policy_accuracy_std": float(baseline[:, 0].std()),
+        "baseline_value_mse": float(baseline[:, 1].mean()),
+        "baseline_value_mse_std": float(baseline[:, 1].std()),
     }
 
 
@@ -261,7 +301,7 @@ def pretrain_and_save(
     """
     executor, stats = pretrain_executor(cfg, progress)
     held_out = evaluate_executor(executor, cfg.family, cfg.states, cfg.actions, eval_count,
-                                 cfg.seed, cfg.gamma, cfg.tol)
+                                 cfg.seed, cfg.gamma, cfg.tol, cfg.maze_size)
     meta = {**to_dict(cfg), "training": stats, "held_out": held_out}
     save_executor(out, executor, meta)
     return meta
