@@ -10,7 +10,11 @@ and the figure is the run's env steps per second (collection and updates, wall c
 `--level D` the envs draw level-D starts only and the table adds the training success over the
 last 1,000 episodes (the goal within 2 x D moves, as the curriculum counts it) and the greedy
 success on the held-out level-D starts. PPO is the paper's maze CNN at 128 channels and the
-32-channel CPU preset. Not part of the test suite.
+32-channel CPU preset. XLVIN (issue 16) is the paper's maze configuration: the same 128-channel
+CNN, latent k = 10, transition hidden 128, the default maze executor (H = 10, LayerNorm),
+TransE weight 0.001, at depth K = 1, 2, 4 over the full tree, and at K = 4 pruned to the b = 2
+or 3 actions a rollout policy ranks highest below depth 1 (ours, `--prune`). Not part of the
+test suite.
 """
 
 import argparse
@@ -22,15 +26,26 @@ import numpy as np
 
 from xlvin.envs.maze import GOAL_REWARD, MOVE_REWARD, MazeEnv
 from xlvin.envs.maze_data import generated_split
-from xlvin.nn.agent import PPOAgent
+from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.encoders import MazeCNN
 from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic
+from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vin import VINAgent
-from xlvin.process import seed_everything
+from xlvin.process import prepare_process, seed_everything
 from xlvin.train.loop import OnlineData, train
 from xlvin.train.maze_evaluation import greedy_success
 from xlvin.train.ppo import PPOConfig
+from xlvin.train.run import TrainConfig, executor_file, load_executor_processor
+
+
+def xlvin(depth: int, prune: int = 0) -> ActorCritic:
+    """The paper's maze XLVIN (module docstring) at depth `depth`, pruned to `prune` actions
+    below depth 1 when `prune` > 0 (ours)."""
+    processor, _ = load_executor_processor(executor_file("maze", TrainConfig()))
+    return XLVINAgent(MazeCNN(3, 128, 10), 10, 8, TransitionModel(10, 8, 128), processor,
+                      depth=depth, prune=prune)
+
 
 #: label -> a fresh policy
 AGENTS = {
@@ -40,6 +55,13 @@ AGENTS = {
     "gvin": ("GVIN", lambda: GVINAgent(8)),
     "ppo128": ("PPO (maze CNN, 128 ch)", lambda: PPOAgent(MazeCNN(3, 128, 10), 10, 8)),
     "ppo32": ("PPO (maze CNN, 32 ch)", lambda: PPOAgent(MazeCNN(3, 32, 10), 10, 8)),
+    "ppo128_transe": ("PPO (maze CNN, 128 ch) + TransE term",
+                      lambda: PPOAgent(MazeCNN(3, 128, 10), 10, 8, TransitionModel(10, 8, 128))),
+    "xlvin_k1": ("XLVIN K = 1 (full)", lambda: xlvin(1)),
+    "xlvin_k2": ("XLVIN K = 2 (full)", lambda: xlvin(2)),
+    "xlvin_k4": ("XLVIN K = 4 (full, the paper's)", lambda: xlvin(4)),
+    "xlvin_k4_b2": ("XLVIN K = 4 pruned b = 2 (ours)", lambda: xlvin(4, prune=2)),
+    "xlvin_k4_b3": ("XLVIN K = 4 pruned b = 3 (ours)", lambda: xlvin(4, prune=3)),
 }
 
 
@@ -56,6 +78,7 @@ def main() -> None:
     parser.add_argument("--level", type=int, default=0, help="0: every level")
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
     args = parser.parse_args()
+    prepare_process()  # as every `xlvin` command: big latent trees need the retained memory
     env_id = "xlvin/Maze-v0"
     if args.level:
         env_id = f"xlvin/BenchMazeLevel{args.level}-v0"

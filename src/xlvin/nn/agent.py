@@ -8,7 +8,18 @@ from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transe import transe_objective, weighted_transe_loss
 from xlvin.nn.transition import TransitionModel
-from xlvin.nn.tree import execute_tree, expand_projected_tree, expand_tree
+from xlvin.nn.tree import (
+    execute_levels,
+    execute_tree,
+    expand_projected_tree,
+    expand_pruned_tree,
+    expand_tree,
+)
+
+#: Weight of the rollout policy's distillation loss (a pruned tree only). Its input and target
+#: are detached, so it trains the rollout policy alone; the weight only keeps its gradient small
+#: within PPO's global gradient-norm clip.
+DISTILLATION_WEIGHT = 0.01
 
 
 class PPOAgent(ActorCritic):
@@ -60,6 +71,13 @@ class XLVINAgent(ActorCritic):
     the executor's width; the tree is then grown directly in that width
     (`expand_projected_tree`). `projections` also adds a trainable Linear(H -> H) on chi before
     the heads (`chi_projection`): the authors' code has both layers ("transe2gnn", "gnn_decoder").
+
+    `prune` > 0 (ours, not the paper's) grows a pruned tree instead (`expand_pruned_tree`): below
+    depth 1 each node expands only the `prune` actions that a rollout policy ranks highest. The
+    rollout policy, a Linear(k -> A) on a node's embedding, is distilled from the agent's own
+    policy as I2A distils its rollout policy (Racaniere et al. 2017; the paper's section 3.2
+    suggests it): cross-entropy from pi(.|s) to it at the roots, both detached, added to PPO's
+    loss with weight `DISTILLATION_WEIGHT`.
     """
 
     def __init__(
@@ -73,10 +91,12 @@ class XLVINAgent(ActorCritic):
         gamma: float = 0.99,
         transe_weight: float = 1e-3,
         projections: bool = False,
+        prune: int = 0,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
         self.depth = depth
+        self.prune = prune
         self.gamma = gamma
         self.transe_weight = transe_weight
         self.encoder = encoder
@@ -90,6 +110,7 @@ class XLVINAgent(ActorCritic):
         self.chi_projection = nn.Linear(hidden, hidden) if projections else None
         self.edge_projection = nn.Linear(num_actions + 1, hidden)
         self.heads = ActorCriticHeads(embedding_dim + hidden, num_actions)
+        self.rollout_policy = nn.Linear(embedding_dim, num_actions) if prune else None
         # [one-hot(a), gamma] of every action (not saved: a function of the constructor's
         # arguments)
         edge_input = torch.cat([torch.eye(num_actions), torch.full((num_actions, 1), gamma)], 1)
@@ -102,12 +123,39 @@ class XLVINAgent(ActorCritic):
     def plan(self, h: torch.Tensor) -> torch.Tensor:
         """chi_s [B, H] from h_s [B, k]: expand the latent tree to depth K (paper 3.2, step 3)
         and run the executor K times over it (step 4), then `chi_projection` if there is one."""
+        if self.rollout_policy is None:
+            chi = self.plan_full(h)
+        else:
+            chi = self.plan_pruned(h, self.rollout_policy)
+        return chi if self.chi_projection is None else self.chi_projection(chi)
+
+    def plan_full(self, h: torch.Tensor) -> torch.Tensor:
+        """The executor's chi [B, H] over the full tree of h [B, k] (the paper's)."""
         if self.node_projection is None:
             levels = expand_tree(h, self.transition, self.depth)
         else:
             levels = expand_projected_tree(h, self.transition, self.node_projection, self.depth)
-        chi = execute_tree(self.processor, levels, self.edge_features(), self.depth)
-        return chi if self.chi_projection is None else self.chi_projection(chi)
+        return execute_tree(self.processor, levels, self.edge_features(), self.depth)
+
+    def plan_pruned(self, h: torch.Tensor, rollout_policy: nn.Module) -> torch.Tensor:
+        """The executor's chi [B, H] over the pruned tree of h [B, k] (`prune` > 0, ours)."""
+        levels, actions = expand_pruned_tree(
+            h, self.transition, rollout_policy, self.depth, self.prune
+        )
+        if self.node_projection is not None:
+            levels = [self.node_projection(level) for level in levels]
+        edges = self.edge_features()  # [A, H]
+        return execute_levels(self.processor, levels, [edges[a] for a in actions], self.depth)
+
+    def distillation_loss(self, h: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+        """{"distillation": weight * CE(pi(.|s), rollout policy(h_s))} for a pruned tree, both
+        sides detached (the rollout policy learns, nothing else); {} for the full tree."""
+        if self.rollout_policy is None:
+            return {}
+        target = torch.softmax(logits.detach(), dim=-1)  # [B, A]
+        log_rollout = torch.log_softmax(self.rollout_policy(h.detach()), dim=-1)  # [B, A]
+        loss = -(target * log_rollout).sum(-1).mean()
+        return {"distillation": DISTILLATION_WEIGHT * loss}
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A], values [B] of A(h_s, chi_s), V(h_s, chi_s) (step 5)."""
@@ -115,8 +163,14 @@ class XLVINAgent(ActorCritic):
         return self.heads(torch.cat([h, self.plan(h)], dim=-1))
 
     def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
-        """The TransE loss (paper eq. 2) on the batch's transitions, times `transe_weight`."""
-        return weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch)
+        """The TransE loss (paper eq. 2) on the batch's transitions, times `transe_weight`, and
+        the rollout policy's distillation loss (a pruned tree only)."""
+        losses = weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch)
+        if self.rollout_policy is not None:
+            h = self.encoder(batch.obs)
+            logits, _ = self.heads(torch.cat([h, self.plan(h)], dim=-1))
+            losses.update(self.distillation_loss(h, logits))
+        return losses
 
     def forward_with_aux(
         self, batch: TransitionBatch
@@ -124,12 +178,15 @@ class XLVINAgent(ActorCritic):
         """`forward(batch.obs)` and the TransE term with one encoder pass over [obs; next_obs]
         (the same values as the two calls, up to float rounding)."""
         if self.transe_weight == 0:
-            return super().forward_with_aux(batch)
+            z = self.encoder(batch.obs)
+            logits, values = self.heads(torch.cat([z, self.plan(z)], dim=-1))
+            return logits, values, self.distillation_loss(z, logits)
         z, z_next = self.encoder(torch.cat([batch.obs, batch.next_obs])).chunk(2)  # [B, k] x2
         logits, values = self.heads(torch.cat([z, self.plan(z)], dim=-1))
         predicted = self.transition.next_embedding(z, batch.actions)
         loss = transe_objective(z, predicted, z_next)
-        return logits, values, {"transe": self.transe_weight * loss}
+        return logits, values, {"transe": self.transe_weight * loss,
+                                **self.distillation_loss(z, logits)}
 
     def train(self, mode: bool = True) -> "XLVINAgent":
         """Like nn.Module.train, but the frozen processor always stays in evaluation mode."""

@@ -134,3 +134,62 @@ def execute_tree(
             chi = torch.cat([chi, processor.update(leaves, torch.zeros_like(leaves))])
         x = chi + nodes[: len(chi)]  # the next step's input
     return chi[:batch]
+
+
+def expand_pruned_tree(
+    h: torch.Tensor, transition: TransitionModel, rollout_policy: nn.Module, depth: int,
+    branching: int,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """A pruned latent tree (ours, not the paper's: the paper names rollout-policy pruning as
+    future work, section 3.2 "Discussion"): the roots expand all A actions, as in
+    `expand_tree`; every deeper node expands only the `branching` actions to which
+    `rollout_policy` (embeddings [N, k] -> logits [N, A]) gives the highest logits.
+
+    Returns the levels [n_d, k] (n_0 = B, n_1 = B A, n_d = B A b^(d-1)) and the action of every
+    node below the roots, actions[d - 1] [n_d] (long); the children of row i of level d are rows
+    i c .. i c + c - 1 of level d + 1, with c = n_{d+1} / n_d. Which actions are expanded is a
+    choice, not a differentiable function: gradients reach the chosen children only.
+    """
+    levels, actions = [h], []
+    if depth >= 1:  # the roots: every action
+        levels.append(transition.successors(h).flatten(0, 1))  # [B A, k]
+        actions.append(torch.arange(transition.num_actions, device=h.device).repeat(h.shape[0]))
+    for _ in range(depth - 1):
+        parents = levels[-1]
+        chosen = rollout_policy(parents.detach()).topk(branching, dim=-1).indices  # [n, b]
+        chosen = chosen.flatten()  # [n b], child j of parent i is row i b + j
+        levels.append(transition.next_embedding(parents.repeat_interleave(branching, 0), chosen))
+        actions.append(chosen)
+    return levels, actions
+
+
+def execute_levels(
+    processor: MessagePassing, levels: list[torch.Tensor], edges: list[torch.Tensor], steps: int
+) -> torch.Tensor:
+    """`execute_tree` for a tree whose branching may differ from level to level (the pruned
+    tree), level by level: levels[d] [n_d, H] (children of row i of level d: rows
+    i c_d .. i c_d + c_d - 1 of level d + 1, c_d = n_{d+1} / n_d), edges[d] [n_{d+1}, H] the
+    embedded edge feature of every node of level d + 1 (that of the action leading to it).
+
+    The same computation as `execute_tree` (paper section 3.2, step 4): messages from child to
+    parent, chi = X(nodes), then chi = X(chi + nodes); step s updates levels 0 .. steps - s only.
+    Returns the roots' chi [B, H].
+    """
+    if steps == 0:
+        return levels[0]
+    depth = len(levels) - 1
+    x = levels
+    for step in range(1, steps + 1):
+        top = min(steps - step, depth)  # this step's output is read on levels 0 .. top
+        chi = []
+        for d in range(top + 1):
+            parents = x[d]  # [n, H]
+            if d == depth:  # leaves receive no message
+                chi.append(processor.update(parents, torch.zeros_like(parents)))
+                continue
+            n, hidden = parents.shape
+            children = x[d + 1].view(n, -1, hidden)  # [n, c, H]
+            messages = processor.message(children, parents[:, None], edges[d].view(n, -1, hidden))
+            chi.append(processor.update(parents, processor.aggregate(messages)))
+        x = [c + node for c, node in zip(chi, levels)]  # the next step's input
+    return chi[0]

@@ -309,28 +309,32 @@ def pretrain_and_save(
 
 #: The agents' default executors: XLVIN-R (random deterministic graphs, |S| = 20, |A| = 8) and
 #: XLVIN-CP (CartPole trees; their training loss has converged after about 3 epochs), H = 50
-#: like the classic-control latents.
+#: like the classic-control latents; and the maze executor (paper section 4.1): the graphs of
+#: 1,000 training 8x8 mazes, H = 10 like the maze latent (the authors' later code: executor
+#: width 10), LayerNorm after every step.
 DEFAULT_EXECUTORS = {
     "random": ExecutorConfig(family="random_deterministic", states=20, actions=8),
     "cartpole": ExecutorConfig(family="cartpole_tree", epochs=5),
+    "maze": ExecutorConfig(family=MAZE_FAMILY, train_graphs=1000, hidden=10, layer_norm=True),
 }
 
 
 def default_executor(
     kind: str, cache_dir: Path, seed: int = 0, progress: bool = False, threads: int = 1,
-    layer_norm: bool = False, messages: str = "relu",
+    layer_norm: bool | None = None, messages: str = "relu",
 ) -> Path:
-    """The file of the default executor `kind` ("random" or "cartpole") trained from `seed`, with
-    the given processor variant, pre-training it into `cache_dir` on first use (with `threads`
+    """The file of the default executor `kind` ("random", "cartpole" or "maze") trained from
+    `seed`, with the given processor variant (layer_norm None: the kind's own, on for the maze
+    only), pre-training it into `cache_dir` on first use (with `threads`
     torch threads: one is the fastest for these small graphs on a busy 2-core machine). The file
     name holds a hash of the full config and of the file format, so changed defaults, variants
     or formats never reuse a stale file.
     """
     if kind not in DEFAULT_EXECUTORS:
         raise UserError(f"unknown default executor {kind!r}; valid: {', '.join(DEFAULT_EXECUTORS)}")
-    cfg = dataclasses.replace(
-        DEFAULT_EXECUTORS[kind], seed=seed, layer_norm=layer_norm, messages=messages
-    )
+    cfg = dataclasses.replace(DEFAULT_EXECUTORS[kind], seed=seed, messages=messages)
+    if layer_norm is not None:
+        cfg = dataclasses.replace(cfg, layer_norm=layer_norm)
     key = {"format": FORMAT, **to_dict(cfg)}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = Path(cache_dir) / f"executor-{kind}-seed{seed}-{digest}.safetensors"

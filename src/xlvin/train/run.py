@@ -46,7 +46,7 @@ from xlvin.process import seed_everything, set_threads
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import OnlineData, train
 from xlvin.train.ppo import PPOConfig, TrainingDiverged
-from xlvin.train.pretrain_executor import default_executor
+from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, default_executor
 from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
 from xlvin.train.protocols import LowData, LowDataConfig
 from xlvin.train.random_data import random_transitions
@@ -84,8 +84,13 @@ class TrainConfig:
         "images (the Nature CNN's features)"
     )
     depth: int = option(2, "tree depth and executor steps K (paper: 2 on classic control)")
+    prune: int = option(
+        0, "ours, not the paper's: below depth 1 expand only the N actions a rollout policy "
+        "(distilled from the agent's) ranks highest; 0: the full tree"
+    )
     executor: str = option(
-        "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP) or a .safetensors file"
+        "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
+        "executor: H = 10, LayerNorm always on) or a .safetensors file"
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
     executor_layer_norm: bool = option(
@@ -153,6 +158,8 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError(f"--seed must be in [0, {MAX_SEED}], got {cfg.seed}")
     if cfg.depth < 0:
         raise UserError(f"--depth must be >= 0, got {cfg.depth}")
+    if cfg.prune < 0 or (cfg.prune and cfg.agent != "xlvin"):
+        raise UserError(f"--prune must be >= 0 and applies to --agent xlvin only, got {cfg.prune}")
     if cfg.agent in MAZE_PLANNERS and not is_maze_env(cfg.env):
         raise UserError(f"--agent {cfg.agent} plans on a maze's grid; it needs a maze env, not {cfg.env}")
     if cfg.agent == "atreec" and cfg.depth < 1:
@@ -193,6 +200,8 @@ def tree_nodes(num_actions: int, depth: int, limit: int) -> int | None:
 def check_tree_fits(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) -> None:
     """Refuse a depth K whose tree could not fit in this machine's memory, saying what it needs."""
     t = cfg.train
+    if t.prune > num_actions:
+        raise UserError(f"--prune {t.prune}: the environment has only {num_actions} actions")
     if t.agent not in ("xlvin", "atreec") or t.depth == 0:
         return
     batch = max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
@@ -310,14 +319,17 @@ def executor_file(spec: str, cfg: TrainConfig | None = None, progress: bool = Fa
     """Resolve --executor to a file, producing a default executor (the variant `cfg` asks for)
     on first use."""
     cfg = cfg or TrainConfig()
-    if spec in ("random", "cartpole"):
+    if spec in DEFAULT_EXECUTORS:
         return default_executor(
-            spec, cache_dir() / "executors", progress=progress, layer_norm=cfg.executor_layer_norm,
-            messages=cfg.executor_messages,
+            spec, cache_dir() / "executors", progress=progress,
+            layer_norm=cfg.executor_layer_norm or None, messages=cfg.executor_messages,
         )
     path = Path(spec)
     if not path.is_file():
-        raise UserError(f"--executor: {spec!r} is neither 'random', 'cartpole' nor an existing file")
+        raise UserError(
+            f"--executor: {spec!r} is neither {', '.join(map(repr, DEFAULT_EXECUTORS))} nor an "
+            "existing file"
+        )
     return path
 
 
@@ -409,6 +421,7 @@ def build_agent(
             depth=cfg.depth,
             transe_weight=cfg.transe_weight,
             projections=cfg.executor_projections,
+            prune=cfg.prune,
         )
     if cfg.init == "pytorch":
         pytorch_init(agent)
