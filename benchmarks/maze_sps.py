@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2.5e-4)
     parser.add_argument("--level", type=int, default=0, help="0: every level")
     parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
+    parser.add_argument("--device", default="cpu", help="torch device of the policy (cpu, cuda)")
     args = parser.parse_args()
     prepare_process()  # as every `xlvin` command: big latent trees need the retained memory
     env_id = "xlvin/Maze-v0"
@@ -87,13 +88,14 @@ def main() -> None:
     held_out = np.flatnonzero(test.levels == args.level)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f}; torch threads {args.threads}; "
-          f"{args.total_steps:,} steps, lr {args.lr}, level {args.level or 'all'}")
+          f"{args.total_steps:,} steps, lr {args.lr}, level {args.level or 'all'}, "
+          f"device {args.device}")
     print("| agent | env steps/s | episodes | wall s | train success, last 1,000 | held-out greedy |")
     print("|---|---|---|---|---|---|")
     for name in args.agents:
         label, make = AGENTS[name]
         seed_everything(0)
-        policy: ActorCritic = make()
+        policy: ActorCritic = make().to(args.device)
         cfg = PPOConfig(num_envs=8, num_steps=128, total_steps=args.total_steps, lr=args.lr,
                         torch_threads=args.threads)
         result = train(policy, OnlineData(env_id, cfg, 0), cfg, 0, progress=False)
