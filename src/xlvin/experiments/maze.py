@@ -37,11 +37,16 @@ from xlvin.train.run import RunConfig, TrainConfig, train_run
 
 #: Experiments: name -> (env id, default agents).
 EXPERIMENTS = {
-    "maze": (MAZE_ID, ("vin", "vin_mean", "vin_max", "gvin", "ppo")),
-    "contextual-maze": (CONTEXTUAL_MAZE_ID, ("vin", "ppo")),
+    "maze": (MAZE_ID, ("xlvin", "vin", "vin_mean", "vin_max", "gvin", "ppo")),
+    "contextual-maze": (CONTEXTUAL_MAZE_ID, ("xlvin", "vin", "ppo")),
 }
 #: Agents: name -> TrainConfig overrides. `ppo` is the paper's maze encoder (128 channels);
-#: `ppo-32` our declared CPU preset of it (32 channels), the same network otherwise.
+#: `ppo-32` our declared CPU preset of it (32 channels), the same network otherwise. `xlvin` is
+#: the paper's maze XLVIN (section 4.1): that encoder (k = 10), transition hidden 128, the maze
+#: executor (H = 10, LayerNorm, pre-trained on the training mazes' graphs), the full tree of
+#: depth K = 4 over the 8 actions, TransE weight 0.001; `xlvin-k1` and `xlvin-k2` the same at
+#: K = 1 and 2 (the authors' later code defaults to K = 1); `xlvin-b2` ours, not the paper's:
+#: K = 4 with only the 2 actions a distilled rollout policy ranks highest expanded below depth 1.
 AGENTS: dict[str, dict[str, Any]] = {
     "vin": {"agent": "vin"},
     "vin_mean": {"agent": "vin_mean"},
@@ -49,6 +54,10 @@ AGENTS: dict[str, dict[str, Any]] = {
     "gvin": {"agent": "gvin"},
     "ppo": {"agent": "ppo"},
     "ppo-32": {"agent": "ppo", "hidden": 32},
+    "xlvin": {"agent": "xlvin", "executor": "maze", "depth": 4},
+    "xlvin-k1": {"agent": "xlvin", "executor": "maze", "depth": 1},
+    "xlvin-k2": {"agent": "xlvin", "executor": "maze", "depth": 2},
+    "xlvin-b2": {"agent": "xlvin", "executor": "maze", "depth": 4, "prune": 2},
 }
 #: The PPO every maze agent trains with (module docstring).
 MAZE_PPO = PPOConfig(num_envs=32, num_steps=32, lr=1e-3, anneal_lr=False)
