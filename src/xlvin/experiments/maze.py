@@ -249,7 +249,8 @@ def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
 
 def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
     """RESULTS/maze.{md,json} (every experiment's records and curves) and the figures: maze_8x8
-    and maze_16x16 (figure 2), contextual_maze (figure 9), maze_stats (figure 7). Records of an
+    and maze_16x16 (figure 2), contextual_maze (figure 9; contextual_maze_16x16 beside it),
+    maze_stats (figure 7). Records of an
     experiment already in maze.json and not in `records` are kept."""
     results.mkdir(parents=True, exist_ok=True)
     path = results / "maze.json"
@@ -263,7 +264,8 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     budget = records[0]["curriculum"]["budget"]
     for experiment, sides in curve_data.items():
         for side, agents in sides.items():
-            name = f"maze_{side}x{side}" if experiment == "maze" else f"contextual_maze_{side}x{side}"
+            name = (f"maze_{side}x{side}" if experiment == "maze" else
+                    "contextual_maze" + ("" if side == "8" else f"_{side}x{side}"))
             plot_curves(agents, side, experiment, budget, results / f"{name}.png")
     plot_stats(records[0]["curriculum"], results / "maze_stats.png")
     return md
