@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from xlvin.cli import main
 from xlvin.envs.maze import AGENT, GOAL, MAZE_ID, WALLS
 from xlvin.envs.maze_data import MOVES, bfs_distances, maze_split
+from xlvin.experiments import maze
 from xlvin.io import run_dir as run_dir_module
 from xlvin.io.run_dir import read_metrics
 from xlvin.nn.policy import ActorCritic
@@ -132,6 +133,10 @@ def test_an_interrupted_curriculum_resumes_exactly(tmp_path: Path, monkeypatch: 
         patch.setattr(run_dir_module.MetricsLogger, "__call__", crash)
         with pytest.raises(Interrupt):
             main(["train", *curriculum_args(tmp_path / "cut")])
+    # what `xlvin reproduce maze --include-running` reports of it meanwhile: a prefix of the history
+    running = maze.running_record(maze.Cell("maze", "ppo", 0), tmp_path / "cut")
+    assert running["levels"] == history[: len(running["levels"])]
+    assert running["in_progress"]["level"] in (1, 2, 3) and running["env_steps"] > 0
     assert main(["train", *curriculum_args(tmp_path / "cut"), "--resume"]) == 0
     cut = json.loads((tmp_path / "cut" / "summary.json").read_text())
     assert cut["curriculum"] == history

@@ -49,13 +49,19 @@ def _maze(args: argparse.Namespace) -> None:
     _, default_agents = maze.EXPERIMENTS[args.experiment]
     agents = maze.parse_agents(args.agents or ",".join(default_agents))
     cells = maze.make_cells(args.experiment, agents, args.seeds, args.first_seed, curriculum)
-    if args.finished_only:
+    if args.finished_only or args.include_running:
         records = [maze.cell_record(c, c.run_dir(args.runs)) for c in cells
                    if maze.is_finished(c.run_dir(args.runs))]
+        finished = len(records)
+        if args.include_running:
+            records += [maze.running_record(c, c.run_dir(args.runs)) for c in cells
+                        if not maze.is_finished(c.run_dir(args.runs))
+                        and maze.has_checkpoint(c.run_dir(args.runs))]
         if not records:
-            raise UserError(f"none of the {len(cells)} cells has finished under {args.runs}")
+            raise UserError(f"none of the {len(cells)} cells has results under {args.runs}")
         print(maze.write_results(records, args.results, None))
-        print(f"{len(records)} of {len(cells)} cells have finished; their results are written")
+        print(f"{finished} of {len(cells)} cells have finished, {len(records) - finished} are "
+              "still training (their progress so far); results written")
         return
     start = time.perf_counter()
     bar = tqdm(total=len(cells), desc=f"{args.experiment} curricula", unit="run")
@@ -106,6 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         m.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
         m.add_argument("--finished-only", action="store_true",
                        help="train nothing: write the results of the cells that have finished")
+        m.add_argument("--include-running", action="store_true",
+                       help="train nothing: write the results of finished cells and the progress "
+                       "of cells still training (from their last checkpoint, marked so)")
         m.add_argument("--runs", type=Path, default=Path("runs/maze"),
                        help="run directories root (default runs/maze)")
         m.add_argument("--results", type=Path, default=Path("results"),

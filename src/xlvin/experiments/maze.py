@@ -29,6 +29,7 @@ from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
 from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
 from xlvin.experiments.jobs import map_jobs
+from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
 from xlvin.process import quiet_known_warnings
 from xlvin.train.curriculum import CurriculumConfig
@@ -109,6 +110,10 @@ def is_finished(run_dir: Path) -> bool:
     return (run_dir / SUMMARY).is_file()
 
 
+def has_checkpoint(run_dir: Path) -> bool:
+    return (run_dir / CHECKPOINT).is_file()
+
+
 def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
     """Train one cell's curriculum unless it has finished (resuming an interrupted one);
     its record. The cell is claimed while it trains: one running elsewhere is one UserError."""
@@ -124,7 +129,23 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """What a cell's curriculum did: each level tried (passed or failed, episodes, steps,
     held-out success after a pass), its totals and wall time."""
     summary = json.loads((run_dir / SUMMARY).read_text())
-    history = summary["curriculum"]
+    return _record(cell, summary["curriculum"], summary["ppo"], summary["wall_seconds"], None)
+
+
+def running_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
+    """The record of a cell still training, from its last checkpoint: the levels it has passed
+    so far, and the level it is on (`in_progress`: level, episodes, window success)."""
+    loop = read_loop_state(run_dir / CHECKPOINT)
+    state = loop["data"]["curriculum"]
+    window = state["window"]
+    current = {"level": state["levels"][state["index"]], "episodes": state["episodes"],
+               "window_success": float(np.mean(window)) if window else 0.0}
+    result = loop["result"]
+    return _record(cell, state["history"], result, result["wall_time_s"], current)
+
+
+def _record(cell: Cell, history: list[dict[str, Any]], ppo: dict[str, Any], wall: float,
+            in_progress: dict[str, Any] | None) -> dict[str, Any]:
     failed = [h["level"] for h in history if not h["passed"]]
     return {
         "experiment": cell.experiment, "agent": cell.agent, "seed": cell.seed,
@@ -132,9 +153,11 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
         "levels": history,
         "levels_passed": [h["level"] for h in history if h["passed"]],
         "failed_level": failed[0] if failed else None,
-        "env_steps": summary["ppo"]["env_steps"],
-        "episodes": summary["ppo_episodes"],
-        "wall_seconds": summary["wall_seconds"],
+        "in_progress": in_progress,
+        "env_steps": ppo["env_steps"],
+        "steps_per_second": ppo["sps"] if in_progress is None else ppo["env_steps"] / max(wall, 1e-9),
+        "episodes": ppo["episodes"],
+        "wall_seconds": wall,
     }
 
 
@@ -194,14 +217,18 @@ def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
     """Per cell: levels passed, the failed level, env steps, wall; then the held-out success
     after each passed level (mean over seeds that passed it)."""
     lines = [("| experiment | agent | seed | levels passed | failed at level | env steps | "
-             "episodes | wall (s) |"), "|---|---|---|---|---|---|---|---|"]
+             "episodes | wall (s) | steps/s |"), "|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(records, key=lambda r: (r["experiment"], list(AGENTS).index(r["agent"]),
                                             r["seed"])):
         passed = r["levels_passed"]
         span = f"{passed[0]}-{passed[-1]}" if passed else "none"
+        now = r.get("in_progress")
+        if now is not None:
+            span += (f" (still training on level {now['level']}: {now['episodes']:,} episodes, "
+                     f"{100 * now['window_success']:.1f} % of the window)")
         lines.append(f"| {r['experiment']} | {r['agent']} | {r['seed']} | {span} | "
                      f"{r['failed_level'] or '-'} | {r['env_steps']:,} | {r['episodes']:,} | "
-                     f"{r['wall_seconds']:.0f} |")
+                     f"{r['wall_seconds']:.0f} | {r['steps_per_second']:,.0f} |")
     for experiment, sides in curves(records).items():
         for side, agents in sides.items():
             levels = sorted({int(d) for a in agents.values() for d in a["after_level"]})
@@ -231,7 +258,8 @@ def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
 
 def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
     """RESULTS/maze.{md,json} (every experiment's records and curves) and the figures: maze_8x8
-    and maze_16x16 (figure 2), contextual_maze (figure 9), maze_stats (figure 7). Records of an
+    and maze_16x16 (figure 2), contextual_maze (figure 9; contextual_maze_16x16 beside it),
+    maze_stats (figure 7). Records of an
     experiment already in maze.json and not in `records` are kept."""
     results.mkdir(parents=True, exist_ok=True)
     path = results / "maze.json"
@@ -245,7 +273,8 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     budget = records[0]["curriculum"]["budget"]
     for experiment, sides in curve_data.items():
         for side, agents in sides.items():
-            name = f"maze_{side}x{side}" if experiment == "maze" else f"contextual_maze_{side}x{side}"
+            name = (f"maze_{side}x{side}" if experiment == "maze" else
+                    "contextual_maze" + ("" if side == "8" else f"_{side}x{side}"))
             plot_curves(agents, side, experiment, budget, results / f"{name}.png")
     plot_stats(records[0]["curriculum"], results / "maze_stats.png")
     return md
