@@ -13,6 +13,7 @@ from xlvin.cli import main
 from xlvin.envs.maze import MazeEnv
 from xlvin.envs.maze_data import bfs_distances
 from xlvin.errors import UserError
+from xlvin.experiments.maze import Cell
 from xlvin.mdp.maze_graphs import maze_mdp, maze_states
 from xlvin.mdp.value_iteration import value_iteration
 from xlvin.nn.agent import XLVINAgent
@@ -169,3 +170,12 @@ def test_bad_prune_is_one_clear_error(train: dict, message: str) -> None:
     cfg = RunConfig(train=TrainConfig(env="xlvin/Maze-v0", **{"agent": "xlvin", **train}))
     with pytest.raises(UserError, match=message):
         check_run(cfg)
+
+
+@pytest.mark.parametrize("name", ["xlvin", "xlvin-k1", "xlvin-k2", "xlvin-b2"])
+def test_maze_experiment_xlvin_cells_are_valid_runs(name: str) -> None:
+    cfg = Cell("maze", name, seed=0).config()
+    assert (cfg.train.agent, cfg.train.executor) == ("xlvin", "maze")
+    assert cfg.train.depth == (4 if name in ("xlvin", "xlvin-b2") else int(name[-1]))
+    assert cfg.train.prune == (2 if name == "xlvin-b2" else 0)
+    assert check_run(cfg) == ((3, 8, 8), 8)
