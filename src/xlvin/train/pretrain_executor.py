@@ -336,6 +336,8 @@ def default_executor(
     if layer_norm is not None:
         cfg = dataclasses.replace(cfg, layer_norm=layer_norm)
     key = {"format": FORMAT, **to_dict(cfg)}
+    if cfg.family != MAZE_FAMILY:  # the field only matters to maze executors: others keep
+        del key["maze_size"]  # the file names they had before it existed
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = Path(cache_dir) / f"executor-{kind}-seed{seed}-{digest}.safetensors"
     if not path.exists():
