@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from xlvin.cli import main
-from xlvin.experiments import sweep, table1
+from xlvin.experiments import ray_session, sweep, table1
 
 INSTALL_ERROR = "xlvin: error: `xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
 
@@ -26,14 +26,18 @@ class TinyCell(table1.Cell):
         return cfg
 
 
-def flaky_run_cell(cell: table1.Cell, root: Path) -> dict:
-    """Seed 1's first attempt fails (a marker file remembers the attempt across workers)."""
-    marker = Path(root) / f"attempted-seed{cell.seed}"
-    if cell.seed == 1 and not marker.exists():
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
-        raise RuntimeError("first attempt of seed 1 fails on purpose\nsecond line")
-    return table1.run_cell(cell, root)
+def flaky(markers: Path):
+    """A run_cell whose first attempt of seed 1 fails (a marker file in `markers` remembers the
+    attempt across workers: each attempt runs in a scratch root of its own)."""
+
+    def run_cell(cell: table1.Cell, root: Path) -> dict:
+        marker = markers / f"attempted-seed{cell.seed}"
+        if cell.seed == 1 and not marker.exists():
+            marker.touch()
+            raise RuntimeError("first attempt of seed 1 fails on purpose\nsecond line")
+        return table1.run_cell(cell, root)
+
+    return run_cell
 
 
 def broken_run_cell(cell: table1.Cell, root: Path) -> dict:
@@ -57,7 +61,7 @@ def local_ray():
     ray = pytest.importorskip("ray")
     # Ray workers cannot import this test module: send its cells and run functions by value
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    assert sweep.init_ray(None, 2)
+    assert ray_session.init_ray(None, 2)
     assert ray.cluster_resources()["CPU"] == 2
     yield ray
     ray.shutdown()
@@ -76,7 +80,7 @@ def mtimes(folder: Path) -> dict[str, int]:
 def test_tiny_sweep_on_local_ray_with_two_workers(
     local_ray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setitem(sweep.PRESETS, "tiny", tiny_preset(flaky_run_cell))
+    monkeypatch.setitem(sweep.PRESETS, "tiny", tiny_preset(flaky(tmp_path)))
     monkeypatch.setitem(sweep.PRESETS, "broken", tiny_preset(broken_run_cell))
     runs, results = tmp_path / "runs", tmp_path / "results"
 
@@ -87,7 +91,7 @@ def test_tiny_sweep_on_local_ray_with_two_workers(
     assert ("FAILED ours CartPole-v0 ppo seed1 (attempt 1/2): RuntimeError: first attempt of "
             "seed 1 fails on purpose; retrying") in out
     assert "2 trained, 0 skipped (finished earlier), 0 failed; 1 failed attempt(s)" in out
-    assert (runs / "attempted-seed1").is_file()
+    assert (tmp_path / "attempted-seed1").is_file()
 
     # the aggregate is over the per-seed final evaluations on disk (IQM of 2 runs = their mean)
     finals = [json.loads((TinyCell("ours", "CartPole-v0", "ppo", s).run_dir(runs)
@@ -156,3 +160,53 @@ def test_every_preset_has_a_help_page(capsys: pytest.CaptureFixture) -> None:
         text = capsys.readouterr().out
         for flag in ("--seeds", "--address", "--workers", "--runs", "--results"):
             assert flag in text
+
+
+@dataclasses.dataclass(frozen=True)
+class NoteCell:
+    """A cell whose run directory is ROOT/cellN."""
+
+    n: int
+
+    def run_dir(self, root: Path) -> Path:
+        return Path(root) / f"cell{self.n}"
+
+
+def note_run_cell(cell: NoteCell, root: Path) -> dict:
+    """Reads what its run directory holds, drops stale.txt, writes out.txt: no training."""
+    run_dir = cell.run_dir(root)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = {"n": cell.n, "root": str(root),
+              "found": sorted(p.name for p in run_dir.iterdir() if p.name != ".lock")}
+    (run_dir / "stale.txt").unlink(missing_ok=True)
+    (run_dir / "sub").mkdir(exist_ok=True)
+    (run_dir / "sub" / "out.txt").write_text(f"cell {cell.n}")
+    return record
+
+
+def test_a_cell_gets_what_the_driver_holds_and_its_run_directory_comes_back(
+    local_ray, tmp_path: Path
+) -> None:
+    """The worker runs the cell in a scratch root of its own, starting from the driver's copy of
+    its run directory; afterwards the driver's copy is exactly the worker's (a file the worker
+    removed is gone, a new one is there, the lock stays)."""
+    preset = sweep.Preset(
+        help="", cells=lambda n, a: [], run_cell=note_run_cell, finished=lambda c, r: None,
+        write_results=lambda *a: "", runs=tmp_path,
+    )
+    runs = tmp_path / "runs"
+    (runs / "cell0").mkdir(parents=True)
+    (runs / "cell0" / "note.txt").write_text("resume me")
+    (runs / "cell0" / "stale.txt").write_text("old")
+    result = sweep.run_sweep(preset, [NoteCell(0), NoteCell(1)], runs, report=lambda line: None)
+    assert result.failures == []
+    first, second = result.records
+    assert first["found"] == ["note.txt", "stale.txt"] and second["found"] == []
+    assert not first["root"].startswith(str(runs)) and first["root"] != second["root"]
+    assert not Path(first["root"]).exists()  # the scratch root is gone
+    assert sorted(str(p.relative_to(runs)) for p in runs.rglob("*")) == [
+        "cell0", "cell0/.lock", "cell0/note.txt", "cell0/sub", "cell0/sub/out.txt",
+        "cell1", "cell1/.lock", "cell1/sub", "cell1/sub/out.txt",
+    ]
+    assert (runs / "cell0" / "note.txt").read_text() == "resume me"
+    assert (runs / "cell1" / "sub" / "out.txt").read_text() == "cell 1"

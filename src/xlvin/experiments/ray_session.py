@@ -83,7 +83,9 @@ def check_reachable(address: str, timeout: float) -> None:
 def check_token(address: str) -> None:
     """Refuse at once a cluster (`host:port`, its head's GCS) that rejects this process's
     authentication token, or that wants one while this process has none, with a UserError that
-    says what to set. Ray's client (`ray://`) and `auto` are left to `ray.init`."""
+    says what to set; a port where something else than Ray answers is a ConnectionError (Ray's
+    client gives up on a silent one after about 40 s). Ray's client (`ray://`) and `auto` are
+    left to `ray.init`."""
     if address == "auto" or address.startswith("ray://"):
         return
     ray = import_ray()
@@ -100,6 +102,8 @@ def check_token(address: str) -> None:
             GcsClient(address=address)  # raises at once when the GCS refuses the token
     except ray.exceptions.AuthenticationError:
         raise UserError(auth_hint(address, token_mode)) from None
+    except ray.exceptions.RayError as err:  # something else answers on that port
+        raise ConnectionError(f"{address} does not answer as a Ray cluster: {first_line(err)}") from None
 
 
 def auth_hint(address: str, token_mode: bool) -> str:
