@@ -210,3 +210,57 @@ def test_a_cell_gets_what_the_driver_holds_and_its_run_directory_comes_back(
     ]
     assert (runs / "cell0" / "note.txt").read_text() == "resume me"
     assert (runs / "cell1" / "sub" / "out.txt").read_text() == "cell 1"
+
+
+def note_finished(cell: NoteCell, root: Path) -> dict | None:
+    out = cell.run_dir(root) / "sub" / "out.txt"
+    return {"n": cell.n, "out": out.read_text()} if out.is_file() else None
+
+
+def test_run_directories_are_kept_in_a_pyarrow_storage_and_resumed_from_it(
+    local_ray, tmp_path: Path
+) -> None:
+    """`--storage URI`: every run directory that comes back is uploaded (exactly its files);
+    a driver without a local copy downloads the finished ones and skips them; a cell finished
+    only locally is uploaded."""
+    pytest.importorskip("pyarrow")
+    from xlvin.io.storage import RunStorage
+
+    preset = sweep.Preset(help="", cells=lambda n, a: [], run_cell=note_run_cell,
+                          finished=note_finished, write_results=lambda *a: "", runs=tmp_path)
+    stored = tmp_path / "bucket" / "runs"
+    storage = RunStorage(f"file://{stored}")
+    lines: list[str] = []
+    first = sweep.run_sweep(preset, [NoteCell(0), NoteCell(1)], tmp_path / "a", lines.append,
+                            storage=storage)
+    assert len(first.trained) == 2 and "storage file://" in lines[0]
+    assert sorted(str(p.relative_to(stored)) for p in stored.rglob("*") if p.is_file()) == [
+        "cell0/sub/out.txt", "cell1/sub/out.txt"]
+
+    # another driver, no local copy: both come from the storage, nothing runs
+    (tmp_path / "b" / "cell2" / "sub").mkdir(parents=True)
+    (tmp_path / "b" / "cell2" / "sub" / "out.txt").write_text("finished here")
+    lines.clear()
+    second = sweep.run_sweep(preset, [NoteCell(0), NoteCell(1), NoteCell(2)], tmp_path / "b",
+                             lines.append, storage=storage)
+    assert lines == [f"storage file://{stored}: 2 runs downloaded",
+                     "3 runs: 3 finished earlier (skipped), 0 to run",
+                     f"storage file://{stored}: 1 run finished earlier uploaded"]
+    assert second.records == [{"n": n, "out": f"cell {n}"} for n in (0, 1)] + [
+        {"n": 2, "out": "finished here"}]
+    assert (stored / "cell2" / "sub" / "out.txt").read_text() == "finished here"
+
+
+def test_a_bad_storage_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    pytest.importorskip("pyarrow")
+    args = ["sweep", "table1", "--seeds", "1", "--runs", str(tmp_path / "runs"), "--storage"]
+    assert main([*args, "nosuchscheme://bucket/runs"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xlvin: error: --storage nosuchscheme://bucket/runs: ")
+    assert err.count("\n") == 1
+    monkeypatch.setitem(sys.modules, "pyarrow.fs", None)
+    assert main([*args, "s3://bucket/runs"]) == 2
+    assert capsys.readouterr().err == "xlvin: error: --storage needs pyarrow: pip install pyarrow\n"
+    assert not (tmp_path / "runs").exists()

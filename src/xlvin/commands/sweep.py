@@ -7,6 +7,7 @@ from pathlib import Path
 
 from xlvin.errors import UserError
 from xlvin.experiments import ray_session, sweep
+from xlvin.io.storage import RunStorage
 
 
 def _sweep(args: argparse.Namespace) -> None:
@@ -19,12 +20,13 @@ def _sweep(args: argparse.Namespace) -> None:
         raise UserError(f"--timeout must be > 0 seconds, got {args.timeout}")
     ray_session.import_ray()  # before any work: without Ray, say how to install it
     cells = preset.cells(args.seeds, args)
+    storage = RunStorage(args.storage) if args.storage else None
     root = (args.runs or preset.runs).resolve()
     start = time.perf_counter()
     result = sweep.run_sweep(
         preset, cells, root, report=lambda line: print(line, flush=True),
         address=args.address, workers=args.workers or os.cpu_count() or 1,
-        timeout=args.timeout,
+        timeout=args.timeout, storage=storage,
     )
     wall = time.perf_counter() - start
     print(
@@ -78,6 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--runs", type=Path, default=None,
                        help=f"run directories root on this machine, the only one that writes "
                        f"there (default {preset.runs})")
+        c.add_argument(
+            "--storage", default=None, metavar="URI",
+            help="also keep the run directories in this pyarrow filesystem (s3://BUCKET/PATH, "
+            "gs://..., hdfs://..., file:///PATH; needs pyarrow): finished ones stored there are "
+            "downloaded into --runs and skipped, each run that comes back is uploaded",
+        )
         c.add_argument("--results", type=Path, default=Path("results"),
                        help="where the results files go (default results)")
         c.set_defaults(func=_sweep)

@@ -30,6 +30,7 @@ from xlvin.experiments import table1
 from xlvin.experiments.ray_session import CONNECT_TIMEOUT, first_line, import_ray, init_ray
 from xlvin.io.archive import dir_files, pack_dir, unpack_dir
 from xlvin.io.run_dir import claim_run_dir
+from xlvin.io.storage import RunStorage
 from xlvin.io.weights import atomic_write_bytes
 
 ATTEMPTS = 2  # a failed cell is retried once
@@ -183,15 +184,19 @@ def count_runs(n: int) -> str:
 def run_sweep(
     preset: Preset, cells: list[Any], root: Path, report: Callable[[str], None] = print,
     address: str | None = None, workers: int = 1, timeout: float = CONNECT_TIMEOUT,
+    storage: RunStorage | None = None,
 ) -> SweepResult:
     """Run the unfinished cells as Ray tasks, each retried once after a failure; their run
-    directories come back under `root`, on this machine.
+    directories come back under `root`, on this machine (and go to `storage` if given, whose
+    finished run directories are downloaded first).
 
     Ray starts (`init_ray(address, workers, timeout)`) only when some cell has to run; then the
     cells' run directories are claimed, the preset's shared files produced, the tasks run; Ray is
     shut down at the end if this call started it.
     """
     ray = import_ray()
+    if storage is not None:
+        _download_finished(preset, cells, root, storage, report)
     records: dict[int, dict[str, Any]] = {}
     result = SweepResult(records=[])
     todo = []
@@ -203,6 +208,8 @@ def run_sweep(
             records[i] = record
             result.skipped.append(cell)
     report(f"{count_runs(len(cells))}: {len(result.skipped)} finished earlier (skipped), {len(todo)} to run")
+    if storage is not None:
+        _upload_missing(preset, result.skipped, root, storage, report)
     if todo:
         if not ray.is_initialized():
             report(f"connecting to Ray at {address}" if address else f"starting local Ray, {workers} workers")
@@ -212,7 +219,8 @@ def run_sweep(
                 for i in todo:
                     claims.enter_context(claim_run_dir(preset.run_dir(cells[i], root)))
                 shared = ray.put(shared_files(preset.prepare([cells[i] for i in todo])))
-                _run_on_ray(ray, preset, cells, todo, root, shared, report, records, result)
+                _run_on_ray(ray, preset, cells, todo, root, shared, report, records, result,
+                            storage)
         finally:
             if started:
                 ray.shutdown()
@@ -220,12 +228,45 @@ def run_sweep(
     return result
 
 
+def _relative(preset: Preset, cell: Any, root: Path) -> str:
+    return preset.run_dir(cell, root).relative_to(root).as_posix()
+
+
+def _download_finished(
+    preset: Preset, cells: list[Any], root: Path, storage: RunStorage,
+    report: Callable[[str], None],
+) -> None:
+    """Bring the run directories `storage` holds (finished ones: only those are uploaded) of
+    the cells not finished under `root` to `root`."""
+    count = 0
+    for cell in cells:
+        if preset.finished(cell, root) is None and storage.files(_relative(preset, cell, root)):
+            with claim_run_dir(preset.run_dir(cell, root)) as run_dir:
+                storage.download(_relative(preset, cell, root), run_dir)
+            count += 1
+    report(f"storage {storage.uri}: {count_runs(count)} downloaded")
+
+
+def _upload_missing(
+    preset: Preset, cells: list[Any], root: Path, storage: RunStorage,
+    report: Callable[[str], None],
+) -> None:
+    """Upload the finished run directories of `cells` that `storage` does not hold yet."""
+    missing = [c for c in cells if not storage.files(_relative(preset, c, root))]
+    for cell in missing:
+        with claim_run_dir(preset.run_dir(cell, root)) as run_dir:
+            storage.upload(run_dir, _relative(preset, cell, root))
+    if missing:
+        report(f"storage {storage.uri}: {count_runs(len(missing))} finished earlier uploaded")
+
+
 def _run_on_ray(
     ray: Any, preset: Preset, cells: list[Any], todo: list[int], root: Path, shared: Any,
     report: Callable[[str], None], records: dict[int, dict[str, Any]], result: SweepResult,
+    storage: RunStorage | None,
 ) -> None:
     """Submit the cells `todo`, wait for each, unpack every finished run directory under `root`
-    and resubmit a cell's first failure."""
+    (and upload it to `storage`) and resubmit a cell's first failure."""
     task = ray.remote(num_cpus=1, max_retries=0)(_task)
     pending: dict[Any, tuple[int, int, float]] = {}
 
@@ -257,6 +298,8 @@ def _run_on_ray(
                 result.failed.append(cell)
             continue
         unpack_dir(archive, preset.run_dir(cell, root))
+        if storage is not None:
+            storage.upload(preset.run_dir(cell, root), _relative(preset, cell, root))
         done_count += 1
         records[i] = record
         result.trained.append(cell)
