@@ -1,7 +1,7 @@
 """Starting local Ray or reaching a Ray cluster for `xlvin sweep`, with one line when it fails.
 
 Ray itself retries an address for minutes and answers a cluster that wants an authentication
-token (`ray start` enables token authentication when a token exists, Ray >= 2.5x) with tens of
+token (`ray start` enables token authentication when a token exists, as in Ray 2.60) with tens of
 seconds of `InvalidAuthToken` warnings before a connection error that does not name the cause.
 `init_ray` refuses an address whose port does not answer, and a cluster that refuses this
 process's token, at once, each with one line that says what to do; everything else is bounded by
@@ -23,6 +23,7 @@ from xlvin.experiments.ray_reaper import start_reaper
 
 INSTALL_HINT = "`xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
 CONNECT_TIMEOUT = 60.0  # seconds to start local Ray or reach a cluster
+REACH_TIMEOUT = 10.0  # seconds for a cluster's head to accept a connection on its port
 AUTH_MODE = "RAY_AUTH_MODE"
 
 
@@ -55,7 +56,7 @@ def init_ray(address: str | None, workers: int | None, timeout: float = CONNECT_
     try:
         with time_limit(timeout):
             if address:
-                check_reachable(address, timeout)
+                check_reachable(address, min(timeout, REACH_TIMEOUT))
                 check_token(address)
                 ray.init(address=address, **quiet)
             else:  # "local": a new Ray instance even if another one runs on this machine
