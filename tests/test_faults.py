@@ -218,16 +218,17 @@ SWEEP = textwrap.dedent("""
     from pathlib import Path
     from xlvin.experiments import sweep
 
-    def run_cell(cell, root):
-        Path(root, f"worker-{os.getpid()}").touch()
+    def run_cell(cell, root):  # the cell is the test's folder (the root is a scratch folder)
+        Path(cell, f"worker-{os.getpid()}").touch()
         time.sleep(120)
         return {}
 
     if __name__ == "__main__":
-        root = Path(sys.argv[1])
-        preset = sweep.Preset(help="", cells=lambda n, a: [0], run_cell=run_cell,
-                              finished=lambda c, r: None, write_results=lambda *a: "", runs=root)
-        sweep.run_sweep(preset, [0], root, workers=1)
+        folder = Path(sys.argv[1])
+        preset = sweep.Preset(help="", cells=lambda n, a: [folder], run_cell=run_cell,
+                              finished=lambda c, r: None, write_results=lambda *a: "",
+                              runs=folder, run_dir=lambda c, r: Path(r) / "cell")
+        sweep.run_sweep(preset, [folder], folder / "runs", workers=1)
 """)
 
 
