@@ -32,6 +32,7 @@ from xlvin.io.archive import dir_files, pack_dir, unpack_dir
 from xlvin.io.run_dir import claim_run_dir
 from xlvin.io.storage import RunStorage
 from xlvin.io.weights import atomic_write_bytes
+from xlvin.train.run import cache_dir
 
 ATTEMPTS = 2  # a failed cell is retried once
 
@@ -138,8 +139,6 @@ def _task(
 
 def shared_files(paths: list[Path]) -> dict[str, bytes]:
     """Files under xlvin's cache as {path relative to the cache: contents}, for the tasks."""
-    from xlvin.train.run import cache_dir
-
     cache = cache_dir().resolve()
     files = {}
     for path in paths:
@@ -152,8 +151,6 @@ def shared_files(paths: list[Path]) -> dict[str, bytes]:
 
 def install_shared_files(files: dict[str, bytes]) -> None:
     """Write the shared files a node's cache lacks (atomically: tasks of one node may race)."""
-    from xlvin.train.run import cache_dir
-
     for relative, contents in files.items():
         target = cache_dir() / relative
         if not target.is_file():
