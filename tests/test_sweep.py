@@ -4,6 +4,7 @@ runs, retry of a failed run) and the one-line error without Ray."""
 import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -264,3 +265,39 @@ def test_a_bad_storage_is_one_line_and_writes_nothing(
     assert main([*args, "s3://bucket/runs"]) == 2
     assert capsys.readouterr().err == "xlvin: error: --storage needs pyarrow: pip install pyarrow\n"
     assert not (tmp_path / "runs").exists()
+
+
+def lost_after_a_snapshot(driver_runs: Path):
+    """A run_cell whose first attempt writes a checkpoint, waits until a snapshot brought it to
+    the driver, then fails as a lost node would; a later attempt that starts from the checkpoint
+    finishes."""
+
+    def run_cell(cell: NoteCell, root: Path) -> dict:
+        run_dir = cell.run_dir(root)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if (run_dir / "checkpoint.txt").is_file():
+            return {"n": cell.n, "resumed from": (run_dir / "checkpoint.txt").read_text()}
+        (run_dir / "checkpoint.txt").write_text("update 7")
+        deadline = time.monotonic() + 30
+        while not (cell.run_dir(driver_runs) / "checkpoint.txt").is_file():
+            if time.monotonic() > deadline:
+                raise TimeoutError("no snapshot reached the driver")
+            time.sleep(0.05)
+        raise RuntimeError("the node was lost")
+
+    return run_cell
+
+
+def test_a_running_cells_snapshots_reach_the_driver_and_a_retry_resumes_from_them(
+    local_ray, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    preset = sweep.Preset(help="", cells=lambda n, a: [], run_cell=lost_after_a_snapshot(runs),
+                          finished=lambda c, r: None, write_results=lambda *a: "", runs=runs,
+                          label=lambda c: f"cell{c.n}")
+    lines: list[str] = []
+    result = sweep.run_sweep(preset, [NoteCell(0)], runs, lines.append, sync_seconds=0.1)
+    assert lines[-2:] == ["FAILED cell0 (attempt 1/2): RuntimeError: the node was lost; retrying",
+                          lines[-1]] and lines[-1].startswith("[1/1] done cell0 (")
+    assert result.records == [{"n": 0, "resumed from": "update 7"}]
+    assert (runs / "cell0" / "checkpoint.txt").read_text() == "update 7"

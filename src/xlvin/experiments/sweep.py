@@ -13,14 +13,17 @@ store, the files the cells share (pre-trained executors and TransE models, made 
 driver) and whatever the driver holds of the cell's run directory (an interrupted run resumes
 from its checkpoint); it runs the cell in a scratch directory of its node and returns the record
 with the whole run directory as an archive (`xlvin.io.archive`), which the driver unpacks into
-its own. While a cell is out, the driver holds its run directory's claim, so no other xlvin
+its own. While the cell runs, its run directory also comes back every `SYNC_SECONDS` that it
+changed (a Ray streaming generator), so a long cell's checkpoints survive its node or the driver.
+While a cell is out, the driver holds its run directory's claim, so no other xlvin
 process on the driver runs it. A failed cell is retried once and both failures are reported.
 """
 
 import argparse
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +38,8 @@ from xlvin.io.weights import atomic_write_bytes
 from xlvin.train.run import cache_dir
 
 ATTEMPTS = 2  # a failed cell is retried once
+#: How often (seconds) a running cell's run directory is sent to the driver if it changed.
+SYNC_SECONDS = 120.0
 
 
 def _no_options(parser: argparse.ArgumentParser) -> None:
@@ -116,13 +121,14 @@ def error_line(err: BaseException) -> str:
 
 def _task(
     run_cell: Callable[[Any, Path], dict[str, Any]], run_dir: Callable[[Any, Path], Path],
-    cell: Any, partial: bytes | None, shared: dict[str, bytes],
-) -> tuple[dict[str, Any], bytes]:
-    """One cell on a Ray worker, with one torch thread: the shared files into this node's cache,
-    the driver's `partial` run directory (or None) into a scratch root of this node, the cell run
-    there; returns its record and its run directory as an archive. The worker ends when its
-    raylet does (local Ray dies with the driver that started it), instead of finishing the cell
-    alone."""
+    cell: Any, partial: bytes | None, shared: dict[str, bytes], sync_seconds: float,
+) -> Iterator[tuple[str, bytes, dict[str, Any] | None]]:
+    """One cell on a Ray worker, with one torch thread, as a Ray streaming generator: the shared
+    files into this node's cache, the driver's `partial` run directory (or None) into a scratch
+    root of this node, the cell run there (in a thread). While it runs, every `sync_seconds`
+    that its run directory changed, yields ("snapshot", archive, None); at the end ("done",
+    archive, record). The worker ends when its raylet does (local Ray dies with the driver that
+    started it), instead of finishing the cell alone."""
     from xlvin.process import exit_with_parent, quiet_known_warnings, set_threads
 
     exit_with_parent()
@@ -131,10 +137,44 @@ def _task(
     install_shared_files(shared)
     with tempfile.TemporaryDirectory(prefix="xlvin-cell-") as scratch:
         root = Path(scratch)
+        where = run_dir(cell, root)
         if partial is not None:
-            unpack_dir(partial, run_dir(cell, root))
-        record = run_cell(cell, root)
-        return record, pack_dir(run_dir(cell, root))
+            unpack_dir(partial, where)
+        outcome: dict[str, Any] = {}
+        thread = threading.Thread(target=_run_into, args=(run_cell, cell, root, outcome))
+        thread.start()
+        seen = _fingerprint(where)
+        while True:
+            thread.join(sync_seconds)
+            if not thread.is_alive():
+                break
+            if _fingerprint(where) != seen:
+                seen = _fingerprint(where)
+                yield "snapshot", pack_dir(where), None
+        if "error" in outcome:
+            raise outcome["error"]
+        yield "done", pack_dir(where), outcome["record"]
+
+
+def _run_into(run_cell: Callable[[Any, Path], dict[str, Any]], cell: Any, root: Path,
+              outcome: dict[str, Any]) -> None:
+    """run_cell(cell, root) in a thread: its record, or its exception, into `outcome`."""
+    try:
+        outcome["record"] = run_cell(cell, root)
+    except Exception as err:  # noqa: BLE001 (re-raised by the task, in its own thread)
+        outcome["error"] = err
+
+
+def _fingerprint(folder: Path) -> list[tuple[str, int, int]]:
+    """What changes when a file under `folder` is written: names, sizes, modification times."""
+    found = []
+    for relative in dir_files(folder):
+        try:
+            stat = (folder / relative).stat()
+        except FileNotFoundError:
+            continue
+        found.append((relative.as_posix(), stat.st_size, stat.st_mtime_ns))
+    return found
 
 
 def shared_files(paths: list[Path]) -> dict[str, bytes]:
@@ -181,11 +221,12 @@ def count_runs(n: int) -> str:
 def run_sweep(
     preset: Preset, cells: list[Any], root: Path, report: Callable[[str], None] = print,
     address: str | None = None, workers: int = 1, timeout: float = CONNECT_TIMEOUT,
-    storage: RunStorage | None = None,
+    storage: RunStorage | None = None, sync_seconds: float = SYNC_SECONDS,
 ) -> SweepResult:
     """Run the unfinished cells as Ray tasks, each retried once after a failure; their run
     directories come back under `root`, on this machine (and go to `storage` if given, whose
-    finished run directories are downloaded first).
+    finished run directories are downloaded first). While a cell runs, its run directory comes
+    back every `sync_seconds` that it changed (its checkpoints: an interrupted sweep resumes it).
 
     Ray starts (`init_ray(address, workers, timeout)`) only when some cell has to run; then the
     cells' run directories are claimed, the preset's shared files produced, the tasks run; Ray is
@@ -217,7 +258,7 @@ def run_sweep(
                     claims.enter_context(claim_run_dir(preset.run_dir(cells[i], root)))
                 shared = ray.put(shared_files(preset.prepare([cells[i] for i in todo])))
                 _run_on_ray(ray, preset, cells, todo, root, shared, report, records, result,
-                            storage)
+                            storage, sync_seconds)
         finally:
             if started:
                 ray.shutdown()
@@ -260,29 +301,32 @@ def _upload_missing(
 def _run_on_ray(
     ray: Any, preset: Preset, cells: list[Any], todo: list[int], root: Path, shared: Any,
     report: Callable[[str], None], records: dict[int, dict[str, Any]], result: SweepResult,
-    storage: RunStorage | None,
+    storage: RunStorage | None, sync_seconds: float,
 ) -> None:
-    """Submit the cells `todo`, wait for each, unpack every finished run directory under `root`
-    (and upload it to `storage`) and resubmit a cell's first failure."""
-    task = ray.remote(num_cpus=1, max_retries=0)(_task)
+    """Submit the cells `todo`, unpack under `root` every snapshot and finished run directory
+    that comes back (uploading finished ones to `storage`) and resubmit a cell's first
+    failure."""
+    task = ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")(_task)
     pending: dict[Any, tuple[int, int, float]] = {}
 
     def submit(i: int, attempt: int) -> None:
         run_dir = preset.run_dir(cells[i], root)
         partial = pack_dir(run_dir) if dir_files(run_dir) else None
-        ref = task.remote(preset.run_cell, preset.run_dir, cells[i], partial, shared)
-        pending[ref] = (i, attempt, time.perf_counter())
+        stream = task.remote(preset.run_cell, preset.run_dir, cells[i], partial, shared,
+                             sync_seconds)
+        pending[stream] = (i, attempt, time.perf_counter())
 
     for i in todo:
         submit(i, 1)
     done_count = 0
     while pending:
-        (ref,), _ = ray.wait(list(pending), num_returns=1)
-        i, attempt, started = pending.pop(ref)
+        (stream,), _ = ray.wait(list(pending), num_returns=1)
+        i, attempt, started = pending[stream]
         cell, label = cells[i], preset.label(cells[i])
         try:
-            record, archive = ray.get(ref)
+            kind, archive, record = ray.get(next(stream))
         except ray.exceptions.RayError as err:  # the cell's exception (RayTaskError), or Ray's
+            del pending[stream]
             failure = Failure(cell, attempt, error_line(err))
             result.failures.append(failure)
             if attempt < ATTEMPTS:
@@ -295,6 +339,9 @@ def _run_on_ray(
                 result.failed.append(cell)
             continue
         unpack_dir(archive, preset.run_dir(cell, root))
+        if kind == "snapshot":
+            continue
+        del pending[stream]
         if storage is not None:
             storage.upload(preset.run_dir(cell, root), _relative(preset, cell, root))
         done_count += 1

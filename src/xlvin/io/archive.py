@@ -31,11 +31,19 @@ def dir_files(path: Path) -> list[Path]:
 
 
 def pack_dir(path: Path) -> bytes:
-    """The files under `path` (see `dir_files`) as a gzipped tar."""
+    """The files under `path` (see `dir_files`) as a gzipped tar. A process may be writing there
+    meanwhile (a snapshot of a cell that trains): each file is read once, whole, as it is at that
+    moment (xlvin replaces files atomically), and one removed meanwhile is left out."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for relative in dir_files(path):
-            tar.add(Path(path) / relative, arcname=relative.as_posix(), recursive=False)
+            try:
+                contents = (Path(path) / relative).read_bytes()
+            except FileNotFoundError:
+                continue
+            info = tarfile.TarInfo(relative.as_posix())
+            info.size = len(contents)
+            tar.addfile(info, io.BytesIO(contents))
     return buffer.getvalue()
 
 
