@@ -182,8 +182,8 @@ POOL = textwrap.dedent("""
         time.sleep(120)
 
     if __name__ == "__main__":
-        from xlvin.experiments import table1
-        table1._map(work, [1, 2, 3], jobs=2)
+        from xlvin.experiments.jobs import map_jobs
+        map_jobs(work, [1, 2, 3], jobs=2)
 """)
 
 
