@@ -301,3 +301,24 @@ def test_a_running_cells_snapshots_reach_the_driver_and_a_retry_resumes_from_the
                           lines[-1]] and lines[-1].startswith("[1/1] done cell0 (")
     assert result.records == [{"n": 0, "resumed from": "update 7"}]
     assert (runs / "cell0" / "checkpoint.txt").read_text() == "update 7"
+
+
+@pytest.mark.parametrize("experiment", ["maze", "contextual-maze"])
+def test_the_maze_presets_make_the_cells_and_run_directories_of_reproduce(experiment: str) -> None:
+    from xlvin.cli import build_parser
+    from xlvin.experiments import maze
+
+    options = ["--seeds", "2", "--agents", "vin,ppo", "--quick", "--budget", "500"]
+    parser = build_parser()
+    args = parser.parse_args(["sweep", experiment, *options])
+    preset = sweep.PRESETS[experiment]
+    cells = preset.cells(args.seeds, args)
+    curriculum = dataclasses.replace(maze.QUICK, budget=500)
+    assert cells == [maze.Cell(experiment, agent, seed, curriculum)
+                     for agent in ("vin", "ppo") for seed in (0, 1)]
+    reproduce = parser.parse_args(["reproduce", experiment, *options])
+    assert preset.runs == reproduce.runs == Path("runs/maze")
+    assert [preset.run_dir(c, preset.runs) for c in cells] == [
+        c.run_dir(reproduce.runs)
+        for c in maze.cells_from_options(experiment, reproduce.seeds, reproduce)]
+    assert [preset.label(c) for c in cells[:2]] == [f"{experiment} vin seed0", f"{experiment} vin seed1"]

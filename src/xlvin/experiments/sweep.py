@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlvin.experiments import table1
+from xlvin.experiments import maze, table1
 from xlvin.experiments.ray_session import CONNECT_TIMEOUT, first_line, import_ray, init_ray
 from xlvin.io.archive import dir_files, pack_dir, unpack_dir
 from xlvin.io.run_dir import claim_run_dir
@@ -107,8 +107,38 @@ TABLE1 = Preset(
     outcome=lambda r: f"final return {r['final_return']:.1f}",
 )
 
+
+
+def _maze_finished(cell: maze.Cell, root: Path) -> dict[str, Any] | None:
+    run_dir = cell.run_dir(root)
+    return maze.cell_record(cell, run_dir) if maze.is_finished(run_dir) else None
+
+
+def _maze_write(records: list[dict[str, Any]], results: Path, wall: float) -> str:
+    return maze.write_results(records, results, wall) + f"\nwrote {results}/maze.md, .json and the figures"
+
+
+def maze_preset(experiment: str) -> Preset:
+    """The curricula of a maze experiment (`maze` or `contextual-maze`), as `xlvin reproduce
+    EXPERIMENT` runs them."""
+    env, _ = maze.EXPERIMENTS[experiment]
+    return Preset(
+        help=f"the continual maze on {env} (as `xlvin reproduce {experiment}`)",
+        description=maze.__doc__ or "",
+        cells=lambda seeds, args: maze.cells_from_options(experiment, seeds, args),
+        run_cell=maze.run_cell,
+        finished=_maze_finished,
+        write_results=_maze_write,
+        runs=Path("runs/maze"),
+        add_options=lambda parser: maze.add_cell_options(parser, experiment),
+        label=lambda c: f"{c.experiment} {c.agent} seed{c.seed}",
+        outcome=lambda r: f"passed levels {r['levels_passed']}",
+    )
+
+
 #: name -> preset, the PRESET argument of `xlvin sweep`.
-PRESETS: dict[str, Preset] = {"table1": TABLE1}
+PRESETS: dict[str, Preset] = {"table1": TABLE1,
+                              **{name: maze_preset(name) for name in maze.EXPERIMENTS}}
 
 
 def error_line(err: BaseException) -> str:
