@@ -3,6 +3,9 @@ runs, retry of a failed run) and the one-line error without Ray."""
 
 import dataclasses
 import json
+import os
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,6 +16,7 @@ import pytest
 from xlvin.cli import main
 from xlvin.experiments import ray_session, sweep, table1
 
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 INSTALL_ERROR = "xlvin: error: `xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
 
 
@@ -322,3 +326,22 @@ def test_the_maze_presets_make_the_cells_and_run_directories_of_reproduce(experi
         c.run_dir(reproduce.runs)
         for c in maze.cells_from_options(experiment, reproduce.seeds, reproduce)]
     assert [preset.label(c) for c in cells[:2]] == [f"{experiment} vin seed0", f"{experiment} vin seed1"]
+
+
+def test_token_mode_without_a_token_is_one_line(tmp_path: Path) -> None:
+    """RAY_AUTH_MODE=token on a machine with no token (no RAY_AUTH_TOKEN, no ~/.ray/auth_token):
+    one line before Ray's client is made (it would abort the process), nothing written."""
+    pytest.importorskip("ray")
+    with socket.socket() as head:  # something listens where the head would
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        env.update(RAY_AUTH_MODE="token", HOME=str(tmp_path), PYTHONPATH=SRC)
+        done = subprocess.run(
+            [sys.executable, "-m", "xlvin.cli", "sweep", "table1", "--seeds", "1", "--address",
+             f"127.0.0.1:{head.getsockname()[1]}", "--runs", str(tmp_path / "runs")],
+            env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr == ("xlvin: error: RAY_AUTH_MODE=token, but this machine has no token: set "
+                           "RAY_AUTH_TOKEN=<the output of `ray get-auth-token` on the head node>\n")
+    assert not (tmp_path / "runs").exists()

@@ -25,6 +25,7 @@ INSTALL_HINT = "`xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
 CONNECT_TIMEOUT = 60.0  # seconds to start local Ray or reach a cluster
 REACH_TIMEOUT = 10.0  # seconds for a cluster's head to accept a connection on its port
 AUTH_MODE = "RAY_AUTH_MODE"
+TOKEN_HINT = "RAY_AUTH_TOKEN=<the output of `ray get-auth-token` on the head node>"
 
 
 def import_ray() -> Any:
@@ -96,9 +97,11 @@ def check_token(address: str) -> None:
     from ray._raylet import GcsClient
 
     token_mode = os.environ.get(AUTH_MODE, "").lower() == "token"
-    try:
-        # token mode without any token: Ray's own error, before a client would abort the process
+    try:  # token mode without a token: say so, before Ray's client would abort this process
         ensure_token_if_auth_enabled(None, create_token_if_missing=False)
+    except ray.exceptions.AuthenticationError:
+        raise UserError(f"{AUTH_MODE}=token, but this machine has no token: set {TOKEN_HINT}") from None
+    try:
         with stderr_silenced():  # Ray's C++ client logs the refusal as a warning too
             GcsClient(address=address)  # raises at once when the GCS refuses the token
     except ray.exceptions.AuthenticationError:
@@ -109,12 +112,11 @@ def check_token(address: str) -> None:
 
 def auth_hint(address: str, token_mode: bool) -> str:
     """One line: what to set when the cluster at `address` refused this process."""
-    token = "RAY_AUTH_TOKEN=<the output of `ray get-auth-token` on the head node>"
     if not token_mode:
         return (f"the Ray cluster at {address} requires token authentication: set "
-                f"{AUTH_MODE}=token and {token}, then run again")
+                f"{AUTH_MODE}=token and {TOKEN_HINT}, then run again")
     return (f"the Ray cluster at {address} refused this machine's authentication token "
-            f"(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token): set {token}")
+            f"(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token): set {TOKEN_HINT}")
 
 
 @contextmanager

@@ -33,7 +33,10 @@ def dir_files(path: Path) -> list[Path]:
 def pack_dir(path: Path) -> bytes:
     """The files under `path` (see `dir_files`) as a gzipped tar. A process may be writing there
     meanwhile (a snapshot of a cell that trains): each file is read once, whole, as it is at that
-    moment (xlvin replaces files atomically), and one removed meanwhile is left out."""
+    moment (xlvin replaces files atomically), and one removed meanwhile is left out. Files are
+    read in sorted order, so a run directory's checkpoint.safetensors is read before its
+    metrics.jsonl and tb/: the metrics are at least as recent as the checkpoint, as after a kill,
+    which resume handles."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for relative in dir_files(path):
