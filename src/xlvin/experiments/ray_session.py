@@ -54,6 +54,7 @@ def init_ray(address: str | None, workers: int | None, timeout: float = CONNECT_
         "logging_level": logging.ERROR,
     }
     where = address or "local Ray"
+    refused = getattr(ray.exceptions, "AuthenticationError", ConnectionError)  # Ray with tokens
     try:
         with time_limit(timeout):
             if address:
@@ -63,7 +64,7 @@ def init_ray(address: str | None, workers: int | None, timeout: float = CONNECT_
             else:  # "local": a new Ray instance even if another one runs on this machine
                 ray.init(address="local", num_cpus=workers, **quiet)
                 start_reaper(ray._private.worker._global_node.get_session_dir_path())
-    except (ConnectionError, TimeoutError, ValueError, ray.exceptions.AuthenticationError) as err:
+    except (ConnectionError, TimeoutError, ValueError, refused) as err:
         raise UserError(f"cannot start Ray ({where}): {first_line(err)}") from None
     return True
 
@@ -91,10 +92,13 @@ def check_token(address: str) -> None:
     if address == "auto" or address.startswith("ray://"):
         return
     ray = import_ray()
-    from ray._private.authentication.authentication_token_setup import (
-        ensure_token_if_auth_enabled,
-    )
-    from ray._raylet import GcsClient
+    try:  # Ray's own modules (private: a Ray that moved or lacks them is left to `ray.init`)
+        from ray._private.authentication.authentication_token_setup import (
+            ensure_token_if_auth_enabled,
+        )
+        from ray._raylet import GcsClient
+    except ImportError:
+        return
 
     token_mode = os.environ.get(AUTH_MODE, "").lower() == "token"
     try:  # token mode without a token: say so, before Ray's client would abort this process

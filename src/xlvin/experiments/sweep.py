@@ -172,8 +172,8 @@ def _task(
             unpack_dir(partial, where)
         outcome: dict[str, Any] = {}
         thread = threading.Thread(target=_run_into, args=(run_cell, cell, root, outcome))
+        seen = _fingerprint(where)  # before the cell writes anything
         thread.start()
-        seen = _fingerprint(where)
         while True:
             thread.join(sync_seconds)
             if not thread.is_alive():
@@ -183,7 +183,8 @@ def _task(
                 yield "snapshot", pack_dir(where), None
         if "error" in outcome:
             raise outcome["error"]
-        yield "done", pack_dir(where), outcome["record"]
+        final = pack_dir(where)
+    yield "done", final, outcome["record"]  # the scratch folder is gone
 
 
 def _run_into(run_cell: Callable[[Any, Path], dict[str, Any]], cell: Any, root: Path,
