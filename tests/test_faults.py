@@ -7,6 +7,7 @@ changed (a byte snapshot of the folder before and after)."""
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -219,7 +220,7 @@ SWEEP = textwrap.dedent("""
     from xlvin.experiments import sweep
 
     def run_cell(cell, root):  # the cell is the test's folder (the root is a scratch folder)
-        Path(cell, f"worker-{os.getpid()}").touch()
+        Path(cell, f"worker-{os.getpid()}").write_text(str(root))
         time.sleep(120)
         return {}
 
@@ -265,6 +266,7 @@ def test_a_killed_sweep_leaves_no_ray_process_and_no_worker(tmp_path: Path) -> N
     while not all(map(is_gone, ray_processes)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in ray_processes if not is_gone(pid)] == []
+    shutil.rmtree((tmp_path / f"worker-{worker}").read_text())  # the killed task's scratch folder
 
 
 # ---------------------------------------------------------- 3. a tampered run directory is inert

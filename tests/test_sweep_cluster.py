@@ -7,6 +7,7 @@ must come back through Ray, and be those `xlvin reproduce` makes on the driver i
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -93,6 +94,7 @@ def cluster():
         yield f"127.0.0.1:{port}", token, node
     finally:
         stop_nodes(base)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def driver(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
