@@ -7,6 +7,7 @@ changed (a byte snapshot of the folder before and after)."""
 import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -218,16 +219,17 @@ SWEEP = textwrap.dedent("""
     from pathlib import Path
     from xlvin.experiments import sweep
 
-    def run_cell(cell, root):
-        Path(root, f"worker-{os.getpid()}").touch()
+    def run_cell(cell, root):  # the cell is the test's folder (the root is a scratch folder)
+        Path(cell, f"worker-{os.getpid()}").write_text(str(root))
         time.sleep(120)
         return {}
 
     if __name__ == "__main__":
-        root = Path(sys.argv[1])
-        preset = sweep.Preset(help="", cells=lambda n, a: [0], run_cell=run_cell,
-                              finished=lambda c, r: None, write_results=lambda *a: "", runs=root)
-        sweep.run_sweep(preset, [0], root, workers=1)
+        folder = Path(sys.argv[1])
+        preset = sweep.Preset(help="", cells=lambda n, a: [folder], run_cell=run_cell,
+                              finished=lambda c, r: None, write_results=lambda *a: "",
+                              runs=folder, run_dir=lambda c, r: Path(r) / "cell")
+        sweep.run_sweep(preset, [folder], folder / "runs", workers=1)
 """)
 
 
@@ -264,6 +266,7 @@ def test_a_killed_sweep_leaves_no_ray_process_and_no_worker(tmp_path: Path) -> N
     while not all(map(is_gone, ray_processes)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in ray_processes if not is_gone(pid)] == []
+    shutil.rmtree((tmp_path / f"worker-{worker}").read_text())  # the killed task's scratch folder
 
 
 # ---------------------------------------------------------- 3. a tampered run directory is inert
@@ -474,7 +477,7 @@ BAD_INPUT = {
     "null config section": (["train", *TINY, "--config", "{tmp}/null.json"], "must be an object"),
     "list config section": (["train", *TINY, "--config", "{tmp}/list.json"], "must be an object"),
     "bogus protocol": (["train", *TINY, "--config", "{tmp}/bogus.json"],
-                       "must be one of online, low_data, got 'bogus'"),
+                       "must be one of online, low_data, curriculum, got 'bogus'"),
     "deeply nested config": (["train", *TINY, "--config", "{tmp}/deep.json"], "corrupt JSON"),
     "eval-executor seed -1": ([*EVAL, "--seed", "-1"], "--seed must be in"),
     "eval-executor threads 0": ([*EVAL, "--threads", "0"], "--threads must be >= 1"),

@@ -7,10 +7,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from xlvin.config import add_options, from_args
 from xlvin.errors import UserError
 from xlvin.experiments import maze, table1
-from xlvin.train.curriculum import CurriculumConfig
 
 
 def _classic(args: argparse.Namespace) -> None:
@@ -44,11 +42,7 @@ def _classic(args: argparse.Namespace) -> None:
 def _maze(args: argparse.Namespace) -> None:
     if args.jobs < 1:
         raise UserError("--jobs must be >= 1")
-    base = maze.QUICK if args.quick else CurriculumConfig()
-    curriculum = from_args(CurriculumConfig, args, base)
-    _, default_agents = maze.EXPERIMENTS[args.experiment]
-    agents = maze.parse_agents(args.agents or ",".join(default_agents))
-    cells = maze.make_cells(args.experiment, agents, args.seeds, args.first_seed, curriculum)
+    cells = maze.cells_from_options(args.experiment, args.seeds, args, args.first_seed)
     if args.finished_only or args.include_running:
         records = [maze.cell_record(c, c.run_dir(args.runs)) for c in cells
                    if maze.is_finished(c.run_dir(args.runs))]
@@ -95,20 +89,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--results", type=Path, default=Path("results"),
                    help="where tables go (default results)")
     c.set_defaults(func=_classic)
-    for name, (env, agents) in maze.EXPERIMENTS.items():
+    for name, (env, _) in maze.EXPERIMENTS.items():
         m = which.add_parser(
             name, help=f"the continual maze on {env}, held-out success after each level",
             description=maze.__doc__,
         )
-        m.add_argument("--agents", default="",
-                       help=f"comma-separated agents of {', '.join(maze.AGENTS)} "
-                       f"(default {','.join(agents)})")
         m.add_argument("--seeds", type=int, default=10, help="training seeds (default 10)")
         m.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
-        m.add_argument("--quick", action="store_true",
-                       help="a small curriculum to try the pipeline in minutes (not results): "
-                       "level 1 only, pass at 80 %% of 100 episodes, 20,000 episodes allowed")
-        add_options(m, CurriculumConfig)
+        maze.add_cell_options(m, name)
         m.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
         m.add_argument("--finished-only", action="store_true",
                        help="train nothing: write the results of the cells that have finished")

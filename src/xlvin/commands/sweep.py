@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from xlvin.errors import UserError
-from xlvin.experiments import sweep
+from xlvin.experiments import ray_session, sweep
+from xlvin.io.storage import RunStorage
 
 
 def _sweep(args: argparse.Namespace) -> None:
@@ -17,14 +18,15 @@ def _sweep(args: argparse.Namespace) -> None:
         raise UserError("--workers must be >= 1, and is for local Ray only (a cluster has its own)")
     if not args.timeout > 0:
         raise UserError(f"--timeout must be > 0 seconds, got {args.timeout}")
-    sweep.import_ray()  # before any work: without Ray, say how to install it
+    ray_session.import_ray()  # before any work: without Ray, say how to install it
     cells = preset.cells(args.seeds, args)
-    root = (args.runs or preset.runs).resolve()  # workers may not share this process's directory
+    storage = RunStorage(args.storage) if args.storage else None
+    root = (args.runs or preset.runs).resolve()
     start = time.perf_counter()
     result = sweep.run_sweep(
         preset, cells, root, report=lambda line: print(line, flush=True),
         address=args.address, workers=args.workers or os.cpu_count() or 1,
-        timeout=args.timeout,
+        timeout=args.timeout, storage=storage,
     )
     wall = time.perf_counter() - start
     print(
@@ -48,9 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sweep",
         help="run a preset's runs on Ray (local or a cluster), then write its results",
         description="Expand a preset into runs (cells) and execute them as Ray tasks, one CPU "
-        "each: local Ray on this machine, or the cluster at --address. Finished runs are "
-        "skipped, a failed run is retried once, and the results are written as `xlvin "
-        "reproduce` writes them. Needs the ray extra: pip install 'xlvin[ray]'.",
+        "each: local Ray on this machine, or the cluster at --address. Each run trains in a "
+        "scratch folder of the node it lands on and its run directory comes back through Ray "
+        "to --runs here (no shared filesystem needed). Finished runs are skipped, a failed run "
+        "is retried once, and the results are written as `xlvin reproduce` writes them. Needs "
+        "the ray extra: pip install 'xlvin[ray]'.",
     )
     which = p.add_subparsers(dest="preset", required=True, metavar="PRESET")
     for name, preset in sweep.PRESETS.items():
@@ -60,19 +64,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         c.add_argument(
             "--address", default=None,
             help="Ray cluster to run on (host:port, ray://host:port or 'auto'); default: start "
-            "local Ray on this machine. Runs and results folders must be shared by its nodes",
+            "local Ray on this machine. Its nodes need no shared folder: run directories come "
+            "back to --runs on this machine. A cluster with token authentication needs "
+            "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (its head's `ray get-auth-token`)",
         )
         c.add_argument(
-            "--timeout", type=float, default=sweep.CONNECT_TIMEOUT, metavar="SECONDS",
+            "--timeout", type=float, default=ray_session.CONNECT_TIMEOUT, metavar="SECONDS",
             help="give up starting local Ray or reaching the cluster after this long "
-            f"(default {sweep.CONNECT_TIMEOUT:g})",
+            f"(default {ray_session.CONNECT_TIMEOUT:g})",
         )
         c.add_argument(
             "--workers", type=int, default=None,
             help="CPUs (parallel runs) of local Ray (default: all CPUs of this machine)",
         )
         c.add_argument("--runs", type=Path, default=None,
-                       help=f"run directories root (default {preset.runs})")
+                       help=f"run directories root on this machine, the only one that writes "
+                       f"there (default {preset.runs})")
+        c.add_argument(
+            "--storage", default=None, metavar="URI",
+            help="also keep the run directories in this pyarrow filesystem (s3://BUCKET/PATH, "
+            "gs://..., hdfs://..., file:///PATH; needs pyarrow): finished ones stored there are "
+            "downloaded into --runs and skipped, each run that comes back is uploaded",
+        )
         c.add_argument("--results", type=Path, default=Path("results"),
                        help="where the results files go (default results)")
         c.set_defaults(func=_sweep)

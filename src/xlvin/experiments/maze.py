@@ -17,6 +17,7 @@ success weights each level by its share of the whole held-out split, as if every
 played.
 """
 
+import argparse
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from xlvin.config import add_options, from_args
 from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
 from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
@@ -104,6 +106,29 @@ def make_cells(
     for cell in cells:
         cell.config().curriculum.levels()  # mazes with the levels asked for
     return cells
+
+
+def add_cell_options(parser: argparse.ArgumentParser, experiment: str) -> None:
+    """The options that choose an experiment's cells besides --seeds (`xlvin reproduce
+    EXPERIMENT`, `xlvin sweep EXPERIMENT`)."""
+    _, agents = EXPERIMENTS[experiment]
+    parser.add_argument("--agents", default="",
+                        help=f"comma-separated agents of {', '.join(AGENTS)} "
+                        f"(default {','.join(agents)})")
+    parser.add_argument("--quick", action="store_true",
+                        help="a small curriculum to try the pipeline in minutes (not results): "
+                        "level 1 only, pass at 80 %% of 100 episodes, 20,000 episodes allowed")
+    add_options(parser, CurriculumConfig)
+
+
+def cells_from_options(
+    experiment: str, seeds: int, args: argparse.Namespace, first_seed: int = 0
+) -> list[Cell]:
+    """The cells of `experiment` for the options of `add_cell_options`."""
+    curriculum = from_args(CurriculumConfig, args, QUICK if args.quick else CurriculumConfig())
+    _, default_agents = EXPERIMENTS[experiment]
+    agents = parse_agents(args.agents or ",".join(default_agents))
+    return make_cells(experiment, agents, seeds, first_seed, curriculum)
 
 
 def is_finished(run_dir: Path) -> bool:

@@ -1,61 +1,81 @@
-"""Sweeps: a preset expands into runs (cells), which Ray executes one CPU each.
+"""Sweeps: a preset expands into runs (cells), which Ray executes one CPU each, on any node of a
+cluster whose nodes share no filesystem.
 
-A preset is one `Preset` entry in `PRESETS`: which cells a number of seeds (and the preset's own
-options) gives, how one cell is run, how a finished cell is recognised, and how the records of
-all cells become the results files. Adding an experiment's sweep is adding its entry.
+A preset is one `Preset` entry in `PRESETS`: an experiment is a list of cells (from a number of
+seeds and the preset's own options), a function that runs one cell in a run directory and returns
+its record, and a writer of the results files from all records. Adding an experiment's sweep is
+adding its entry (README, "Sweeps on Ray").
 
-`run_sweep` submits every unfinished cell as a Ray task (`num_cpus=1`, one torch thread), skips
-finished cells (their records are read from their run directories), retries a failed cell once
-and reports both failures. Ray is imported only here, and only when a sweep runs: it is the
-optional `ray` extra.
+`run_sweep` runs on the driver, the only process that writes the run directories' root and the
+results. Finished cells are skipped (their records are read from the driver's run directories).
+Every other cell is a Ray task (`num_cpus=1`, one torch thread) that gets, through Ray's object
+store, the files the cells share (pre-trained executors and TransE models, made once on the
+driver) and whatever the driver holds of the cell's run directory (an interrupted run resumes
+from its checkpoint); it runs the cell in a scratch directory of its node and returns the record
+with the whole run directory as an archive (`xlvin.io.archive`), which the driver unpacks into
+its own. While the cell runs, its run directory also comes back every `SYNC_SECONDS` that it
+changed (a Ray streaming generator), so a long cell's checkpoints survive its node or the driver.
+While a cell is out, the driver holds its run directory's claim, so no other xlvin
+process on the driver runs it. A failed cell is retried once and both failures are reported.
 """
 
 import argparse
-import logging
-import signal
-import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlvin.errors import UserError
-from xlvin.experiments import table1
-from xlvin.experiments.ray_reaper import start_reaper
+from xlvin.experiments import maze, table1
+from xlvin.experiments.ray_session import CONNECT_TIMEOUT, first_line, import_ray, init_ray
+from xlvin.io.archive import dir_files, pack_dir, unpack_dir
+from xlvin.io.run_dir import claim_run_dir
+from xlvin.io.storage import RunStorage
+from xlvin.io.weights import atomic_write_bytes
+from xlvin.train.run import cache_dir
 
-INSTALL_HINT = "`xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
 ATTEMPTS = 2  # a failed cell is retried once
-CONNECT_TIMEOUT = 60.0  # seconds to start local Ray or reach a cluster
+#: How often (seconds) a running cell's run directory is sent to the driver if it changed.
+SYNC_SECONDS = 120.0
 
 
 def _no_options(parser: argparse.ArgumentParser) -> None:
     pass
 
 
-def _nothing(cells: list[Any]) -> None:
-    pass
+def _no_shared_files(cells: list[Any]) -> list[Path]:
+    return []
+
+
+def _cell_run_dir(cell: Any, root: Path) -> Path:
+    return cell.run_dir(root)
 
 
 @dataclass(frozen=True)
 class Preset:
-    """An experiment `xlvin sweep NAME` can run. Functions that run on Ray workers (`run_cell`)
-    must be importable module-level functions; cells must be picklable."""
+    """An experiment `xlvin sweep NAME` can run. Functions that run on Ray workers (`run_cell`,
+    `run_dir`) must be importable module-level functions; cells must be picklable."""
 
     help: str  # one line for `xlvin sweep --help`
     #: (seeds, parsed options) -> cells; raise UserError for bad options
     cells: Callable[[int, argparse.Namespace], list[Any]]
-    #: (cell, runs root) -> record; trains and evaluates the cell unless it is finished. On a worker.
+    #: (cell, runs root) -> record; trains and evaluates the cell in its run directory under the
+    #: root, resuming what the directory holds. On a worker, in a scratch root of its node.
     run_cell: Callable[[Any, Path], dict[str, Any]]
     #: (cell, runs root) -> the record of a finished cell, or None if it still has to run
     finished: Callable[[Any, Path], dict[str, Any] | None]
     #: (records, results folder, wall seconds) -> text to print; writes the results files
     write_results: Callable[[list[dict[str, Any]], Path, float], str]
     runs: Path  # default root of the run directories
+    #: (cell, runs root) -> the cell's run directory (all it writes); default `cell.run_dir(root)`
+    run_dir: Callable[[Any, Path], Path] = _cell_run_dir
     add_options: Callable[[argparse.ArgumentParser], None] = _no_options  # beyond --seeds
-    prepare: Callable[[list[Any]], None] = _nothing  # once, on the driver, before any task
+    #: (cells to run) -> files under xlvin's cache (`xlvin.train.run.cache_dir`) the cells read,
+    #: produced once on the driver before any task; the tasks get copies on their nodes
+    prepare: Callable[[list[Any]], list[Path]] = _no_shared_files
     label: Callable[[Any], str] = str  # a cell, for progress lines
     outcome: Callable[[dict[str, Any]], str] = lambda record: ""  # a record, for progress lines
     description: str = ""  # for `xlvin sweep NAME --help`
@@ -87,86 +107,38 @@ TABLE1 = Preset(
     outcome=lambda r: f"final return {r['final_return']:.1f}",
 )
 
+
+
+def _maze_finished(cell: maze.Cell, root: Path) -> dict[str, Any] | None:
+    run_dir = cell.run_dir(root)
+    return maze.cell_record(cell, run_dir) if maze.is_finished(run_dir) else None
+
+
+def _maze_write(records: list[dict[str, Any]], results: Path, wall: float) -> str:
+    return maze.write_results(records, results, wall) + f"\nwrote {results}/maze.md, .json and the figures"
+
+
+def maze_preset(experiment: str) -> Preset:
+    """The curricula of a maze experiment (`maze` or `contextual-maze`), as `xlvin reproduce
+    EXPERIMENT` runs them."""
+    env, _ = maze.EXPERIMENTS[experiment]
+    return Preset(
+        help=f"the continual maze on {env} (as `xlvin reproduce {experiment}`)",
+        description=maze.__doc__ or "",
+        cells=lambda seeds, args: maze.cells_from_options(experiment, seeds, args),
+        run_cell=maze.run_cell,
+        finished=_maze_finished,
+        write_results=_maze_write,
+        runs=Path("runs/maze"),
+        add_options=lambda parser: maze.add_cell_options(parser, experiment),
+        label=lambda c: f"{c.experiment} {c.agent} seed{c.seed}",
+        outcome=lambda r: f"passed levels {r['levels_passed']}",
+    )
+
+
 #: name -> preset, the PRESET argument of `xlvin sweep`.
-PRESETS: dict[str, Preset] = {"table1": TABLE1}
-
-
-def import_ray() -> Any:
-    """The `ray` module, or a UserError saying how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError(INSTALL_HINT) from None
-    return ray
-
-
-def init_ray(address: str | None, workers: int | None, timeout: float = CONNECT_TIMEOUT) -> bool:
-    """Start local Ray with `workers` CPUs (address None) or connect to the cluster at `address`,
-    giving up after `timeout` seconds (Ray itself retries for minutes). Local Ray ends with this
-    process, however it ends (`xlvin.experiments.ray_reaper`).
-
-    Returns False, doing nothing, when Ray is already initialised in this process (a test or a
-    notebook that started it keeps its session), True when this call started it.
-    """
-    ray = import_ray()
-    if ray.is_initialized():
-        return False
-    quiet = {
-        "include_dashboard": False,
-        "log_to_driver": False,  # workers' stdout/stderr stay in Ray's log files
-        "logging_level": logging.ERROR,
-    }
-    where = address or "local Ray"
-    try:
-        with time_limit(timeout):
-            if address:
-                check_reachable(address, timeout)
-                ray.init(address=address, **quiet)
-            else:  # "local": a new Ray instance even if another one runs on this machine
-                ray.init(address="local", num_cpus=workers, **quiet)
-                start_reaper(ray._private.worker._global_node.get_session_dir_path())
-    except (ConnectionError, TimeoutError, ValueError) as err:
-        raise UserError(f"cannot start Ray ({where}): {_first_line(err)}") from None
-    return True
-
-
-def check_reachable(address: str, timeout: float) -> None:
-    """Refuse, within `timeout` seconds, a cluster whose head does not answer on its port
-    (`host:port` and `ray://host:port`; `auto` finds a cluster on this machine)."""
-    if address == "auto":
-        return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"--address {address!r}: expected host:port, ray://host:port or auto")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as err:
-        raise ConnectionError(f"{host}:{port} does not answer: {err.strerror or err}") from None
-
-
-@contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """A TimeoutError in the block after `seconds` (SIGALRM: in the main thread; elsewhere the
-    block runs without a limit)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"no answer within {seconds:g} s (--timeout)")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [x.strip() for x in str(err).splitlines() if x.strip()]
-    return lines[0] if lines else type(err).__name__
+PRESETS: dict[str, Preset] = {"table1": TABLE1,
+                              **{name: maze_preset(name) for name in maze.EXPERIMENTS}}
 
 
 def error_line(err: BaseException) -> str:
@@ -174,18 +146,87 @@ def error_line(err: BaseException) -> str:
     cause = getattr(err, "cause", None)
     if isinstance(cause, BaseException):
         err = cause
-    return f"{type(err).__name__}: {_first_line(err)}"
+    return f"{type(err).__name__}: {first_line(err)}"
 
 
-def _task(run_cell: Callable[[Any, Path], dict[str, Any]], cell: Any, root: Path) -> dict[str, Any]:
-    """One cell on a Ray worker, with one torch thread. The worker ends when its raylet does
-    (local Ray dies with the driver that started it), instead of finishing the cell alone."""
+def _task(
+    run_cell: Callable[[Any, Path], dict[str, Any]], run_dir: Callable[[Any, Path], Path],
+    cell: Any, partial: bytes | None, shared: dict[str, bytes], sync_seconds: float,
+) -> Iterator[tuple[str, bytes, dict[str, Any] | None]]:
+    """One cell on a Ray worker, with one torch thread, as a Ray streaming generator: the shared
+    files into this node's cache, the driver's `partial` run directory (or None) into a scratch
+    root of this node, the cell run there (in a thread). While it runs, every `sync_seconds`
+    that its run directory changed, yields ("snapshot", archive, None); at the end ("done",
+    archive, record). The worker ends when its raylet does (local Ray dies with the driver that
+    started it), instead of finishing the cell alone."""
     from xlvin.process import exit_with_parent, quiet_known_warnings, set_threads
 
     exit_with_parent()
     quiet_known_warnings()
     set_threads(1)
-    return run_cell(cell, root)
+    install_shared_files(shared)
+    with tempfile.TemporaryDirectory(prefix="xlvin-cell-") as scratch:
+        root = Path(scratch)
+        where = run_dir(cell, root)
+        if partial is not None:
+            unpack_dir(partial, where)
+        outcome: dict[str, Any] = {}
+        thread = threading.Thread(target=_run_into, args=(run_cell, cell, root, outcome))
+        seen = _fingerprint(where)  # before the cell writes anything
+        thread.start()
+        while True:
+            thread.join(sync_seconds)
+            if not thread.is_alive():
+                break
+            if _fingerprint(where) != seen:
+                seen = _fingerprint(where)
+                yield "snapshot", pack_dir(where), None
+        if "error" in outcome:
+            raise outcome["error"]
+        final = pack_dir(where)
+    yield "done", final, outcome["record"]  # the scratch folder is gone
+
+
+def _run_into(run_cell: Callable[[Any, Path], dict[str, Any]], cell: Any, root: Path,
+              outcome: dict[str, Any]) -> None:
+    """run_cell(cell, root) in a thread: its record, or its exception, into `outcome`."""
+    try:
+        outcome["record"] = run_cell(cell, root)
+    except Exception as err:  # noqa: BLE001 (re-raised by the task, in its own thread)
+        outcome["error"] = err
+
+
+def _fingerprint(folder: Path) -> list[tuple[str, int, int]]:
+    """What changes when a file under `folder` is written: names, sizes, modification times."""
+    found = []
+    for relative in dir_files(folder):
+        try:
+            stat = (folder / relative).stat()
+        except FileNotFoundError:
+            continue
+        found.append((relative.as_posix(), stat.st_size, stat.st_mtime_ns))
+    return found
+
+
+def shared_files(paths: list[Path]) -> dict[str, bytes]:
+    """Files under xlvin's cache as {path relative to the cache: contents}, for the tasks."""
+    cache = cache_dir().resolve()
+    files = {}
+    for path in paths:
+        path = Path(path).resolve()
+        if not path.is_relative_to(cache):
+            raise ValueError(f"a shared file must be under xlvin's cache {cache}: {path}")
+        files[path.relative_to(cache).as_posix()] = path.read_bytes()
+    return files
+
+
+def install_shared_files(files: dict[str, bytes]) -> None:
+    """Write the shared files a node's cache lacks (atomically: tasks of one node may race)."""
+    for relative, contents in files.items():
+        target = cache_dir() / relative
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(target, contents)
 
 
 @dataclass
@@ -211,13 +252,20 @@ def count_runs(n: int) -> str:
 def run_sweep(
     preset: Preset, cells: list[Any], root: Path, report: Callable[[str], None] = print,
     address: str | None = None, workers: int = 1, timeout: float = CONNECT_TIMEOUT,
+    storage: RunStorage | None = None, sync_seconds: float = SYNC_SECONDS,
 ) -> SweepResult:
-    """Run the unfinished cells as Ray tasks, each retried once after a failure.
+    """Run the unfinished cells as Ray tasks, each retried once after a failure; their run
+    directories come back under `root`, on this machine (and go to `storage` if given, whose
+    finished run directories are downloaded first). While a cell runs, its run directory comes
+    back every `sync_seconds` that it changed (its checkpoints: an interrupted sweep resumes it).
 
-    Ray starts (`init_ray(address, workers, timeout)`) only when some cell has to run, before
-    the preset's preparation, and is shut down at the end if this call started it.
+    Ray starts (`init_ray(address, workers, timeout)`) only when some cell has to run; then the
+    cells' run directories are claimed, the preset's shared files produced, the tasks run; Ray is
+    shut down at the end if this call started it.
     """
     ray = import_ray()
+    if storage is not None:
+        _download_finished(preset, cells, root, storage, report)
     records: dict[int, dict[str, Any]] = {}
     result = SweepResult(records=[])
     todo = []
@@ -229,13 +277,19 @@ def run_sweep(
             records[i] = record
             result.skipped.append(cell)
     report(f"{count_runs(len(cells))}: {len(result.skipped)} finished earlier (skipped), {len(todo)} to run")
+    if storage is not None:
+        _upload_missing(preset, result.skipped, root, storage, report)
     if todo:
         if not ray.is_initialized():
             report(f"connecting to Ray at {address}" if address else f"starting local Ray, {workers} workers")
         started = init_ray(address, workers, timeout)
         try:
-            preset.prepare([cells[i] for i in todo])
-            _run_on_ray(ray, preset, cells, todo, root, report, records, result)
+            with ExitStack() as claims:
+                for i in todo:
+                    claims.enter_context(claim_run_dir(preset.run_dir(cells[i], root)))
+                shared = ray.put(shared_files(preset.prepare([cells[i] for i in todo])))
+                _run_on_ray(ray, preset, cells, todo, root, shared, report, records, result,
+                            storage, sync_seconds)
         finally:
             if started:
                 ray.shutdown()
@@ -243,27 +297,67 @@ def run_sweep(
     return result
 
 
-def _run_on_ray(
-    ray: Any, preset: Preset, cells: list[Any], todo: list[int], root: Path,
-    report: Callable[[str], None], records: dict[int, dict[str, Any]], result: SweepResult,
+def _relative(preset: Preset, cell: Any, root: Path) -> str:
+    return preset.run_dir(cell, root).relative_to(root).as_posix()
+
+
+def _download_finished(
+    preset: Preset, cells: list[Any], root: Path, storage: RunStorage,
+    report: Callable[[str], None],
 ) -> None:
-    task = ray.remote(num_cpus=1, max_retries=0)(_task)
+    """Bring the run directories `storage` holds (finished ones: only those are uploaded) of
+    the cells not finished under `root` to `root`."""
+    count = 0
+    for cell in cells:
+        if preset.finished(cell, root) is None and storage.files(_relative(preset, cell, root)):
+            with claim_run_dir(preset.run_dir(cell, root)) as run_dir:
+                storage.download(_relative(preset, cell, root), run_dir)
+            count += 1
+    report(f"storage {storage.uri}: {count_runs(count)} downloaded")
+
+
+def _upload_missing(
+    preset: Preset, cells: list[Any], root: Path, storage: RunStorage,
+    report: Callable[[str], None],
+) -> None:
+    """Upload the finished run directories of `cells` that `storage` does not hold yet."""
+    missing = [c for c in cells if not storage.files(_relative(preset, c, root))]
+    for cell in missing:
+        with claim_run_dir(preset.run_dir(cell, root)) as run_dir:
+            storage.upload(run_dir, _relative(preset, cell, root))
+    if missing:
+        report(f"storage {storage.uri}: {count_runs(len(missing))} finished earlier uploaded")
+
+
+def _run_on_ray(
+    ray: Any, preset: Preset, cells: list[Any], todo: list[int], root: Path, shared: Any,
+    report: Callable[[str], None], records: dict[int, dict[str, Any]], result: SweepResult,
+    storage: RunStorage | None, sync_seconds: float,
+) -> None:
+    """Submit the cells `todo`, unpack under `root` every snapshot and finished run directory
+    that comes back (uploading finished ones to `storage`) and resubmit a cell's first
+    failure."""
+    task = ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")(_task)
     pending: dict[Any, tuple[int, int, float]] = {}
 
     def submit(i: int, attempt: int) -> None:
-        ref = task.remote(preset.run_cell, cells[i], root)
-        pending[ref] = (i, attempt, time.perf_counter())
+        run_dir = preset.run_dir(cells[i], root)
+        partial = pack_dir(run_dir) if dir_files(run_dir) else None
+        stream = task.remote(preset.run_cell, preset.run_dir, cells[i], partial, shared,
+                             sync_seconds)
+        pending[stream] = (i, attempt, time.perf_counter())
 
     for i in todo:
         submit(i, 1)
     done_count = 0
     while pending:
-        (ref,), _ = ray.wait(list(pending), num_returns=1)
-        i, attempt, started = pending.pop(ref)
+        (stream,), _ = ray.wait(list(pending), num_returns=1)
+        i, attempt, started = pending[stream]
         cell, label = cells[i], preset.label(cells[i])
         try:
-            record = ray.get(ref)
+            kind, archive, record = ray.get(next(stream))
         except ray.exceptions.RayError as err:  # the cell's exception (RayTaskError), or Ray's
+            del pending[stream]
             failure = Failure(cell, attempt, error_line(err))
             result.failures.append(failure)
             if attempt < ATTEMPTS:
@@ -275,6 +369,12 @@ def _run_on_ray(
                        f"{failure.error}; giving up")
                 result.failed.append(cell)
             continue
+        unpack_dir(archive, preset.run_dir(cell, root))
+        if kind == "snapshot":
+            continue
+        del pending[stream]
+        if storage is not None:
+            storage.upload(preset.run_dir(cell, root), _relative(preset, cell, root))
         done_count += 1
         records[i] = record
         result.trained.append(cell)

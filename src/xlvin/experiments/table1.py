@@ -321,9 +321,9 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def prepare(cells: Iterable[Cell], jobs: int = 1) -> None:
+def prepare(cells: Iterable[Cell], jobs: int = 1) -> list[Path]:
     """Produce what the cells share (default executors, shared TransE pre-trainings) once, on
-    `jobs` processes, before the cells' workers would race to it."""
+    `jobs` processes, before the cells' workers would race to it; returns those files."""
     needs: dict[str, tuple[str, Cell]] = {}
     for cell in cells:
         cfg = cell.config()
@@ -335,20 +335,20 @@ def prepare(cells: Iterable[Cell], jobs: int = 1) -> None:
         if cfg.transe.shared:
             needs.setdefault(json.dumps(["transe", t.env, t.init, dataclasses.asdict(cfg.transe)]),
                              ("transe", cell))
-    map_jobs(_produce, list(needs.values()), jobs)
+    return sorted(map_jobs(_produce, list(needs.values()), jobs))
 
 
-def _produce(need: tuple[str, Cell]) -> None:
-    """Make one shared file (a default executor or a shared TransE pre-training) if missing."""
+def _produce(need: tuple[str, Cell]) -> Path:
+    """Make one shared file (a default executor or a shared TransE pre-training) if missing;
+    returns it."""
     quiet_known_warnings()
     kind, cell = need
     cfg = cell.config()
     set_threads(cfg.ppo.torch_threads)
     if kind == "executor":
-        executor_file(cfg.train.executor, cfg.train, progress=False)
-    else:
-        obs_shape, num_actions = env_spaces(cfg.train.env)
-        shared_transe_file(cfg, obs_shape, num_actions, progress=False)
+        return executor_file(cfg.train.executor, cfg.train, progress=False)
+    obs_shape, num_actions = env_spaces(cfg.train.env)
+    return shared_transe_file(cfg, obs_shape, num_actions, progress=False)
 
 
 def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
