@@ -97,6 +97,7 @@ class TrainResult:
     round_returns: list[float] = field(default_factory=list)  # mean return of each round's episodes
     progress: list[dict[str, float]] = field(default_factory=list)  # evaluations during training
     stopped_rounds: list[int] = field(default_factory=list)  # rounds cut short by target_kl
+    stopped_at_deadline: bool = False  # ended before its last update by `train(deadline=...)`
     last_metrics: dict[str, float] = field(default_factory=dict)  # metrics of the last update
 
     def add_round(self, rollout: Rollout) -> None:
@@ -168,6 +169,7 @@ def train(
     progress: bool = True,
     checkpoint: Checkpointer | None = None,
     average_last: int = 0,
+    deadline: float | None = None,
 ) -> TrainResult:
     """Train `policy` with PPO on the rounds of `data` (module docstring); closes `data`.
 
@@ -194,6 +196,10 @@ def train(
     `checkpoint`: saved before the first update and every `checkpoint.every` updates (with the
     round's data when it falls inside a round); when its file exists the loop continues from it
     and ends exactly as an uninterrupted run (for envs `xlvin.train.env_state` can restore).
+
+    `deadline` (a `time.time()` value): once it has passed, training stops before the next
+    update, saves `checkpoint` there (so a resumed run ends exactly as an uninterrupted one) and
+    returns with `stopped_at_deadline` set; the policy is left as it was after the last update.
     """
     set_threads(cfg.torch_threads)
     seed_everything(seed)
@@ -214,10 +220,15 @@ def train(
                    desc=data.env_id)
         while result.updates < total:
             round, k = divmod(result.updates, data.updates_per_round)
-            if checkpoint is not None and checkpoint.due(result.updates) and result.updates != resumed_at:
+            stop = deadline is not None and time.time() >= deadline
+            if (checkpoint is not None and (stop or checkpoint.due(result.updates))
+                    and result.updates != resumed_at):
                 result.wall_time_s = time.perf_counter() - start
                 _save(checkpoint, policy, optimizer, generator, data, result,
                       rollout if k > 0 else None, averaged)
+            if stop:
+                result.stopped_at_deadline = True
+                break
             if k == 0:
                 rollout = data.collect(policy, round, generator, cfg.accelerate)
                 result.add_round(rollout)
@@ -265,7 +276,7 @@ def train(
         if evaluator is not None:
             evaluator.close()
         data.close()
-    if averaged:
+    if averaged and not result.stopped_at_deadline:
         count = min(average_last, total)
         policy.load_state_dict({name: (value / count).to(value.dtype) if value.is_floating_point()
                                 else value for name, value in averaged.items()})
