@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.experiments import atari
 from xlvin.io import run_dir as run_dir_module
@@ -142,3 +143,20 @@ def test_device_must_be_cpu_or_an_available_gpu() -> None:
     for bad in ("gpu", "cuda:x", f"cuda:{torch.cuda.device_count()}"):
         with pytest.raises(UserError):
             check_device(bad)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--transitions", "Freeway=2048"], "names no budget for Alien"),
+    (["--games", "Pong"], "unknown game 'Pong'"),
+    (["--device", "cuda:99"], "CUDA GPU(s)"),
+    (["--deadline-minutes", "0"], "--deadline-minutes must be > 0"),
+    (["--eval-games", "0"], "--eval-games must be >= 1"),
+])
+def test_reproduce_atari_rejects_bad_input_before_creating_anything(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    code = main(["reproduce", "atari", *args, "--runs", str(tmp_path / "runs"),
+                 "--results", str(tmp_path / "results")])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()

@@ -200,6 +200,15 @@ def _evaluated_at(run_dir: Path) -> int | None:
     return json.loads(path.read_text())["transitions"] if path.is_file() else None
 
 
+def finished_record(cell: Cell, root: Path) -> dict[str, Any] | None:
+    """The record of a cell that has trained its whole budget and been evaluated at its end,
+    else None (it still has to run: `run_cell` resumes it)."""
+    run_dir = cell.run_dir(root)
+    if not (run_dir / SUMMARY).is_file() or _evaluated_at(run_dir) != transitions_reached(run_dir):
+        return None
+    return cell_record(cell, run_dir)
+
+
 def has_record(cell: Cell, root: Path) -> bool:
     """Whether the cell has trained and been evaluated (finished, or stopped at a deadline)."""
     return (cell.run_dir(root) / EVAL_FILE).is_file()

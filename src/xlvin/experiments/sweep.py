@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from xlvin.errors import UserError
-from xlvin.experiments import table1
+from xlvin.experiments import atari, table1
 from xlvin.experiments.ray_reaper import start_reaper
 
 INSTALL_HINT = "`xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
@@ -87,8 +87,22 @@ TABLE1 = Preset(
     outcome=lambda r: f"final return {r['final_return']:.1f}",
 )
 
+ATARI = Preset(
+    help="Figures 4 and 6: Freeway / Alien / Enduro from pixels (as `xlvin reproduce atari`)",
+    description=atari.__doc__ or "",
+    cells=atari.cells_from_options,
+    run_cell=atari.run_cell,
+    finished=atari.finished_record,
+    write_results=lambda records, results, wall: atari.write_results(records, results),
+    runs=Path("runs/atari"),
+    add_options=atari.add_cell_options,
+    prepare=atari.prepare,
+    label=lambda c: f"{c.game} {c.agent} seed{c.seed} ({c.transitions:,} transitions)",
+    outcome=lambda r: f"AUC {r['auc']:.2f}, greedy {r['final_eval']['mean']:.1f}",
+)
+
 #: name -> preset, the PRESET argument of `xlvin sweep`.
-PRESETS: dict[str, Preset] = {"table1": TABLE1}
+PRESETS: dict[str, Preset] = {"table1": TABLE1, "atari": ATARI}
 
 
 def import_ray() -> Any:
