@@ -114,7 +114,7 @@ class OnlineData:
     continuing where the previous one stopped, followed by one update.
 
     Env i is reset with seed `seed + i`. Checkpoints hold every env's state, exact for envs whose
-    state `xlvin.train.env_state` restores (classic control); other envs are reset with seed
+    state `xlvin.train.env_state` restores (classic control, Atari); other envs are reset with seed
     `seed + round` on resume instead.
     """
 
