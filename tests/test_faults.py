@@ -182,8 +182,8 @@ POOL = textwrap.dedent("""
         time.sleep(120)
 
     if __name__ == "__main__":
-        from xlvin.experiments import table1
-        table1._map(work, [1, 2, 3], jobs=2)
+        from xlvin.experiments.jobs import map_jobs
+        map_jobs(work, [1, 2, 3], jobs=2)
 """)
 
 
@@ -474,7 +474,7 @@ BAD_INPUT = {
     "null config section": (["train", *TINY, "--config", "{tmp}/null.json"], "must be an object"),
     "list config section": (["train", *TINY, "--config", "{tmp}/list.json"], "must be an object"),
     "bogus protocol": (["train", *TINY, "--config", "{tmp}/bogus.json"],
-                       "must be one of online, low_data, got 'bogus'"),
+                       "must be one of online, low_data, curriculum, got 'bogus'"),
     "deeply nested config": (["train", *TINY, "--config", "{tmp}/deep.json"], "corrupt JSON"),
     "eval-executor seed -1": ([*EVAL, "--seed", "-1"], "--seed must be in"),
     "eval-executor threads 0": ([*EVAL, "--threads", "0"], "--threads must be >= 1"),

@@ -1,5 +1,5 @@
-"""`xlvin reproduce classic` (the paper's Table 1) and `xlvin reproduce atari` (figures 4 and 6):
-every cell, resumable, into results/."""
+"""`xlvin reproduce classic|maze|contextual-maze|atari`: the paper's Table 1, its maze figures
+and its Atari figures 4 and 6, every cell, resumable, into results/."""
 
 import argparse
 import time
@@ -7,8 +7,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from xlvin.config import add_options, from_args
 from xlvin.errors import UserError
-from xlvin.experiments import atari, table1
+from xlvin.experiments import atari, maze, table1
+from xlvin.train.curriculum import CurriculumConfig
 
 
 def _classic(args: argparse.Namespace) -> None:
@@ -37,6 +39,41 @@ def _classic(args: argparse.Namespace) -> None:
     print(md)
     stem = args.results / table1.results_stem(args.protocol, args.variant)
     print(f"wrote {stem}.md, .json, .png; runs under {args.runs}")
+
+
+def _maze(args: argparse.Namespace) -> None:
+    if args.jobs < 1:
+        raise UserError("--jobs must be >= 1")
+    base = maze.QUICK if args.quick else CurriculumConfig()
+    curriculum = from_args(CurriculumConfig, args, base)
+    _, default_agents = maze.EXPERIMENTS[args.experiment]
+    agents = maze.parse_agents(args.agents or ",".join(default_agents))
+    cells = maze.make_cells(args.experiment, agents, args.seeds, args.first_seed, curriculum)
+    if args.finished_only or args.include_running:
+        records = [maze.cell_record(c, c.run_dir(args.runs)) for c in cells
+                   if maze.is_finished(c.run_dir(args.runs))]
+        finished = len(records)
+        if args.include_running:
+            records += [maze.running_record(c, c.run_dir(args.runs)) for c in cells
+                        if not maze.is_finished(c.run_dir(args.runs))
+                        and maze.has_checkpoint(c.run_dir(args.runs))]
+        if not records:
+            raise UserError(f"none of the {len(cells)} cells has results under {args.runs}")
+        print(maze.write_results(records, args.results, None))
+        print(f"{finished} of {len(cells)} cells have finished, {len(records) - finished} are "
+              "still training (their progress so far); results written")
+        return
+    start = time.perf_counter()
+    bar = tqdm(total=len(cells), desc=f"{args.experiment} curricula", unit="run")
+
+    def done(r: dict) -> None:
+        bar.update()
+        bar.set_postfix_str(f"{r['agent']} s{r['seed']}: passed {len(r['levels_passed'])}")
+
+    records = maze.run_cells(cells, args.runs, args.jobs, on_done=done)
+    bar.close()
+    print(maze.write_results(records, args.results, time.perf_counter() - start))
+    print(f"wrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")
 
 
 def _atari(args: argparse.Namespace) -> None:
@@ -84,6 +121,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--results", type=Path, default=Path("results"),
                    help="where tables go (default results)")
     c.set_defaults(func=_classic)
+    for name, (env, agents) in maze.EXPERIMENTS.items():
+        m = which.add_parser(
+            name, help=f"the continual maze on {env}, held-out success after each level",
+            description=maze.__doc__,
+        )
+        m.add_argument("--agents", default="",
+                       help=f"comma-separated agents of {', '.join(maze.AGENTS)} "
+                       f"(default {','.join(agents)})")
+        m.add_argument("--seeds", type=int, default=10, help="training seeds (default 10)")
+        m.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
+        m.add_argument("--quick", action="store_true",
+                       help="a small curriculum to try the pipeline in minutes (not results): "
+                       "level 1 only, pass at 80 %% of 100 episodes, 20,000 episodes allowed")
+        add_options(m, CurriculumConfig)
+        m.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
+        m.add_argument("--finished-only", action="store_true",
+                       help="train nothing: write the results of the cells that have finished")
+        m.add_argument("--include-running", action="store_true",
+                       help="train nothing: write the results of finished cells and the progress "
+                       "of cells still training (from their last checkpoint, marked so)")
+        m.add_argument("--runs", type=Path, default=Path("runs/maze"),
+                       help="run directories root (default runs/maze)")
+        m.add_argument("--results", type=Path, default=Path("results"),
+                       help="where results go (default results)")
+        m.set_defaults(func=_maze)
 
     a = which.add_parser(
         "atari",

@@ -7,6 +7,7 @@ from pathlib import Path
 from xlvin.config import add_options, from_args, load_json
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG
+from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
 from xlvin.train.protocols import LowDataConfig
@@ -17,7 +18,7 @@ EVAL_SEED = 1_000_000
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """Every option of RunConfig: train and PPO options bare, the others prefixed
-    (--transe-*, --low-data-*)."""
+    (--transe-*, --low-data-*, --curriculum-*)."""
     parser.add_argument(
         "--config", type=Path, help="JSON file with train/ppo/transe sections; flags override it"
     )
@@ -25,6 +26,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_options(parser, PPOConfig)
     add_options(parser, TransEConfig, prefix="transe-")
     add_options(parser, LowDataConfig, prefix="low-data-")
+    add_options(parser, CurriculumConfig, prefix="curriculum-")
 
 
 def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig:
@@ -39,6 +41,7 @@ def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig
         ppo=from_args(PPOConfig, args, base.ppo),
         transe=from_args(TransEConfig, args, base.transe, prefix="transe-"),
         low_data=from_args(LowDataConfig, args, base.low_data, prefix="low-data-"),
+        curriculum=from_args(CurriculumConfig, args, base.curriculum, prefix="curriculum-"),
     )
 
 

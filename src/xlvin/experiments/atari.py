@@ -39,7 +39,8 @@ import torch
 
 from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
-from xlvin.experiments.table1 import _csv, _map
+from xlvin.experiments.jobs import map_jobs
+from xlvin.experiments.table1 import _csv
 from xlvin.io.run_dir import CONFIG, METRICS, SUMMARY, claim_run_dir, read_metrics, write_json
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import quiet_known_warnings, set_threads
@@ -270,7 +271,7 @@ def run_cells(cells: list[Cell], root: Path, jobs: int, deadline: float | None =
               eval_games: int = EVAL_GAMES, on_done: Any = None) -> list[dict[str, Any]]:
     """Run cells on `jobs` spawned worker processes (one torch thread each)."""
     prepare(cells)
-    return _map(_CellRunner(root, deadline, eval_games), cells, jobs, on_done)
+    return map_jobs(_CellRunner(root, deadline, eval_games), cells, jobs, on_done)
 
 
 @dataclass(frozen=True)

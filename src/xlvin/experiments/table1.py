@@ -29,10 +29,7 @@ bootstrap interval, mean and std, and P(XLVIN > PPO) (rliable's definitions, `xl
 import argparse
 import dataclasses
 import json
-import multiprocessing
-import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from xlvin.errors import UserError
+from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
-from xlvin.process import exit_with_parent, quiet_known_warnings, set_threads
+from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import iqm, probability_of_improvement_ci, summarize
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
@@ -337,7 +335,7 @@ def prepare(cells: Iterable[Cell], jobs: int = 1) -> None:
         if cfg.transe.shared:
             needs.setdefault(json.dumps(["transe", t.env, t.init, dataclasses.asdict(cfg.transe)]),
                              ("transe", cell))
-    _map(_produce, list(needs.values()), jobs)
+    map_jobs(_produce, list(needs.values()), jobs)
 
 
 def _produce(need: tuple[str, Cell]) -> None:
@@ -353,39 +351,11 @@ def _produce(need: tuple[str, Cell]) -> None:
         shared_transe_file(cfg, obs_shape, num_actions, progress=False)
 
 
-def _map(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) -> list[Any]:
-    """[fn(item) for item in items] on `jobs` spawned worker processes, in completion order.
-    The workers end with this process, however it ends: killed (they watch it), or stopped by
-    Ctrl-C or a failed item (they are terminated at once, not after their current item)."""
-    results = []
-    if jobs <= 1 or len(items) <= 1:
-        for item in items:
-            results.append(fn(item))
-            if on_done:
-                on_done(results[-1])
-        return results
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context,
-                               initializer=exit_with_parent, initargs=(os.getpid(),))
-    try:
-        for future in as_completed([pool.submit(fn, item) for item in items]):
-            results.append(future.result())
-            if on_done:
-                on_done(results[-1])
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        for worker in multiprocessing.active_children():
-            worker.terminate()
-        raise
-    pool.shutdown()
-    return results
-
-
 def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
     """Run cells on `jobs` worker processes (spawned, one torch thread each)."""
     cells = list(cells)
     prepare(cells, jobs)
-    return _map(_CellRunner(root), cells, jobs, on_done)
+    return map_jobs(_CellRunner(root), cells, jobs, on_done)
 
 
 @dataclass(frozen=True)

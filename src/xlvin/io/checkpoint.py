@@ -127,6 +127,15 @@ class Checkpointer:
         return Resumed(loop=loop, tensors=section(tensors, "loop/"))
 
 
+def read_loop_state(path: Path) -> dict[str, Any]:
+    """The training loop's JSON state in a checkpoint (counts, the data source's state), read
+    without loading its tensors: what a run in progress has done so far."""
+    loop = _read_meta(Path(path)).get("loop")
+    if not isinstance(loop, dict):
+        raise UserError(f"checkpoint {path} has no loop state")
+    return loop
+
+
 def _optimizer_state(optimizer: Optimizer) -> tuple[dict[str, torch.Tensor], list]:
     state = optimizer.state_dict()
     tensors = {

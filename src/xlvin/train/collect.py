@@ -123,9 +123,11 @@ def make_vector_env(
     autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
     record_stats: bool = True,
     vectorization: Literal["sync", "async"] = "sync",
+    env_kwargs: dict[str, Any] | None = None,
 ) -> VectorEnv:
-    """`gym.make_vec(env_id, num_envs, vectorization)` with episode statistics (`EpisodeStatistics`
-    unless the sub-envs record their own: `records_own_episodes`); one-line UserErrors.
+    """`gym.make_vec(env_id, num_envs, vectorization, **env_kwargs)` with episode statistics
+    (`EpisodeStatistics` unless the sub-envs record their own: `records_own_episodes`); one-line
+    UserErrors.
 
     Observations are not copied by the vector env (`copy=False`): callers copy them at once.
     The sub-envs skip gymnasium's passive env checker (run `gymnasium.utils.env_checker.check_env`
@@ -141,6 +143,7 @@ def make_vector_env(
             vectorization_mode=vectorization,
             vector_kwargs={"autoreset_mode": autoreset_mode, "copy": False},
             disable_env_checker=True,  # one wrapper layer less per env and step
+            **(env_kwargs or {}),
         )
     except gym.error.Error as err:
         raise UserError(f"cannot make environment {env_id!r}: {err}") from None
@@ -201,7 +204,8 @@ def collect_rollout(
     Actions are sampled with uniforms drawn from `generator` (one draw of [T, N] per rollout).
     Episode returns come from the episode statistics wrapper (`EpisodeStatistics`, or gymnasium's
     RecordEpisodeStatistics): `info["episode"]["r"]` where `info["_episode"]`, in the order the
-    episodes finished.
+    episodes finished; so do their successes, from `info["success"]` where the env reports one
+    at the end of every episode (the mazes).
     """
     T, N = num_steps, envs.num_envs
     actor = make_actor(policy, accelerate)
@@ -219,6 +223,7 @@ def collect_rollout(
     uniforms = torch.rand((T, N), generator=generator, dtype=torch.float64).numpy()
     episode_returns: list[float] = []
     episode_lengths: list[int] = []
+    episode_successes: list[bool] = []
 
     obs[0] = state.obs
     autoreset = state.autoreset
@@ -233,6 +238,8 @@ def collect_rollout(
             finished = info["_episode"]
             episode_returns += info["episode"]["r"][finished].tolist()
             episode_lengths += info["episode"]["l"][finished].tolist()
+            if "success" in info:
+                episode_successes += info["success"][finished].tolist()
     values[T] = actor(obs[T])[1]
 
     state.obs, state.autoreset = obs[T].copy(), autoreset.copy()
@@ -248,6 +255,7 @@ def collect_rollout(
         valid=torch.from_numpy(valid),
         episode_returns=episode_returns,
         episode_lengths=episode_lengths,
+        episode_successes=episode_successes,
     )
 
 

@@ -48,7 +48,8 @@ class DataSource(Protocol):
     """Where a protocol's data comes from."""
 
     env_id: str
-    rounds: int
+    #: rounds of data; None: open-ended, the source says when it is done (`finished`)
+    rounds: int | None
     updates_per_round: int
     #: the x-axis of the logged metrics: env steps (True) or updates (False)
     log_by_env_steps: bool
@@ -64,6 +65,14 @@ class DataSource(Protocol):
         ...
 
     def load_state_dict(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None: ...
+
+    def finished(self) -> bool:
+        """Whether there is no more data to learn from (asked before each round)."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """The source's own numbers, logged after every update (a curriculum's level)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -121,10 +130,12 @@ class OnlineData:
     log_by_env_steps = True
     updates_per_round = 1
 
-    def __init__(self, env_id: str, cfg: PPOConfig, seed: int) -> None:
+    def __init__(
+        self, env_id: str, cfg: PPOConfig, seed: int, env_kwargs: dict[str, Any] | None = None
+    ) -> None:
         self.env_id, self.num_steps, self.seed = env_id, cfg.num_steps, seed
         self.rounds = cfg.num_updates
-        self.envs = make_vector_env(env_id, cfg.num_envs)
+        self.envs = make_vector_env(env_id, cfg.num_envs, env_kwargs=env_kwargs)
         self.exact = restorable(self.envs)
         self.state = reset_envs(self.envs, seed)
         self.next_round = 0
@@ -152,6 +163,12 @@ class OnlineData:
         self.state = RolloutState(
             obs=tensors["obs"].numpy().copy(), autoreset=tensors["autoreset"].numpy().copy()
         )
+
+    def finished(self) -> bool:
+        return False
+
+    def metrics(self) -> dict[str, float]:
+        return {}
 
     def close(self) -> None:
         self.envs.close()
@@ -201,12 +218,16 @@ def train(
     update, saves `checkpoint` there (so a resumed run ends exactly as an uninterrupted one) and
     returns with `stopped_at_deadline` set; the policy is left as it was after the last update.
     """
+    evaluation = evaluation or Evaluation()
+    total = None if data.rounds is None else data.rounds * data.updates_per_round
+    if total is None and (cfg.anneal_lr or evaluation.points or average_last):
+        data.close()
+        raise UserError("an open-ended data source (a curriculum) needs a constant learning rate "
+                        "(--anneal-lr false), no evaluation points and no weight averaging")
     set_threads(cfg.torch_threads)
     seed_everything(seed)
     generator = torch.Generator().manual_seed(seed)
     optimizer = make_optimizer(policy, cfg)
-    evaluation = evaluation or Evaluation()
-    total = data.rounds * data.updates_per_round
     result, rollout, resumed_at = TrainResult(), None, -1
     averaged: dict[str, torch.Tensor] = {}  # sums of the weights after the last updates
     bar: tqdm | None = None
@@ -218,8 +239,10 @@ def train(
         start = time.perf_counter() - result.wall_time_s
         bar = tqdm(total=total, initial=result.updates, disable=not progress, unit="update",
                    desc=data.env_id)
-        while result.updates < total:
+        while total is None or result.updates < total:
             round, k = divmod(result.updates, data.updates_per_round)
+            if k == 0 and data.finished():
+                break
             stop = deadline is not None and time.time() >= deadline
             if (checkpoint is not None and (stop or checkpoint.due(result.updates))
                     and result.updates != resumed_at):
@@ -235,7 +258,7 @@ def train(
                 if round == 0 and on_first_data is not None:
                     on_first_data(rollout.transitions())
             assert rollout is not None
-            lr = cfg.lr * (1.0 - result.updates / total) if cfg.anneal_lr else cfg.lr
+            lr = cfg.lr * (1.0 - result.updates / total) if total and cfg.anneal_lr else cfg.lr
             set_learning_rate(optimizer, lr)
             if round in result.stopped_rounds:
                 metrics: dict[str, float] = {}
@@ -245,7 +268,7 @@ def train(
                 if 0 < cfg.target_kl < metrics.get("losses/approx_kl", 0.0):
                     result.stopped_rounds.append(round)
             result.updates += 1
-            if average_last and result.updates > total - average_last:
+            if total and average_last and result.updates > total - average_last:
                 for name, value in policy.state_dict().items():
                     averaged[name] = averaged[name] + value if name in averaged else value.clone()
 
@@ -253,10 +276,11 @@ def train(
             metrics["charts/sps"] = result.env_steps / (time.perf_counter() - start)
             metrics["charts/transitions"] = result.transitions
             metrics["charts/episodes"] = result.episodes
+            metrics.update(data.metrics())
             if k == 0 and rollout.episode_returns:
                 metrics["charts/episodic_return"] = _mean(rollout.episode_returns)
                 metrics["charts/episodic_length"] = _mean(rollout.episode_lengths)
-            if evaluator is not None and evaluation.due(result.updates, total):
+            if evaluator is not None and total and evaluation.due(result.updates, total):
                 seed_i = PROGRESS_EVAL_SEED + len(result.progress) * evaluation.episodes
                 score = evaluator(policy, evaluation.episodes, seed_i, accelerate=cfg.accelerate)["mean"]
                 metrics["charts/eval_return"] = score

@@ -114,5 +114,11 @@ class LowData:
     def load_state_dict(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         pass
 
+    def finished(self) -> bool:
+        return False
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
     def close(self) -> None:
         pass

@@ -8,6 +8,7 @@ import math
 import os
 import time
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vin import VINAgent
 from xlvin.process import seed_everything, set_threads
+from xlvin.train.curriculum import Curriculum, CurriculumConfig
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import OnlineData, train
 from xlvin.train.ppo import PPOConfig, TrainingDiverged
@@ -55,7 +57,7 @@ from xlvin.train.random_data import random_transitions
 #: The maze baselines that plan on the maze's own grid (VIN and its readouts, GVIN): maze envs only.
 MAZE_PLANNERS = {"vin": "slice", "vin_mean": "mean", "vin_max": "max", "gvin": None}
 AGENTS = ("xlvin", "ppo", "atreec", *MAZE_PLANNERS)
-PROTOCOLS = ("online", "low_data")
+PROTOCOLS = ("online", "low_data", "curriculum")
 PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
 #: The paper's maze encoder width (its convolutions' channels and MLP hidden layer; --hidden).
 MAZE_CHANNELS = 128
@@ -114,8 +116,9 @@ class TrainConfig:
         10, "save DIR/checkpoint.safetensors every N PPO updates (0: never); `--resume` continues from it"
     )
     protocol: str = option(
-        "online", "online PPO for ppo.total_steps steps, or the paper's low-data protocol "
-        "(low_data options)", choices=PROTOCOLS,
+        "online", "online PPO for ppo.total_steps steps, the paper's low-data protocol "
+        "(low_data options) or the continual maze (curriculum options; maze envs)",
+        choices=PROTOCOLS,
     )
     device: str = option(
         "cpu", "torch device that acts and learns: cpu, or cuda / cuda:N (a GPU; the NumPy "
@@ -131,6 +134,7 @@ class RunConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     transe: TransEConfig = field(default_factory=TransEConfig)
     low_data: LowDataConfig = field(default_factory=LowDataConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -248,10 +252,22 @@ def check_run(cfg: RunConfig) -> tuple[tuple[int, ...], int]:
     """Everything about a run's config that can be checked without training it (values, the
     environment, memory); return the env's (observation shape, number of actions)."""
     validate(cfg.train)
+    if cfg.train.protocol == "curriculum":
+        check_curriculum(cfg)
     obs_shape, num_actions = env_spaces(cfg.train.env)
     check_model_fits(cfg, obs_shape, num_actions)
     check_tree_fits(cfg, obs_shape, num_actions)
     return obs_shape, num_actions
+
+
+def check_curriculum(cfg: RunConfig) -> None:
+    """The continual maze needs a maze env and a constant learning rate (it has no known end),
+    and mazes with levels in its range."""
+    if not is_maze_env(cfg.train.env):
+        raise UserError(f"--protocol curriculum runs on the maze envs, not {cfg.train.env}")
+    if cfg.ppo.anneal_lr:
+        raise UserError("--protocol curriculum has no known end to anneal to: use --anneal-lr false")
+    cfg.curriculum.levels()
 
 
 def env_spaces(env_id: str) -> tuple[tuple[int, ...], int]:
@@ -526,6 +542,12 @@ def _train_claimed(
                 agent, OnlineData(t.env, cfg.ppo, t.seed), cfg.ppo, t.seed,
                 log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
             )
+        elif t.protocol == "curriculum":
+            curriculum = Curriculum(t.env, cfg.ppo, cfg.curriculum, t.seed,
+                                    on_level_passed=level_weights_saver(run_dir, cfg, executor_meta))
+            result = train(agent, curriculum, cfg.ppo, t.seed, log=logger, progress=progress,
+                           checkpoint=checkpoint, deadline=deadline)
+            summary["curriculum"] = curriculum.history
         else:
             low = cfg.low_data
             result = train(
@@ -556,17 +578,41 @@ def _train_claimed(
     return summary
 
 
+#: Where a curriculum keeps the policy of each passed level: DIR/levels/level-DD.safetensors.
+LEVELS_DIR = "levels"
+
+
+def level_weights_file(run_dir: Path, level: int) -> Path:
+    return run_dir / LEVELS_DIR / f"level-{level:02d}.safetensors"
+
+
+def level_weights_saver(
+    run_dir: Path, cfg: RunConfig, executor_meta: dict[str, Any] | None
+) -> Callable[[int, ActorCritic], None]:
+    """Save the policy of each passed level beside the run's model (`load_run(dir, level=d)`
+    loads it back)."""
+
+    def save(level: int, policy: ActorCritic) -> None:
+        path = level_weights_file(run_dir, level)
+        path.parent.mkdir(exist_ok=True)
+        save_weights(path, policy, {"config": cfg.to_json(), "executor": executor_meta,
+                                    "level": level})
+
+    return save
+
+
 def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]:
     """The pre-trained processor of an executor file and that file's metadata."""
     return load_executor(path).processor, read_executor_meta(path)
 
 
-def load_run(run_dir: Path) -> tuple[ActorCritic, RunConfig]:
-    """Rebuild a finished run's policy from DIR/model.safetensors. Nothing in the file is
-    trusted: its config is checked as training checks it (values, environment, memory), its
-    executor description field by field, and no code it names is imported or run."""
+def load_run(run_dir: Path, level: int | None = None) -> tuple[ActorCritic, RunConfig]:
+    """Rebuild a finished run's policy from DIR/model.safetensors, or a curriculum's policy
+    of a passed `level` from its level file. Nothing in the file is trusted: its config is
+    checked as training checks it (values, environment, memory), its executor description field
+    by field, and no code it names is imported or run."""
     run_dir = require_run_dir(run_dir)
-    source = run_dir / MODEL
+    source = run_dir / MODEL if level is None else level_weights_file(run_dir, level)
     tensors, meta = load_weights(source)
     cfg = RunConfig.from_json(meta.get("config"), str(source))
     obs_shape, num_actions = check_run(cfg)

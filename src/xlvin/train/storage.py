@@ -38,6 +38,9 @@ class Rollout:
     # of episodes that were not counted)
     episode_returns: list[float] = field(default_factory=list)  # episodes finished in it
     episode_lengths: list[int] = field(default_factory=list)
+    #: per finished episode, in the same order, the env's `info["success"]` where it reports one
+    #: (goal-reaching envs such as the mazes); empty otherwise
+    episode_successes: list[bool] = field(default_factory=list)
 
     @property
     def num_steps(self) -> int:
@@ -142,4 +145,5 @@ def concat_rollouts(parts: list[Rollout]) -> Rollout:
         valid=torch.cat([p.valid for p in parts]),
         episode_returns=[r for p in parts for r in p.episode_returns],
         episode_lengths=[n for p in parts for n in p.episode_lengths],
+        episode_successes=[s for p in parts for s in p.episode_successes],
     )

@@ -1,0 +1,37 @@
+"""Running the cells of an experiment on worker processes."""
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+from xlvin.process import exit_with_parent
+
+
+def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) -> list[Any]:
+    """[fn(item) for item in items] on `jobs` spawned worker processes, in completion order.
+    The workers end with this process, however it ends: killed (they watch it), or stopped by
+    Ctrl-C or a failed item (they are terminated at once, not after their current item)."""
+    results = []
+    if jobs <= 1 or len(items) <= 1:
+        for item in items:
+            results.append(fn(item))
+            if on_done:
+                on_done(results[-1])
+        return results
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context,
+                               initializer=exit_with_parent, initargs=(os.getpid(),))
+    try:
+        for future in as_completed([pool.submit(fn, item) for item in items]):
+            results.append(future.result())
+            if on_done:
+                on_done(results[-1])
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in multiprocessing.active_children():
+            worker.terminate()
+        raise
+    pool.shutdown()
+    return results

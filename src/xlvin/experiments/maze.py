@@ -1,0 +1,335 @@
+"""The paper's mazes (section 4.1, figures 2, 7 and 9): the continual maze on 8x8 VIN gridworlds,
+evaluated after every passed level on held-out 8x8 mazes and on 16x16 mazes (out of
+distribution), and the contextual maze (appendix F).
+
+Every cell (experiment, agent, seed) is one curriculum run (`xlvin.train.curriculum`) in
+ROOT/EXPERIMENT/AGENT/seedS; a finished cell (summary.json present) is never re-run, an
+interrupted one resumes from its checkpoint. Each agent is trained by the library's one PPO
+with the same settings (`MAZE_PPO`): the comparison is fair.
+
+Settings that are ours, not the paper's (it does not give them): PPO with 32 envs x 32 steps a
+rollout (1,024 steps an update; maze episodes last a few steps, and 32 envs act in one forward
+where 8 x 128 took 1.9x longer per step for VIN here), 4 epochs x 4 minibatches, GAE, Adam lr
+1e-3 held constant (a curriculum has no known end to anneal to; the authors' later code also
+uses 1e-3). Held-out evaluations play at most
+`eval_per_level` starts of each level (seeded, the same for every agent); a figure's "all levels"
+success weights each level by its share of the whole held-out split, as if every start were
+played.
+"""
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
+from xlvin.envs.maze_data import maze_split
+from xlvin.errors import UserError
+from xlvin.experiments.jobs import map_jobs
+from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
+from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
+from xlvin.process import quiet_known_warnings
+from xlvin.train.curriculum import CurriculumConfig
+from xlvin.train.ppo import PPOConfig
+from xlvin.train.run import RunConfig, TrainConfig, train_run
+
+#: Experiments: name -> (env id, default agents).
+EXPERIMENTS = {
+    "maze": (MAZE_ID, ("vin", "vin_mean", "vin_max", "gvin", "ppo")),
+    "contextual-maze": (CONTEXTUAL_MAZE_ID, ("vin", "ppo")),
+}
+#: Agents: name -> TrainConfig overrides. `ppo` is the paper's maze encoder (128 channels);
+#: `ppo-32` our declared CPU preset of it (32 channels), the same network otherwise.
+AGENTS: dict[str, dict[str, Any]] = {
+    "vin": {"agent": "vin"},
+    "vin_mean": {"agent": "vin_mean"},
+    "vin_max": {"agent": "vin_max"},
+    "gvin": {"agent": "gvin"},
+    "ppo": {"agent": "ppo"},
+    "ppo-32": {"agent": "ppo", "hidden": 32},
+}
+#: The PPO every maze agent trains with (module docstring).
+MAZE_PPO = PPOConfig(num_envs=32, num_steps=32, lr=1e-3, anneal_lr=False)
+#: `--quick`: level 1 only, passed at 80 % of a window of 100 episodes, 20,000 episodes allowed,
+#: 20 held-out starts per level: a minute or two on two cores, for trying the pipeline (and the
+#: tests), not results.
+QUICK = CurriculumConfig(last_level=1, window=100, threshold=0.8, budget=20_000, eval_per_level=20)
+
+
+@dataclass(frozen=True)
+class Cell:
+    experiment: str
+    agent: str
+    seed: int
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+
+    def run_dir(self, root: Path) -> Path:
+        return Path(root) / self.experiment / self.agent / f"seed{self.seed}"
+
+    def config(self) -> RunConfig:
+        env, _ = EXPERIMENTS[self.experiment]
+        train = TrainConfig(env=env, seed=self.seed, protocol="curriculum", checkpoint_every=50,
+                            **AGENTS[self.agent])
+        return RunConfig(train=train, ppo=MAZE_PPO, curriculum=self.curriculum)
+
+
+def parse_agents(text: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in AGENTS]
+    if bad or not items:
+        raise UserError(f"unknown agent {', '.join(bad) or text!r}; choose from {', '.join(AGENTS)}")
+    return items
+
+
+def make_cells(
+    experiment: str, agents: list[str], seeds: int, first_seed: int, curriculum: CurriculumConfig
+) -> list[Cell]:
+    """The cells of seeds first_seed .. first_seed + seeds - 1 (checked before anything runs)."""
+    if seeds < 1 or first_seed < 0:
+        raise UserError("--seeds must be >= 1 and --first-seed >= 0")
+    cells = [Cell(experiment, agent, seed, curriculum)
+             for agent in agents for seed in range(first_seed, first_seed + seeds)]
+    for cell in cells:
+        cell.config().curriculum.levels()  # mazes with the levels asked for
+    return cells
+
+
+def is_finished(run_dir: Path) -> bool:
+    return (run_dir / SUMMARY).is_file()
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return (run_dir / CHECKPOINT).is_file()
+
+
+def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
+    """Train one cell's curriculum unless it has finished (resuming an interrupted one);
+    its record. The cell is claimed while it trains: one running elsewhere is one UserError."""
+    quiet_known_warnings()
+    run_dir = cell.run_dir(root)
+    with claim_run_dir(run_dir):
+        if not is_finished(run_dir):
+            train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file())
+    return cell_record(cell, run_dir)
+
+
+def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
+    """What a cell's curriculum did: each level tried (passed or failed, episodes, steps,
+    held-out success after a pass), its totals and wall time."""
+    summary = json.loads((run_dir / SUMMARY).read_text())
+    return _record(cell, summary["curriculum"], summary["ppo"], summary["wall_seconds"], None)
+
+
+def running_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
+    """The record of a cell still training, from its last checkpoint: the levels it has passed
+    so far, and the level it is on (`in_progress`: level, episodes, window success)."""
+    loop = read_loop_state(run_dir / CHECKPOINT)
+    state = loop["data"]["curriculum"]
+    window = state["window"]
+    current = {"level": state["levels"][state["index"]], "episodes": state["episodes"],
+               "window_success": float(np.mean(window)) if window else 0.0}
+    result = loop["result"]
+    return _record(cell, state["history"], result, result["wall_time_s"], current)
+
+
+def _record(cell: Cell, history: list[dict[str, Any]], ppo: dict[str, Any], wall: float,
+            in_progress: dict[str, Any] | None) -> dict[str, Any]:
+    failed = [h["level"] for h in history if not h["passed"]]
+    return {
+        "experiment": cell.experiment, "agent": cell.agent, "seed": cell.seed,
+        "curriculum": dataclasses.asdict(cell.curriculum),
+        "levels": history,
+        "levels_passed": [h["level"] for h in history if h["passed"]],
+        "failed_level": failed[0] if failed else None,
+        "in_progress": in_progress,
+        "env_steps": ppo["env_steps"],
+        "steps_per_second": ppo["sps"] if in_progress is None else ppo["env_steps"] / max(wall, 1e-9),
+        "episodes": ppo["episodes"],
+        "wall_seconds": wall,
+    }
+
+
+def run_cells(cells: list[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
+    return map_jobs(_CellRunner(root), cells, jobs, on_done)
+
+
+@dataclass(frozen=True)
+class _CellRunner:
+    root: Path
+
+    def __call__(self, cell: Cell) -> dict[str, Any]:
+        return run_cell(cell, self.root)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def weighted_all(rates: dict[str, float], counts: dict[int, int]) -> float:
+    """Success over a whole held-out split from per-level rates: each level weighted by its
+    count of starts in the split (levels without a rate are skipped)."""
+    levels = [d for d in counts if str(d) in rates]
+    total = sum(counts[d] for d in levels)
+    return sum(rates[str(d)] * counts[d] for d in levels) / total
+
+
+def held_out_counts(curriculum: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """{side: {level: starts}} of the held-out splits a curriculum evaluates on."""
+    cfg = CurriculumConfig(**curriculum)
+    sides = {cfg.size: cfg.dataset}
+    if cfg.ood_size and cfg.ood_size != cfg.size:
+        sides[cfg.ood_size] = "generated"
+    return {str(size): maze_split(size, "test", dataset, cfg.dataset_seed).level_counts()
+            for size, dataset in sides.items()}
+
+
+def curves(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per experiment, agent and held-out side: the success over the whole held-out split after
+    passing each level, per seed (None after a failure), and the failures."""
+    out: dict[str, Any] = {}
+    for r in records:
+        counts = held_out_counts(r["curriculum"])
+        for side, per_level in counts.items():
+            row = out.setdefault(r["experiment"], {}).setdefault(side, {}).setdefault(
+                r["agent"], {"seeds": [], "after_level": {}, "failed_at": {}})
+            row["seeds"].append(r["seed"])
+            for h in r["levels"]:
+                if h["passed"]:
+                    value = weighted_all(h["held_out"][side], per_level)
+                    row["after_level"].setdefault(str(h["level"]), {})[str(r["seed"])] = value
+            if r["failed_level"] is not None:
+                row["failed_at"][str(r["seed"])] = r["failed_level"]
+    return out
+
+
+def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
+    """Per cell: levels passed, the failed level, env steps, wall; then the held-out success
+    after each passed level (mean over seeds that passed it)."""
+    lines = [("| experiment | agent | seed | levels passed | failed at level | env steps | "
+             "episodes | wall (s) | steps/s |"), "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(records, key=lambda r: (r["experiment"], list(AGENTS).index(r["agent"]),
+                                            r["seed"])):
+        passed = r["levels_passed"]
+        span = f"{passed[0]}-{passed[-1]}" if passed else "none"
+        now = r.get("in_progress")
+        if now is not None:
+            span += (f" (still training on level {now['level']}: {now['episodes']:,} episodes, "
+                     f"{100 * now['window_success']:.1f} % of the window)")
+        lines.append(f"| {r['experiment']} | {r['agent']} | {r['seed']} | {span} | "
+                     f"{r['failed_level'] or '-'} | {r['env_steps']:,} | {r['episodes']:,} | "
+                     f"{r['wall_seconds']:.0f} | {r['steps_per_second']:,.0f} |")
+    for experiment, sides in curves(records).items():
+        for side, agents in sides.items():
+            levels = sorted({int(d) for a in agents.values() for d in a["after_level"]})
+            if not levels:
+                lines += ["", f"{experiment}: no agent passed a level; no held-out evaluation."]
+                break
+            lines += ["", (f"{experiment}: held-out {side}x{side} success (all levels) after "
+                      "passing each level, mean over the seeds that passed it (n)"), "",
+                      "| agent | " + " | ".join(f"level {d}" for d in levels) + " |",
+                      "|---|" + "---|" * len(levels)]
+            for agent, row in agents.items():
+                cells = []
+                for d in levels:
+                    values = list(row["after_level"].get(str(d), {}).values())
+                    cells.append(f"{100 * np.mean(values):.1f} % ({len(values)})" if values else "-")
+                lines.append(f"| {agent} | " + " | ".join(cells) + " |")
+    config = records[0]["curriculum"]
+    lines += ["", (f"Curriculum: levels {config['first_level']}-{config['last_level'] or 'max'}, "
+              f"pass at {100 * config['threshold']:.0f} % of the last {config['window']:,} "
+              f"episodes, budget {config['budget']:,} episodes a level, held-out starts per level "
+              f"{config['eval_per_level'] or 'all'}; PPO: {MAZE_PPO.num_envs} envs x "
+              f"{MAZE_PPO.num_steps} steps, lr {MAZE_PPO.lr} constant (ours).")]
+    if wall_seconds is not None:
+        lines.append(f"Wall time of this invocation: {wall_seconds:.0f} s.")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
+    """RESULTS/maze.{md,json} (every experiment's records and curves) and the figures: maze_8x8
+    and maze_16x16 (figure 2), contextual_maze (figure 9; contextual_maze_16x16 beside it),
+    maze_stats (figure 7). Records of an
+    experiment already in maze.json and not in `records` are kept."""
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / "maze.json"
+    kept = json.loads(path.read_text())["runs"] if path.is_file() else []
+    mine = {(r["experiment"], r["agent"], r["seed"]) for r in records}
+    records = [r for r in kept if (r["experiment"], r["agent"], r["seed"]) not in mine] + records
+    md = markdown(records, wall_seconds)
+    (results / "maze.md").write_text(md)
+    curve_data = curves(records)
+    write_json(path, {"curves": curve_data, "runs": records})
+    budget = records[0]["curriculum"]["budget"]
+    for experiment, sides in curve_data.items():
+        for side, agents in sides.items():
+            name = (f"maze_{side}x{side}" if experiment == "maze" else
+                    "contextual_maze" + ("" if side == "8" else f"_{side}x{side}"))
+            plot_curves(agents, side, experiment, budget, results / f"{name}.png")
+    plot_stats(records[0]["curriculum"], results / "maze_stats.png")
+    return md
+
+
+def plot_curves(agents: dict[str, Any], side: str, experiment: str, budget: int, path: Path) -> None:
+    """Held-out success after each passed level, one line per agent (mean over seeds, every seed
+    a dot), a cross where a seed failed a level (paper figures 2 and 9)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, (agent, row) in enumerate(agents.items()):
+        color = f"C{i}"
+        levels = sorted(int(d) for d in row["after_level"])
+        means = [np.mean(list(row["after_level"][str(d)].values())) for d in levels]
+        ax.plot(levels, means, "-o", color=color, label=agent, markersize=4)
+        for d in levels:
+            values = list(row["after_level"][str(d)].values())
+            ax.scatter([d] * len(values), values, color=color, s=8, alpha=0.4)
+        for level in row["failed_at"].values():
+            ax.scatter([level], [0.0], marker="x", color=color, s=60)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("level passed (8x8 training mazes)")
+    ax.set_ylabel(f"held-out success, {side}x{side} mazes")
+    ax.set_ylim(-0.05, 1.05)
+    title = "contextual maze" if experiment == "contextual-maze" else "continual maze"
+    ax.set_title(f"{title}: held-out {side}x{side} after each level\n"
+                 f"(x: level failed within {budget:,} episodes; PPO {MAZE_PPO.num_envs}x"
+                 f"{MAZE_PPO.num_steps}, lr {MAZE_PPO.lr})", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_stats(curriculum: dict[str, Any], path: Path) -> None:
+    """Optimal path length histograms of the 8x8 training and held-out mazes and the 16x16
+    held-out mazes (paper figure 7)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    cfg = CurriculumConfig(**curriculum)
+    sets = [(f"{cfg.size}x{cfg.size} train", maze_split(cfg.size, "train", cfg.dataset, cfg.dataset_seed)),
+            (f"{cfg.size}x{cfg.size} test", maze_split(cfg.size, "test", cfg.dataset, cfg.dataset_seed))]
+    if cfg.ood_size:
+        sets.append((f"{cfg.ood_size}x{cfg.ood_size} test",
+                     maze_split(cfg.ood_size, "test", "generated", cfg.dataset_seed)))
+    fig, axes = plt.subplots(1, len(sets), figsize=(4 * len(sets), 3.2))
+    for ax, (name, mazes) in zip(np.atleast_1d(axes), sets):
+        counts = mazes.level_counts()
+        ax.bar(list(counts), list(counts.values()))
+        ax.set_yscale("log")
+        ax.set_title(f"{name} ({len(mazes):,} starts)", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("optimal path length (level)")
+    np.atleast_1d(axes)[0].set_ylabel("starts")
+    fig.suptitle(f"dataset: {cfg.dataset}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
