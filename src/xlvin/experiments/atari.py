@@ -21,7 +21,7 @@ checkpoint lets a later call resume it exactly, and its record says the budget r
 Per cell: the training curve (the unclipped score of whole training games against transitions,
 from metrics.jsonl), its area (the mean score over the transitions trained, `auc`), and the greedy
 policy's score on 10 fresh evaluation games (`xlvin/<Game>Eval-v4`, seeds 1,000,000 on, at most
-`EVAL_MAX_STEPS` steps a game) in DIR/final_eval.json, taken at the transitions it names.
+4,500 agent steps a game) in DIR/final_eval.json, taken at the transitions it names.
 """
 
 import argparse
