@@ -1,5 +1,5 @@
-"""`xlvin reproduce classic|maze|contextual-maze`: the paper's Table 1 and maze figures, every
-cell, resumable, into results/."""
+"""`xlvin reproduce classic|maze|contextual-maze|atari`: the paper's Table 1, its maze figures
+and its Atari figures 4 and 6, every cell, resumable, into results/."""
 
 import argparse
 import time
@@ -8,7 +8,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from xlvin.errors import UserError
-from xlvin.experiments import maze, table1
+from xlvin.experiments import atari, maze, table1
 
 
 def _classic(args: argparse.Namespace) -> None:
@@ -70,6 +70,32 @@ def _maze(args: argparse.Namespace) -> None:
     print(f"wrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")
 
 
+def _atari(args: argparse.Namespace) -> None:
+    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0 or args.eval_games < 1:
+        raise UserError("--seeds, --jobs and --eval-games must be >= 1, --first-seed >= 0")
+    cells = atari.cells_from_options(args.seeds, args, args.first_seed)
+    deadline = atari.deadline_after(args.deadline_minutes)
+    if args.finished_only:
+        records = [atari.cell_record(c, c.run_dir(args.runs)) for c in cells
+                   if atari.has_record(c, args.runs)]
+        if not records:
+            raise UserError(f"none of the {len(cells)} cells has a record under {args.runs}")
+        print(atari.write_results(records, args.results))
+        print(f"{len(records)} of {len(cells)} cells have records; their results are written")
+        return
+    bar = tqdm(total=len(cells), desc="Atari cells", unit="run")
+
+    def done(r: dict) -> None:
+        bar.update()
+        bar.set_postfix_str(f"{r['game']} {r['agent']} s{r['seed']}: {r['transitions_reached']:,} "
+                            f"transitions, greedy {r['final_eval']['mean']:.1f}")
+
+    records = atari.run_cells(cells, args.runs, args.jobs, deadline, args.eval_games, on_done=done)
+    bar.close()
+    print(atari.write_results(records, args.results))
+    print(f"wrote {args.results}/atari.json and atari_<game>.png; runs under {args.runs}")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="reproduce a table of the paper")
     which = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
@@ -108,3 +134,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         m.add_argument("--results", type=Path, default=Path("results"),
                        help="where results go (default results)")
         m.set_defaults(func=_maze)
+
+    a = which.add_parser(
+        "atari",
+        help="figures 4 and 6: Freeway / Alien / Enduro from pixels, XLVIN vs PPO vs ATreeC",
+        description=atari.__doc__,
+    )
+    a.add_argument("--seeds", type=int, default=3, help="training seeds (default 3, the paper)")
+    a.add_argument("--first-seed", type=int, default=0, help="the first training seed (default 0)")
+    atari.add_cell_options(a)
+    a.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
+    a.add_argument("--deadline-minutes", type=float, default=None,
+                   help="stop training this many minutes from now (each cell checkpoints, is "
+                   "evaluated where it got to, and resumes on the next call)")
+    a.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
+                   help=f"fresh games of the final greedy evaluation (default {atari.EVAL_GAMES})")
+    a.add_argument("--finished-only", action="store_true",
+                   help="train nothing: write the results of the cells that have been evaluated "
+                   "(finished, or stopped at a deadline: the transitions reached are reported)")
+    a.add_argument("--runs", type=Path, default=Path("runs/atari"),
+                   help="run directories root (default runs/atari)")
+    a.add_argument("--results", type=Path, default=Path("results"),
+                   help="where results go (default results)")
+    a.set_defaults(func=_atari)

@@ -1,8 +1,9 @@
 """Environments the library adds to gymnasium's registry.
 
-Importing `xlvin.envs` (done by `xlvin.train.rollout`) registers, for each Atari game in
+Importing `xlvin.envs` (done by `xlvin.train.collect`) registers, for each Atari game in
 `ATARI_GAMES`, the id `xlvin/<Game>-v5`: ALE's `ALE/<Game>-v5` with the standard DQN / Nature
-preprocessing (see `xlvin.envs.atari`). Registration needs nothing installed; making one of these
+preprocessing, and the paper's training and evaluation environments `xlvin/<Game>Train-v4` and
+`xlvin/<Game>Eval-v4` (see `xlvin.envs.atari`). Registration needs nothing installed; making one of these
 environments needs the `atari` extra (`pip install -e .[atari]`: ale-py, whose wheel ships the
 ROMs) and fails with a one-line error without it. ALE's own ids (`ALE/<Game>-v5`) are registered
 on first use (`ensure_registered`).

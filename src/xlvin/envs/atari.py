@@ -1,25 +1,54 @@
 """Atari with the standard DQN / Nature preprocessing (Mnih et al. 2015; Machado et al. 2018).
 
+Two families of ids are registered for every game of ATARI_GAMES:
+
 `xlvin/<Game>-v5` = `ALE/<Game>-v5` with frameskip 1 (ALE's own skipping off), then gymnasium's
 `AtariPreprocessing` (up to 30 no-op actions after reset, frame skip 4 with the max over the last
 two frames, 84 x 84 grayscale, uint8) and `FrameStackObservation` (the last 4 frames): observations
 are uint8 [4, 84, 84], channels first, as `xlvin.nn.encoders.NatureCNN` and Stable-Baselines3's
 CNN policy read them. ALE v5's sticky actions (repeat probability 0.25) are kept; ending episodes
-on a life loss is optional (`terminal_on_life_loss=True` in `gym.make`, off by default).
+on a life loss is optional (`terminal_on_life_loss=True` in `gym.make`, off by default). The
+throughput benchmarks use these.
+
+`xlvin/<Game>Train-v4` and `xlvin/<Game>Eval-v4`: the environments of the PPO code the paper
+names (ikostrikov's `<Game>NoFrameskip-v4` with the baselines wrappers), used by the paper's Atari
+experiment (`xlvin.experiments.atari`). No sticky actions; no-op reset 30, frame skip 4 with
+max-pooling, fire on reset where the game has a FIRE action, 84 x 84 grey, 4-frame stack.
+
+- Train: episodic life (a lost life ends the episode; the next reset continues the same game) and
+  rewards clipped to their sign. The unclipped score of every whole game is reported the way
+  gymnasium's `RecordEpisodeStatistics` reports an episode (`info["episode"]["r" | "l"]` at the
+  step the game ends), recorded below the episodic-life and clipping wrappers: the training curve
+  is the score of whole games, as the PPO code's Monitor reports it.
+- Eval: one episode = one whole game, unclipped rewards, at most EVAL_MAX_STEPS agent steps (a
+  greedy policy that stops playing cannot hang an evaluation).
 """
 
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from xlvin.errors import UserError
 
 #: Games registered as xlvin/<Game>-v5 (those the benchmarks and the paper's Atari runs use).
 ATARI_GAMES = ("Freeway", "Alien", "Enduro", "Pong", "Breakout", "MsPacman", "Seaquest")
+#: Agent steps an evaluation game may last: 18,000 frames, 5 minutes of play at 60 frames/s.
+EVAL_MAX_STEPS = 4_500
 
 
 def atari_env_id(game: str) -> str:
     return f"xlvin/{game}-v5"
+
+
+def atari_train_id(game: str) -> str:
+    """The paper's training environment of `game` (module docstring)."""
+    return f"xlvin/{game}Train-v4"
+
+
+def atari_eval_id(game: str) -> str:
+    """The paper's evaluation environment of `game`: whole games, unclipped scores."""
+    return f"xlvin/{game}Eval-v4"
 
 
 def _require_ale() -> Any:
@@ -64,6 +93,64 @@ def make_atari(
     return gym.wrappers.FrameStackObservation(env, stack)
 
 
+class EpisodicLife(gym.Wrapper):
+    """A lost life ends the episode (terminated); the reset that follows continues the same game
+    with one no-op step, and only a game over resets the emulator (baselines' EpisodicLifeEnv)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.was_real_done = True
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.was_real_done = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> Any:
+        if self.was_real_done:
+            obs, info = self.env.reset(**kwargs)
+        else:  # the game goes on: one no-op step from where the life was lost
+            obs, _, _, _, info = self.env.step(0)
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE after every reset, for games that wait for it to start (baselines'
+    FireResetEnv: FIRE, then action 2; a reset again if either ends the game)."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.env.reset(**kwargs)
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset()  # no seed: the game's own stream goes on
+        return obs, info
+
+
+def make_paper_atari(game: str, training: bool) -> gym.Env:
+    """The paper's Atari environment of `game` (module docstring): the training form (episodic
+    life, clipped rewards, whole-game scores in `info["episode"]`) or the evaluation form."""
+    _require_ale()
+    env = gym.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=0.0)
+    env = gym.wrappers.AtariPreprocessing(
+        env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, scale_obs=False
+    )
+    if training:
+        env = gym.wrappers.RecordEpisodeStatistics(env)  # whole games, unclipped
+        env = EpisodicLife(env)
+    if "FIRE" in env.unwrapped.get_action_meanings():
+        env = FireReset(env)
+    if training:
+        env = gym.wrappers.TransformReward(env, np.sign)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
 def ensure_registered(env_id: str) -> None:
     """Register ALE's environments and quiet its banner (with ale-py, or fail saying how to
     install it) when `env_id` is one of them (`ALE/...`); other ids are left alone."""
@@ -72,8 +159,15 @@ def ensure_registered(env_id: str) -> None:
 
 
 def register_atari_envs() -> None:
-    """Register xlvin/<Game>-v5 for every game of ATARI_GAMES (idempotent; needs no ale-py)."""
+    """Register xlvin/<Game>-v5, xlvin/<Game>Train-v4 and xlvin/<Game>Eval-v4 for every game of
+    ATARI_GAMES (idempotent; needs no ale-py)."""
     for game in ATARI_GAMES:
-        env_id = atari_env_id(game)
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=make_atari, kwargs={"game": game})
+        if atari_env_id(game) not in gym.registry:
+            gym.register(id=atari_env_id(game), entry_point=make_atari, kwargs={"game": game})
+        if atari_train_id(game) not in gym.registry:
+            gym.register(id=atari_train_id(game), entry_point=make_paper_atari,
+                         kwargs={"game": game, "training": True})
+        if atari_eval_id(game) not in gym.registry:
+            gym.register(id=atari_eval_id(game), entry_point=make_paper_atari,
+                         kwargs={"game": game, "training": False},
+                         max_episode_steps=EVAL_MAX_STEPS)

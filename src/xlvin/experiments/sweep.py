@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlvin.experiments import maze, table1
+from xlvin.experiments import atari, maze, table1
 from xlvin.experiments.ray_session import CONNECT_TIMEOUT, first_line, import_ray, init_ray
 from xlvin.io.archive import dir_files, pack_dir, unpack_dir
 from xlvin.io.run_dir import claim_run_dir
@@ -136,8 +136,22 @@ def maze_preset(experiment: str) -> Preset:
     )
 
 
+ATARI = Preset(
+    help="Figures 4 and 6: Freeway / Alien / Enduro from pixels (as `xlvin reproduce atari`)",
+    description=atari.__doc__ or "",
+    cells=atari.cells_from_options,
+    run_cell=atari.run_cell,
+    finished=atari.finished_record,
+    write_results=lambda records, results, wall: atari.write_results(records, results),
+    runs=Path("runs/atari"),
+    add_options=atari.add_cell_options,
+    prepare=atari.prepare,
+    label=lambda c: f"{c.game} {c.agent} seed{c.seed} ({c.transitions:,} transitions)",
+    outcome=lambda r: f"AUC {r['auc']:.2f}, greedy {r['final_eval']['mean']:.1f}",
+)
+
 #: name -> preset, the PRESET argument of `xlvin sweep`.
-PRESETS: dict[str, Preset] = {"table1": TABLE1,
+PRESETS: dict[str, Preset] = {"table1": TABLE1, "atari": ATARI,
                               **{name: maze_preset(name) for name in maze.EXPERIMENTS}}
 
 

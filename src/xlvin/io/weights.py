@@ -60,7 +60,7 @@ def atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: 
     interleave)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().contiguous().clone() for k, v in tensors.items()}
+    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
     data = save(tensors, metadata={METADATA_KEY: json.dumps(metadata)})
     atomic_write_bytes(path, data)
 

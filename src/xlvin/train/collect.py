@@ -125,8 +125,9 @@ def make_vector_env(
     vectorization: Literal["sync", "async"] = "sync",
     env_kwargs: dict[str, Any] | None = None,
 ) -> VectorEnv:
-    """`gym.make_vec(env_id, num_envs, vectorization, **env_kwargs)` with episode statistics;
-    one-line UserErrors.
+    """`gym.make_vec(env_id, num_envs, vectorization, **env_kwargs)` with episode statistics
+    (`EpisodeStatistics` unless the sub-envs record their own: `records_own_episodes`); one-line
+    UserErrors.
 
     Observations are not copied by the vector env (`copy=False`): callers copy them at once.
     The sub-envs skip gymnasium's passive env checker (run `gymnasium.utils.env_checker.check_env`
@@ -153,7 +154,19 @@ def make_vector_env(
         )
     if record_stats and autoreset_mode != AutoresetMode.NEXT_STEP:
         raise UserError("episode statistics are kept for NEXT_STEP autoreset only")
-    return EpisodeStatistics(envs) if record_stats else envs
+    return EpisodeStatistics(envs) if record_stats and not records_own_episodes(envs) else envs
+
+
+def records_own_episodes(envs: VectorEnv) -> bool:
+    """Whether the sub-envs report their episodes themselves (a `RecordEpisodeStatistics` in
+    their wrapper chain): the Atari training envs do, below their episodic-life wrapper, so that
+    an episode of the statistics is a whole game with its unclipped score."""
+    for sub in getattr(envs, "envs", []):
+        while sub is not None:
+            if isinstance(sub, gym.wrappers.RecordEpisodeStatistics):
+                return True
+            sub = getattr(sub, "env", None)
+    return False
 
 
 def reset_envs(envs: VectorEnv, seed: int) -> RolloutState:

@@ -10,10 +10,13 @@ Other attributes (spaces, specs, dicts of settings, queues of past statistics) a
 or history, identical in a fresh env or unused here.
 
 This is exact for envs whose whole state lives in such attributes: gymnasium's classic-control and
-toy-text envs and xlvin's own (`restorable` says which). An env with native state (the ALE
-emulator) is not restorable this way.
+toy-text envs and xlvin's own (`restorable` says which). ALE's Atari envs are too: their emulator
+(the `ale` attribute) is saved with `cloneState(include_rng=True)` as serialized bytes and put back
+with `restoreState`, and their wrappers' frame buffers are uint8 arrays and deques of them.
 """
 
+import base64
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +24,8 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 #: Modules whose envs keep all their state in plain Python / NumPy attributes.
-RESTORABLE_MODULES = ("gymnasium.envs.classic_control", "gymnasium.envs.toy_text", "xlvin.envs")
+RESTORABLE_MODULES = ("gymnasium.envs.classic_control", "gymnasium.envs.toy_text", "xlvin.envs",
+                      "ale_py")
 
 
 class _Unsupported(Exception):
@@ -33,6 +37,12 @@ def _encode(value: Any) -> Any:
         return value
     if isinstance(value, np.random.Generator):
         return {"__rng__": _encode(value.bit_generator.state)}
+    if hasattr(value, "cloneState") and hasattr(value, "restoreState"):  # ALE's emulator
+        return {"__ale__": _b64(value.cloneState(include_rng=True).serialize())}
+    if isinstance(value, np.ndarray) and value.dtype == np.uint8:  # frames: bytes, not lists
+        return {"__bytes__": _b64(value.tobytes()), "shape": list(value.shape)}
+    if isinstance(value, deque):
+        return {"__deque__": [_encode(v) for v in value], "maxlen": value.maxlen}
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
         return {"__array__": value.dtype.str, "shape": list(value.shape), "data": value.ravel().tolist()}
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":
@@ -45,6 +55,10 @@ def _encode(value: Any) -> Any:
     raise _Unsupported
 
 
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
 def _decode(data: Any, current: Any) -> Any:
     if not isinstance(data, (dict, list)):
         return data
@@ -54,6 +68,13 @@ def _decode(data: Any, current: Any) -> Any:
         rng = current if isinstance(current, np.random.Generator) else np.random.default_rng()
         rng.bit_generator.state = _decode(data["__rng__"], None)
         return rng
+    if "__ale__" in data:
+        current.restoreState(type(current.cloneState())(base64.b64decode(data["__ale__"])))
+        return current
+    if "__bytes__" in data:
+        return np.frombuffer(base64.b64decode(data["__bytes__"]), np.uint8).reshape(data["shape"]).copy()
+    if "__deque__" in data:
+        return deque((_decode(v, None) for v in data["__deque__"]), maxlen=data["maxlen"])
     if "__array__" in data:
         return np.array(data["data"], dtype=np.dtype(data["__array__"])).reshape(data["shape"])
     if "__scalar__" in data:

@@ -106,6 +106,7 @@ class TrainResult:
     round_returns: list[float] = field(default_factory=list)  # mean return of each round's episodes
     progress: list[dict[str, float]] = field(default_factory=list)  # evaluations during training
     stopped_rounds: list[int] = field(default_factory=list)  # rounds cut short by target_kl
+    stopped_at_deadline: bool = False  # ended before its last update by `train(deadline=...)`
     last_metrics: dict[str, float] = field(default_factory=dict)  # metrics of the last update
 
     def add_round(self, rollout: Rollout) -> None:
@@ -122,7 +123,7 @@ class OnlineData:
     continuing where the previous one stopped, followed by one update.
 
     Env i is reset with seed `seed + i`. Checkpoints hold every env's state, exact for envs whose
-    state `xlvin.train.env_state` restores (classic control); other envs are reset with seed
+    state `xlvin.train.env_state` restores (classic control, Atari); other envs are reset with seed
     `seed + round` on resume instead.
     """
 
@@ -185,6 +186,7 @@ def train(
     progress: bool = True,
     checkpoint: Checkpointer | None = None,
     average_last: int = 0,
+    deadline: float | None = None,
 ) -> TrainResult:
     """Train `policy` with PPO on the rounds of `data` (module docstring); closes `data`.
 
@@ -211,6 +213,10 @@ def train(
     `checkpoint`: saved before the first update and every `checkpoint.every` updates (with the
     round's data when it falls inside a round); when its file exists the loop continues from it
     and ends exactly as an uninterrupted run (for envs `xlvin.train.env_state` can restore).
+
+    `deadline` (a `time.time()` value): once it has passed, training stops before the next
+    update, saves `checkpoint` there (so a resumed run ends exactly as an uninterrupted one) and
+    returns with `stopped_at_deadline` set; the policy is left as it was after the last update.
     """
     evaluation = evaluation or Evaluation()
     total = None if data.rounds is None else data.rounds * data.updates_per_round
@@ -237,10 +243,15 @@ def train(
             round, k = divmod(result.updates, data.updates_per_round)
             if k == 0 and data.finished():
                 break
-            if checkpoint is not None and checkpoint.due(result.updates) and result.updates != resumed_at:
+            stop = deadline is not None and time.time() >= deadline
+            if (checkpoint is not None and (stop or checkpoint.due(result.updates))
+                    and result.updates != resumed_at):
                 result.wall_time_s = time.perf_counter() - start
                 _save(checkpoint, policy, optimizer, generator, data, result,
                       rollout if k > 0 else None, averaged)
+            if stop:
+                result.stopped_at_deadline = True
+                break
             if k == 0:
                 rollout = data.collect(policy, round, generator, cfg.accelerate)
                 result.add_round(rollout)
@@ -289,7 +300,7 @@ def train(
         if evaluator is not None:
             evaluator.close()
         data.close()
-    if averaged:
+    if averaged and not result.stopped_at_deadline:
         count = min(average_last, total)
         policy.load_state_dict({name: (value / count).to(value.dtype) if value.is_floating_point()
                                 else value for name, value in averaged.items()})

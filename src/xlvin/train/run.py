@@ -15,6 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from torch import nn
 
 from xlvin.config import from_dict, names, option, to_dict
@@ -124,6 +125,10 @@ class TrainConfig:
         "(low_data options) or the continual maze (curriculum options; maze envs)",
         choices=PROTOCOLS,
     )
+    device: str = option(
+        "cpu", "torch device that acts and learns: cpu, or cuda / cuda:N (a GPU; the NumPy "
+        "accelerators of --accelerate apply on cpu only)"
+    )
 
 
 @dataclass
@@ -174,6 +179,19 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError(f"--transe-weight must be >= 0, got {cfg.transe_weight}")
     if cfg.checkpoint_every < 0:
         raise UserError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every}")
+    check_device(cfg.device)
+
+
+def check_device(device: str) -> None:
+    """Refuse a --device that is neither cpu nor an available CUDA GPU (cuda, cuda:N)."""
+    kind, _, index = device.partition(":")
+    if device == "cpu":
+        return
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise UserError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+    count = torch.cuda.device_count()
+    if count == 0 or int(index or 0) >= count:
+        raise UserError(f"--device {device}: this machine has {count} CUDA GPU(s)")
 
 
 #: Floats kept per latent tree node for the backward pass, per unit of embedding size k and of
@@ -445,7 +463,8 @@ def build_agent(
 
 
 def train_run(
-    cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False
+    cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False,
+    deadline: float | None = None,
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train one agent and write the run directory `out`; return the agent and the summary.
 
@@ -457,6 +476,10 @@ def train_run(
     checkpoint, or from the start when it was stopped before its first checkpoint; the finished
     run is then identical to an uninterrupted one (same weights and metrics, except wall-clock
     figures).
+
+    `deadline` (a `time.time()` value, see `xlvin.train.loop.train`): training stops at the first
+    update boundary after it, with a checkpoint; the run stays unfinished (no model or summary
+    file, `summary["stopped_at_deadline"]` True) and `resume=True` continues it exactly.
 
     Everything is checked before `out` is created or changed; `out` is then claimed
     (`claim_run_dir`) for the whole run, so two processes never train into one directory.
@@ -482,14 +505,15 @@ def train_run(
         else:
             create_run_dir(run_dir, config)
         seed_everything(t.seed)  # the initial weights; the loop seeds training itself
-        agent = build_agent(t, obs_shape, num_actions, processor)
-        summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress, resume)
+        agent = build_agent(t, obs_shape, num_actions, processor).to(t.device)
+        summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress, resume,
+                                 deadline)
     return agent, summary
 
 
 def _train_claimed(
     cfg: RunConfig, run_dir: Path, agent: ActorCritic, executor_meta: dict[str, Any] | None,
-    shared: Path | None, progress: bool, resume: bool,
+    shared: Path | None, progress: bool, resume: bool, deadline: float | None,
 ) -> dict[str, Any]:
     """`train_run` once its run directory is claimed: pre-train, train, save; the summary."""
     t = cfg.train
@@ -529,13 +553,13 @@ def _train_claimed(
         if t.protocol == "online":
             result = train(
                 agent, OnlineData(t.env, cfg.ppo, t.seed), cfg.ppo, t.seed,
-                log=logger, progress=progress, checkpoint=checkpoint,
+                log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
             )
         elif t.protocol == "curriculum":
             curriculum = Curriculum(t.env, cfg.ppo, cfg.curriculum, t.seed,
                                     on_level_passed=level_weights_saver(run_dir, cfg, executor_meta))
             result = train(agent, curriculum, cfg.ppo, t.seed, log=logger, progress=progress,
-                           checkpoint=checkpoint)
+                           checkpoint=checkpoint, deadline=deadline)
             summary["curriculum"] = curriculum.history
         else:
             low = cfg.low_data
@@ -544,7 +568,7 @@ def _train_claimed(
                 evaluation=low.evaluation(), refresh_old_policy=low.refresh_old_policy,
                 average_last=low.average_last,
                 on_first_data=pretrain if wants_transe and strict else None,
-                log=logger, progress=progress, checkpoint=checkpoint,
+                log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
             )
         summary["ppo_transitions"] = result.transitions
         summary["ppo_episodes"] = result.episodes
@@ -559,6 +583,9 @@ def _train_claimed(
     summary["ppo"] = dataclasses.asdict(result)
     summary["resumed"] = resuming
     summary["wall_seconds"] = summary["pretrain_seconds"] + result.wall_time_s
+    summary["stopped_at_deadline"] = result.stopped_at_deadline
+    if result.stopped_at_deadline:  # unfinished: resumable from the checkpoint just saved
+        return summary
     save_weights(run_dir / MODEL, agent, {"config": cfg.to_json(), "executor": executor_meta})
     write_json(run_dir / SUMMARY, summary)
     return summary

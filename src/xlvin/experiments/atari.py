@@ -1,0 +1,406 @@
+"""Paper Q2 (figures 4 and 6): Freeway, Alien and Enduro from pixels, XLVIN against PPO and ATreeC.
+
+Every agent is trained with the Atari PPO of the code the paper names (ikostrikov's
+pytorch-a2c-ppo-acktr-gail): 8 envs x 128 steps, Adam lr 2.5e-4 decaying linearly to 0, eps 1e-5,
+clip 0.1, 4 epochs x 4 minibatches, entropy 0.01, value coefficient 0.5, GAE 0.95, gamma 0.99,
+max grad norm 0.5, on the Nature CNN (32-64-32 convolutions, 512 features, orthogonal init), in
+the environments of that code (`xlvin.envs.atari`: `xlvin/<Game>Train-v4`). Agents:
+
+- `ppo`: the CNN and the actor-critic heads;
+- `xlvin_r` / `xlvin_cp`: XLVIN with the executor pre-trained on random deterministic graphs /
+  CartPole graphs, K = 2 on Freeway and Enduro, 1 on Alien (paper section 4.2); its TransE loss
+  (weight 0.001) is learned during PPO only: no random-policy pre-training, so every transition
+  an agent sees is one of the budget;
+- `atreec`: ATreeC with the PPO loss, the same encoder and depth.
+
+The paper's cells: Freeway x all four agents, Alien and Enduro x ppo, xlvin_r, atreec, each for
+1,000,000 transitions. A cell (game, agent, seed, budget) is the run directory
+ROOT/t<budget>/<Game>/<agent>/seed<S>. A cell may stop at a wall-clock deadline (`run_cell`): its
+checkpoint lets a later call resume it exactly, and its record says the budget reached.
+
+Per cell: the training curve (the unclipped score of whole training games against transitions,
+from metrics.jsonl), its area (the mean score over the transitions trained, `auc`), and the greedy
+policy's score on 10 fresh evaluation games (`xlvin/<Game>Eval-v4`, seeds 1,000,000 on, at most
+4,500 agent steps a game) in DIR/final_eval.json, taken at the transitions it names.
+"""
+
+import argparse
+import json
+import math
+import os
+import textwrap
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
+from xlvin.errors import UserError
+from xlvin.experiments.jobs import map_jobs
+from xlvin.experiments.table1 import _csv
+from xlvin.io.run_dir import CONFIG, METRICS, SUMMARY, claim_run_dir, read_metrics, write_json
+from xlvin.nn.policy import ActorCritic
+from xlvin.process import quiet_known_warnings, set_threads
+from xlvin.train.evaluation import evaluate_policy
+from xlvin.train.ppo import PPOConfig
+from xlvin.train.run import RunConfig, TrainConfig, check_device, executor_file, load_run, train_run
+
+GAMES = ("Freeway", "Alien", "Enduro")
+#: Agent name -> TrainConfig overrides.
+AGENTS: dict[str, dict[str, Any]] = {
+    "ppo": {"agent": "ppo"},
+    "xlvin_r": {"agent": "xlvin", "executor": "random"},
+    "xlvin_cp": {"agent": "xlvin", "executor": "cartpole"},
+    "atreec": {"agent": "atreec"},
+}
+LABELS = {"ppo": "PPO", "xlvin_r": "XLVIN-R", "xlvin_cp": "XLVIN-CP", "atreec": "ATreeC"}
+#: The agents the paper runs on each game (figures 4 and 6).
+PAPER_AGENTS = {
+    "Freeway": ("ppo", "xlvin_r", "xlvin_cp", "atreec"),
+    "Alien": ("ppo", "xlvin_r", "atreec"),
+    "Enduro": ("ppo", "xlvin_r", "atreec"),
+}
+#: Executor steps K (and ATreeC's tree depth) per game (paper section 4.2).
+DEPTH = {"Freeway": 2, "Alien": 1, "Enduro": 2}
+PAPER_TRANSITIONS = 1_000_000
+#: ikostrikov's Atari PPO settings (REFERENCE.md).
+ATARI_PPO = {
+    "num_envs": 8, "num_steps": 128, "lr": 2.5e-4, "anneal_lr": True, "adam_eps": 1e-5,
+    "clip_coef": 0.1, "update_epochs": 4, "num_minibatches": 4, "ent_coef": 0.01,
+    "vf_coef": 0.5, "gamma": 0.99, "gae_lambda": 0.95, "max_grad_norm": 0.5,
+}
+EVAL_FILE = "final_eval.json"
+EVAL_GAMES = 10
+EVAL_SEED = 1_000_000
+#: Width of the windows the training curve averages games over, in PPO updates (8 x 128 steps).
+WINDOW_UPDATES = 10
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One training run of the experiment; `device` is where it trains (part of its config)."""
+
+    game: str
+    agent: str
+    seed: int
+    transitions: int = PAPER_TRANSITIONS
+    device: str = "cpu"
+
+    def run_dir(self, root: Path) -> Path:
+        return Path(root) / f"t{self.transitions}" / self.game / self.agent / f"seed{self.seed}"
+
+    def config(self) -> RunConfig:
+        train = TrainConfig(
+            env=atari_train_id(self.game), seed=self.seed, depth=DEPTH[self.game],
+            pretrain_transe=False, device=self.device, **AGENTS[self.agent],
+        )
+        return RunConfig(train=train, ppo=PPOConfig(total_steps=self.transitions, **ATARI_PPO))
+
+
+def add_cell_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose cells besides --seeds (`xlvin reproduce atari`)."""
+    parser.add_argument("--games", default=",".join(GAMES),
+                        help=f"comma-separated games (default {','.join(GAMES)})")
+    parser.add_argument("--agents", default="paper",
+                        help="comma-separated agents of " + ", ".join(AGENTS) + ", or 'paper': "
+                        "each game's agents in the paper (default)")
+    parser.add_argument("--transitions", default=str(PAPER_TRANSITIONS),
+                        help=f"training transitions per run: N, or GAME=N,... per game (default "
+                        f"{PAPER_TRANSITIONS}, the paper)")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
+
+
+def cells_from_options(seeds: int, args: argparse.Namespace, first_seed: int = 0) -> list[Cell]:
+    """Cells of seeds first_seed .. first_seed + seeds - 1 for the options of `add_cell_options`."""
+    games = _csv(args.games, GAMES, "game")
+    agents = None if args.agents == "paper" else _csv(args.agents, tuple(AGENTS), "agent")
+    budget = transitions_per_game(args.transitions, games)
+    check_device(args.device)
+    return [
+        Cell(game, agent, seed, budget[game], args.device)
+        for game in games
+        for agent in (agents or PAPER_AGENTS[game])
+        for seed in range(first_seed, first_seed + seeds)
+    ]
+
+
+def transitions_per_game(text: str, games: list[str]) -> dict[str, int]:
+    """--transitions: one number for every game, or GAME=N pairs naming each of `games`."""
+    rollout = ATARI_PPO["num_envs"] * ATARI_PPO["num_steps"]
+    try:
+        if "=" not in text:
+            budget = dict.fromkeys(games, int(text))
+        else:
+            budget = {g.strip(): int(n) for g, n in (pair.split("=") for pair in text.split(","))}
+    except ValueError:
+        raise UserError(f"--transitions must be N or GAME=N,..., got {text!r}") from None
+    missing = [g for g in games if g not in budget]
+    if missing:
+        raise UserError(f"--transitions names no budget for {', '.join(missing)}")
+    small = [g for g in games if budget[g] < rollout]
+    if small:
+        raise UserError(f"--transitions must be >= one rollout ({rollout:,}) for {', '.join(small)}")
+    return {g: budget[g] for g in games}
+
+
+def prepare(cells: list[Cell]) -> list[Path]:
+    """Produce the default executors the cells need once, before their workers race to it;
+    their files (under xlvin's cache: a sweep copies them to its nodes)."""
+    return [executor_file(spec, TrainConfig(executor=spec))
+            for spec in sorted({AGENTS[c.agent].get("executor", "") for c in cells} - {""})]
+
+
+def transitions_reached(run_dir: Path) -> int:
+    """Transitions trained so far by the run in `run_dir`, by its metrics (0 before any)."""
+    if not (run_dir / METRICS).is_file():
+        return 0
+    rows = read_metrics(run_dir)
+    return int(rows[-1]["charts/transitions"]) if rows else 0
+
+
+def machine(device: str) -> str:
+    """The machine a cell trained on, in words: the GPU's name or the CPU, and the core count."""
+    cores = f"{os.cpu_count()} cores"
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name(torch.device(device))} machine ({cores})"
+    return f"CPU machine ({cores})"
+
+
+def run_cell(cell: Cell, root: Path, deadline: float | None = None,
+             eval_games: int = EVAL_GAMES) -> dict[str, Any]:
+    """Train the cell (resuming an interrupted run) until it is finished or `deadline` (a
+    `time.time()` value) passes, then evaluate its greedy policy on `eval_games` fresh games
+    unless the evaluation on file is already of the policy at these transitions; return its
+    record."""
+    quiet_known_warnings()
+    cfg = cell.config()
+    set_threads(cfg.ppo.torch_threads)
+    run_dir = cell.run_dir(root)
+    with claim_run_dir(run_dir):
+        agent: ActorCritic
+        if (run_dir / SUMMARY).is_file():
+            agent = load_run(run_dir)[0].to(cell.device)
+        else:
+            agent, _ = train_run(cfg, run_dir, progress=False,
+                                 resume=(run_dir / CONFIG).is_file(), deadline=deadline)
+        reached = transitions_reached(run_dir)
+        if _evaluated_at(run_dir) != reached:
+            evaluation = evaluate_policy(agent, atari_eval_id(cell.game), eval_games, EVAL_SEED,
+                                         num_envs=eval_games, accelerate=cfg.ppo.accelerate)
+            evaluation.update(transitions=reached, max_steps=EVAL_MAX_STEPS,
+                              machine=machine(cell.device))
+            write_json(run_dir / EVAL_FILE, evaluation)
+    return cell_record(cell, run_dir)
+
+
+def _evaluated_at(run_dir: Path) -> int | None:
+    """The transitions of the policy DIR/final_eval.json evaluated, or None without one."""
+    path = run_dir / EVAL_FILE
+    return json.loads(path.read_text())["transitions"] if path.is_file() else None
+
+
+def finished_record(cell: Cell, root: Path) -> dict[str, Any] | None:
+    """The record of a cell that has trained its whole budget and been evaluated at its end,
+    else None (it still has to run: `run_cell` resumes it)."""
+    run_dir = cell.run_dir(root)
+    if not (run_dir / SUMMARY).is_file() or _evaluated_at(run_dir) != transitions_reached(run_dir):
+        return None
+    return cell_record(cell, run_dir)
+
+
+def has_record(cell: Cell, root: Path) -> bool:
+    """Whether the cell has trained and been evaluated (finished, or stopped at a deadline)."""
+    return (cell.run_dir(root) / EVAL_FILE).is_file()
+
+
+def training_curve(rows: list[dict[str, float]]) -> list[tuple[int, float]]:
+    """(transitions, mean unclipped score of the training games that ended in the window) for
+    windows of WINDOW_UPDATES updates; windows in which no game ended are left out. Each row
+    holds the mean score of its round's games (`charts/episodic_return`) and the running game
+    count (`charts/episodes`), so a window's mean weighs every game once."""
+    curve, total, games, previous = [], 0.0, 0, 0
+    for i, row in enumerate(rows, 1):
+        ended = int(row["charts/episodes"]) - previous
+        previous = int(row["charts/episodes"])
+        if ended and "charts/episodic_return" in row:
+            total, games = total + ended * row["charts/episodic_return"], games + ended
+        if i % WINDOW_UPDATES == 0 or i == len(rows):
+            if games:
+                curve.append((int(row["charts/transitions"]), total / games))
+            total, games = 0.0, 0
+    return curve
+
+
+def area_under_curve(curve: list[tuple[int, float]], transitions: int) -> float:
+    """The mean score over training: the curve's area (a step function, each window's score held
+    over its transitions) divided by the transitions trained; NaN without a game."""
+    if not curve or transitions <= 0:
+        return float("nan")
+    area, start = 0.0, 0
+    for end, score in curve:
+        area += (end - start) * score
+        start = end
+    area += (transitions - start) * curve[-1][1]
+    return area / transitions
+
+
+def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
+    """The cell's curve, area, final evaluation, throughput and how far it trained."""
+    rows = read_metrics(run_dir) if (run_dir / METRICS).is_file() else []
+    evaluation = json.loads((run_dir / EVAL_FILE).read_text())
+    reached = int(rows[-1]["charts/transitions"]) if rows else 0
+    curve = training_curve(rows)
+    config = json.loads((run_dir / CONFIG).read_text())
+    return {
+        **asdict(cell),
+        "device": config["train"]["device"],  # where it trained, whichever device reads it
+        "transitions_reached": reached,
+        "finished": (run_dir / SUMMARY).is_file(),
+        "curve": curve,
+        "auc": area_under_curve(curve, reached),
+        "games": int(rows[-1]["charts/episodes"]) if rows else 0,
+        "steps_per_second": rows[-1]["charts/sps"] if rows else float("nan"),
+        "final_eval": {k: evaluation[k] for k in ("mean", "std", "returns", "lengths", "transitions",
+                                                  "max_steps", "machine")},
+    }
+
+
+def run_cells(cells: list[Cell], root: Path, jobs: int, deadline: float | None = None,
+              eval_games: int = EVAL_GAMES, on_done: Any = None) -> list[dict[str, Any]]:
+    """Run cells on `jobs` spawned worker processes (one torch thread each)."""
+    prepare(cells)
+    return map_jobs(_CellRunner(root, deadline, eval_games), cells, jobs, on_done)
+
+
+@dataclass(frozen=True)
+class _CellRunner:
+    """`run_cell(cell, root, deadline, eval_games)` as a picklable one-argument function."""
+
+    root: Path
+    deadline: float | None
+    eval_games: int
+
+    def __call__(self, cell: Cell) -> dict[str, Any]:
+        return run_cell(cell, self.root, self.deadline, self.eval_games)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return {"mean": float("nan"), "std": float("nan")}
+    return {"mean": float(np.mean(finite)), "std": float(np.std(finite))}
+
+
+def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (game, agent, budget): seeds, budget reached, AUC and final evaluation over
+    seeds (mean, population std)."""
+    rows = []
+    keys = sorted({(r["game"], r["agent"], r["transitions"]) for r in records},
+                  key=lambda k: (GAMES.index(k[0]), list(AGENTS).index(k[1]), k[2]))
+    for game, agent, budget in keys:
+        group = [r for r in records if (r["game"], r["agent"], r["transitions"]) == (game, agent, budget)]
+        rows.append({
+            "game": game, "agent": agent, "label": LABELS[agent], "budget": budget,
+            "seeds": sorted(r["seed"] for r in group),
+            "transitions_reached": min(r["transitions_reached"] for r in group),
+            "finished": all(r["finished"] for r in group),
+            "auc": _mean_std([r["auc"] for r in group]),
+            "final_eval": _mean_std([r["final_eval"]["mean"] for r in group]),
+            "eval_games": min(len(r["final_eval"]["returns"]) for r in group),
+            "steps_per_second": _mean_std([r["steps_per_second"] for r in group]),
+            "machines": sorted({r["final_eval"]["machine"] for r in group}),
+        })
+    return rows
+
+
+def budget_note(rows: list[dict[str, Any]]) -> str:
+    """'trained on: <machines>; budget N transitions' (and how far runs stopped at a deadline
+    got) for a figure or table."""
+    machines = ", ".join(sorted({m for r in rows for m in r["machines"]}))
+    budgets = sorted({r["budget"] for r in rows})
+    short = [r for r in rows if not r["finished"]]
+    text = f"trained on: {machines}; budget " + " / ".join(f"{b:,}" for b in budgets) + " transitions"
+    if short:
+        text += f" ({len(short)} run(s) stopped at the deadline, the shortest at " \
+            f"{min(r['transitions_reached'] for r in short):,})"
+    return text
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    header = ("| game | agent | seeds | transitions (budget) | AUC: mean training score | "
+              "final greedy score (games) | steps/s |")
+    lines = [header, "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['game']} | {r['label']} | {len(r['seeds'])} | {r['transitions_reached']:,} "
+            f"({r['budget']:,}) | {r['auc']['mean']:.2f} +- {r['auc']['std']:.2f} | "
+            f"{r['final_eval']['mean']:.1f} +- {r['final_eval']['std']:.1f} ({r['eval_games']}) | "
+            f"{r['steps_per_second']['mean']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def write_results(records: list[dict[str, Any]], results: Path) -> str:
+    """results/atari.json (rows, per-cell records with their curves, the budget note) and
+    results/atari_<game>.png; returns the markdown table."""
+    if not records:
+        raise UserError("no Atari cell has a record to write")
+    rows = aggregate(records)
+    results.mkdir(parents=True, exist_ok=True)
+    note = budget_note(rows)
+    write_json(results / "atari.json", {
+        "note": note, "window_updates": WINDOW_UPDATES,
+        "eval_max_steps": EVAL_MAX_STEPS, "eval_seed": EVAL_SEED, "rows": rows,
+        "cells": sorted(records, key=lambda r: (r["game"], r["agent"], r["seed"])),
+    })
+    for game in sorted({r["game"] for r in records}):
+        plot(game, [r for r in records if r["game"] == game],
+             budget_note([r for r in rows if r["game"] == game]), results / f"atari_{game}.png")
+    return markdown(rows) + f"\n\n{note}"
+
+
+def plot(game: str, records: list[dict[str, Any]], note: str, path: Path) -> None:
+    """Training score against transitions, one line per agent: the mean over seeds, shaded
+    between the lowest and highest seed (figures 4 and 6)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for agent in AGENTS:
+        group = [r for r in records if r["agent"] == agent and r["curve"]]
+        if not group:
+            continue
+        grid = sorted({t for r in group for t, _ in r["curve"]})
+        ys = np.array([np.interp(grid, *zip(*r["curve"]), right=np.nan) for r in group])
+        with np.errstate(all="ignore"):
+            mean = np.nanmean(ys, 0)
+        color = f"C{list(AGENTS).index(agent)}"  # one colour per agent in every figure
+        ax.plot(grid, mean, color=color,
+                label=f"{LABELS[agent]} ({len(group)} seed{'s' * (len(group) > 1)})")
+        if len(group) > 1:
+            ax.fill_between(grid, np.nanmin(ys, 0), np.nanmax(ys, 0), alpha=0.2, color=color)
+    ax.set_xlabel("transitions")
+    ax.set_ylabel("average training game score (unclipped)")
+    ax.set_title(game + "\n" + textwrap.fill(note, 90), fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def deadline_after(minutes: float | None) -> float | None:
+    """The `time.time()` deadline `minutes` from now (None: no deadline)."""
+    if minutes is None:
+        return None
+    if minutes <= 0:
+        raise UserError(f"--deadline-minutes must be > 0, got {minutes}")
+    return time.time() + 60 * minutes

@@ -1,0 +1,162 @@
+"""The paper's Atari experiment: its environments (episodic life, clipped rewards, whole-game
+scores), the emulator's state across a checkpoint, exact resume of a tiny pixel run, training
+stopped at a deadline, and the cells' curves, areas and options."""
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from xlvin.cli import main
+from xlvin.errors import UserError
+from xlvin.experiments import atari
+from xlvin.io import run_dir as run_dir_module
+from xlvin.io.run_dir import read_metrics
+from xlvin.train.collect import make_vector_env, reset_envs
+from xlvin.train.env_state import env_state, restorable, restore_env_state
+from xlvin.train.ppo import PPOConfig
+from xlvin.train.run import RunConfig, TrainConfig, check_device, train_run
+
+
+def test_training_env_ends_episodes_on_lives_and_reports_whole_unclipped_games() -> None:
+    """Alien (3 lives) with random actions: rewards clipped to {-1, 0, 1}, an episode per life,
+    and at a game's end its unclipped score (a multiple of 10: Alien's points) in info."""
+    envs = make_vector_env("xlvin/AlienTrain-v4", 2)
+    reset_envs(envs, 0)
+    rng = np.random.default_rng(0)
+    dones, clipped, scores = 0, 0.0, []
+    for _ in range(1_600):
+        _, reward, terminated, truncated, info = envs.step(rng.integers(0, 18, 2))
+        assert set(np.unique(reward)) <= {0.0, 1.0}
+        clipped += reward.sum()
+        dones += int((terminated | truncated).sum())
+        if "episode" in info:
+            scores += info["episode"]["r"][info["_episode"]].tolist()
+    assert scores and all(s > 0 and s % 10 == 0 for s in scores)
+    assert dones >= 3 * len(scores)  # every life lost ends an episode; only game overs report
+    assert sum(scores) > clipped / 2  # the scores are not the clipped rewards
+
+
+def test_atari_env_state_restored_into_a_fresh_env_steps_identically() -> None:
+    """The emulator (cloneState with its RNG), frame buffers, frame stack, lives and game
+    statistics cross a JSON checkpoint: a fresh env then steps exactly as the original."""
+    rng = np.random.default_rng(1)
+    original = make_vector_env("xlvin/AlienTrain-v4", 2)
+    reset_envs(original, 3)
+    for _ in range(200):
+        original.step(rng.integers(0, 18, 2))
+    state = json.loads(json.dumps(env_state(original)))
+    copy = make_vector_env("xlvin/AlienTrain-v4", 2)
+    reset_envs(copy, 99)
+    restore_env_state(copy, state)
+    assert restorable(original)
+    dones = 0
+    for _ in range(500):  # lives lost and episodic-life resets included
+        actions = rng.integers(0, 18, 2)
+        a, b = original.step(actions), copy.step(actions)
+        for x, y in zip(a[:4], b[:4]):
+            np.testing.assert_array_equal(x, y)
+        dones += int((a[2] | a[3]).sum())
+    assert dones > 0
+
+
+def tiny(agent: str, updates: int = 4) -> RunConfig:
+    """A pixel run of `updates` updates of 2 envs x 16 steps on Freeway, checkpoint every 2."""
+    return RunConfig(
+        train=TrainConfig(env="xlvin/FreewayTrain-v4", agent=agent, depth=1, seed=3,
+                          pretrain_transe=False, checkpoint_every=2),
+        ppo=PPOConfig(**{**atari.ATARI_PPO, "num_envs": 2, "num_steps": 16,
+                         "total_steps": 32 * updates}),
+    )
+
+
+def outcome(run: Path) -> tuple[dict[str, torch.Tensor], list[dict[str, float]]]:
+    rows = [{k: v for k, v in r.items() if k != "charts/sps"} for r in read_metrics(run)]
+    return load_file(str(run / "model.safetensors")), rows
+
+
+@pytest.mark.parametrize("agent", ["ppo", "xlvin"])
+def test_atari_run_stopped_at_a_deadline_resumes_to_the_same_result(
+    agent: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor_path: Path
+) -> None:
+    """4 updates straight, against: stopped by a deadline after 2 (checkpointed there, the run
+    left unfinished), then resumed: the same weights and metrics."""
+    cfg = tiny(agent)
+    cfg.train.executor = str(executor_path)
+    train_run(cfg, tmp_path / "full", progress=False)
+
+    rows, real_time = {"n": 0}, time.time
+    log_row = run_dir_module.MetricsLogger.__call__
+
+    def count_rows(self: run_dir_module.MetricsLogger, step: int, metrics: dict) -> None:
+        log_row(self, step, metrics)
+        rows["n"] += 1
+
+    with monkeypatch.context() as patch:  # the clock jumps a day once 2 updates are logged
+        patch.setattr(run_dir_module.MetricsLogger, "__call__", count_rows)
+        patch.setattr(time, "time", lambda: real_time() + 86_400 * (rows["n"] >= 2))
+        _, summary = train_run(cfg, tmp_path / "cut", progress=False, deadline=real_time() + 3_600)
+    assert summary["stopped_at_deadline"] and summary["ppo"]["updates"] == 2
+    assert not (tmp_path / "cut" / "summary.json").exists()
+    train_run(cfg, tmp_path / "cut", progress=False, resume=True)
+    (weights_a, rows_a), (weights_b, rows_b) = outcome(tmp_path / "full"), outcome(tmp_path / "cut")
+    assert weights_a.keys() == weights_b.keys()
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+    assert rows_a == rows_b and len(rows_a) == 4
+
+
+def test_training_curve_weighs_every_game_once_and_its_area_is_the_mean_score() -> None:
+    rows = [{"charts/transitions": 1024 * (i + 1), "charts/episodes": e, **r}
+            for i, (e, r) in enumerate([(0, {}), (2, {"charts/episodic_return": 3.0}),
+                                        (3, {"charts/episodic_return": 6.0}), (3, {})])]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(atari, "WINDOW_UPDATES", 2)
+        curve = atari.training_curve(rows)
+    assert curve == [(2048, 3.0), (3072 + 1024, 6.0)]
+    assert atari.area_under_curve(curve, 4096) == pytest.approx((2048 * 3 + 2048 * 6) / 4096)
+    assert np.isnan(atari.area_under_curve([], 4096))
+
+
+def test_cells_follow_the_paper_and_bad_options_are_one_error() -> None:
+    args = argparse.Namespace(games="Freeway,Alien", agents="paper",
+                              transitions="Freeway=2048,Alien=1024", device="cpu")
+    cells = atari.cells_from_options(2, args)
+    assert [(c.game, c.agent) for c in cells[::2]] == [
+        ("Freeway", "ppo"), ("Freeway", "xlvin_r"), ("Freeway", "xlvin_cp"), ("Freeway", "atreec"),
+        ("Alien", "ppo"), ("Alien", "xlvin_r"), ("Alien", "atreec")]
+    alien = cells[-1].config()
+    assert (alien.train.depth, alien.train.env, alien.ppo.total_steps) == (1, "xlvin/AlienTrain-v4", 1024)
+    assert (alien.ppo.clip_coef, alien.ppo.num_envs, alien.ppo.num_steps, alien.ppo.lr) == (0.1, 8, 128, 2.5e-4)
+    for bad in ({"transitions": "Freeway=2048"}, {"transitions": "100"}, {"transitions": "x"},
+                {"games": "Pong"}, {"agents": "dqn"}, {"device": "cuda:99"}):
+        with pytest.raises(UserError):
+            atari.cells_from_options(1, argparse.Namespace(**{**vars(args), **bad}))
+
+
+def test_device_must_be_cpu_or_an_available_gpu() -> None:
+    check_device("cpu")
+    for bad in ("gpu", "cuda:x", f"cuda:{torch.cuda.device_count()}"):
+        with pytest.raises(UserError):
+            check_device(bad)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--transitions", "Freeway=2048"], "names no budget for Alien"),
+    (["--games", "Pong"], "unknown game 'Pong'"),
+    (["--device", "cuda:99"], "CUDA GPU(s)"),
+    (["--deadline-minutes", "0"], "--deadline-minutes must be > 0"),
+    (["--eval-games", "0"], "--eval-games must be >= 1"),
+])
+def test_reproduce_atari_rejects_bad_input_before_creating_anything(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    code = main(["reproduce", "atari", *args, "--runs", str(tmp_path / "runs"),
+                 "--results", str(tmp_path / "results")])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
