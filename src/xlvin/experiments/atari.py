@@ -31,6 +31,7 @@ import os
 import textwrap
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -272,19 +273,8 @@ def run_cells(cells: list[Cell], root: Path, jobs: int, deadline: float | None =
               eval_games: int = EVAL_GAMES, on_done: Any = None) -> list[dict[str, Any]]:
     """Run cells on `jobs` spawned worker processes (one torch thread each)."""
     prepare(cells)
-    return map_jobs(_CellRunner(root, deadline, eval_games), cells, jobs, on_done)
-
-
-@dataclass(frozen=True)
-class _CellRunner:
-    """`run_cell(cell, root, deadline, eval_games)` as a picklable one-argument function."""
-
-    root: Path
-    deadline: float | None
-    eval_games: int
-
-    def __call__(self, cell: Cell) -> dict[str, Any]:
-        return run_cell(cell, self.root, self.deadline, self.eval_games)
+    return map_jobs(partial(run_cell, root=root, deadline=deadline, eval_games=eval_games),
+                    cells, jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results

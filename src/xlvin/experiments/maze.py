@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -187,15 +188,7 @@ def _record(cell: Cell, history: list[dict[str, Any]], ppo: dict[str, Any], wall
 
 
 def run_cells(cells: list[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
-    return map_jobs(_CellRunner(root), cells, jobs, on_done)
-
-
-@dataclass(frozen=True)
-class _CellRunner:
-    root: Path
-
-    def __call__(self, cell: Cell) -> dict[str, Any]:
-        return run_cell(cell, self.root)
+    return map_jobs(partial(run_cell, root=root), cells, jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results

@@ -31,6 +31,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -355,17 +356,7 @@ def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> lis
     """Run cells on `jobs` worker processes (spawned, one torch thread each)."""
     cells = list(cells)
     prepare(cells, jobs)
-    return map_jobs(_CellRunner(root), cells, jobs, on_done)
-
-
-@dataclass(frozen=True)
-class _CellRunner:
-    """`run_cell(cell, root)` as a picklable one-argument function."""
-
-    root: Path
-
-    def __call__(self, cell: Cell) -> dict[str, Any]:
-        return run_cell(cell, self.root)
+    return map_jobs(partial(run_cell, root=root), cells, jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results
