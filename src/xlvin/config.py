@@ -143,3 +143,13 @@ def load_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserError(f"corrupt JSON in {path}: expected an object")
     return data
+
+
+def csv_choices(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    """The items of a comma-separated option, each one of `allowed`; one UserError naming the
+    unknown ones (`what`: what an item is) or an empty list."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in allowed]
+    if bad or not items:
+        raise UserError(f"unknown {what} {', '.join(bad) or text!r}; choose from {', '.join(allowed)}")
+    return items

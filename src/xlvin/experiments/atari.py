@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from xlvin.config import csv_choices
 from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
 from xlvin.experiments.jobs import map_jobs
-from xlvin.experiments.table1 import _csv
 from xlvin.io.run_dir import CONFIG, METRICS, SUMMARY, claim_run_dir, read_metrics, write_json
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import quiet_known_warnings, set_threads
@@ -116,8 +116,8 @@ def add_cell_options(parser: argparse.ArgumentParser) -> None:
 
 def cells_from_options(seeds: int, args: argparse.Namespace, first_seed: int = 0) -> list[Cell]:
     """Cells of seeds first_seed .. first_seed + seeds - 1 for the options of `add_cell_options`."""
-    games = _csv(args.games, GAMES, "game")
-    agents = None if args.agents == "paper" else _csv(args.agents, tuple(AGENTS), "agent")
+    games = csv_choices(args.games, GAMES, "game")
+    agents = None if args.agents == "paper" else csv_choices(args.agents, tuple(AGENTS), "agent")
     budget = transitions_per_game(args.transitions, games)
     check_device(args.device)
     return [

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from xlvin.config import add_options, from_args
+from xlvin.config import add_options, csv_choices, from_args
 from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
 from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
@@ -88,14 +88,6 @@ class Cell:
         return RunConfig(train=train, ppo=MAZE_PPO, curriculum=self.curriculum)
 
 
-def parse_agents(text: str) -> list[str]:
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in items if x not in AGENTS]
-    if bad or not items:
-        raise UserError(f"unknown agent {', '.join(bad) or text!r}; choose from {', '.join(AGENTS)}")
-    return items
-
-
 def make_cells(
     experiment: str, agents: list[str], seeds: int, first_seed: int, curriculum: CurriculumConfig
 ) -> list[Cell]:
@@ -128,7 +120,7 @@ def cells_from_options(
     """The cells of `experiment` for the options of `add_cell_options`."""
     curriculum = from_args(CurriculumConfig, args, QUICK if args.quick else CurriculumConfig())
     _, default_agents = EXPERIMENTS[experiment]
-    agents = parse_agents(args.agents or ",".join(default_agents))
+    agents = csv_choices(args.agents or ",".join(default_agents), tuple(AGENTS), "agent")
     return make_cells(experiment, agents, seeds, first_seed, curriculum)
 
 

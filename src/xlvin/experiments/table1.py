@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
@@ -253,19 +254,11 @@ def variant(text: str) -> str:
     return text
 
 
-def _csv(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in items if x not in allowed]
-    if bad or not items:
-        raise UserError(f"unknown {what} {', '.join(bad) or text!r}; choose from {', '.join(allowed)}")
-    return items
-
-
 def cells_from_options(seeds: int, args: argparse.Namespace, first_seed: int = 0) -> list[Cell]:
     """Cells of seeds first_seed .. first_seed + seeds - 1 for the options of `add_cell_options`;
     the strict TransE setting only exists for XLVIN agents under protocol `ours`."""
-    envs = _csv(args.envs, ENVS, "environment")
-    agents = _csv(args.agents, tuple(AGENTS), "agent")
+    envs = csv_choices(args.envs, ENVS, "environment")
+    agents = csv_choices(args.agents, tuple(AGENTS), "agent")
     settings = {"standard": [False], "strict": [True], "both": [False, True]}[args.transe_data]
     if args.protocol == "paper":
         settings = [False]
