@@ -3,12 +3,30 @@ and its Atari figures 4 and 6, every cell, resumable, into results/."""
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tqdm import tqdm
 
 from xlvin.errors import UserError
 from xlvin.experiments import atari, maze, table1
+
+
+def _with_progress(
+    run: Callable[[Callable[[dict], None]], list[dict]], total: int, desc: str,
+    postfix: Callable[[dict], str],
+) -> tuple[list[dict], float]:
+    """`run(on_done)` under a progress bar of `total` cells (each record's `postfix` shown as
+    it finishes); its records and wall seconds."""
+    start = time.perf_counter()
+    with tqdm(total=total, desc=desc, unit="run") as bar:
+
+        def done(record: dict) -> None:
+            bar.update()
+            bar.set_postfix_str(postfix(record))
+
+        records = run(done)
+    return records, time.perf_counter() - start
 
 
 def _classic(args: argparse.Namespace) -> None:
@@ -23,16 +41,11 @@ def _classic(args: argparse.Namespace) -> None:
         print(table1.write_results(records, args.results, None))
         print(f"{len(records)} of {len(cells)} cells have finished; their results are written")
         return
-    start = time.perf_counter()
-    bar = tqdm(total=len(cells), desc=f"Table 1 cells ({args.protocol})", unit="run")
-
-    def done(r: dict) -> None:
-        bar.update()
-        bar.set_postfix_str(f"{r['env']} {r['agent']} s{r['seed']}: {r['final_return']:.1f}")
-
-    records = table1.run_cells(cells, args.runs, args.jobs, on_done=done)
-    bar.close()
-    wall = time.perf_counter() - start
+    records, wall = _with_progress(
+        lambda done: table1.run_cells(cells, args.runs, args.jobs, on_done=done), len(cells),
+        f"Table 1 cells ({args.protocol})",
+        lambda r: f"{r['env']} {r['agent']} s{r['seed']}: {r['final_return']:.1f}",
+    )
     md = table1.write_results(records, args.results, wall)
     print(md)
     stem = args.results / table1.results_stem(args.protocol, args.variant)
@@ -57,16 +70,12 @@ def _maze(args: argparse.Namespace) -> None:
         print(f"{finished} of {len(cells)} cells have finished, {len(records) - finished} are "
               "still training (their progress so far); results written")
         return
-    start = time.perf_counter()
-    bar = tqdm(total=len(cells), desc=f"{args.experiment} curricula", unit="run")
-
-    def done(r: dict) -> None:
-        bar.update()
-        bar.set_postfix_str(f"{r['agent']} s{r['seed']}: passed {len(r['levels_passed'])}")
-
-    records = maze.run_cells(cells, args.runs, args.jobs, on_done=done)
-    bar.close()
-    print(maze.write_results(records, args.results, time.perf_counter() - start))
+    records, wall = _with_progress(
+        lambda done: maze.run_cells(cells, args.runs, args.jobs, on_done=done), len(cells),
+        f"{args.experiment} curricula",
+        lambda r: f"{r['agent']} s{r['seed']}: passed {len(r['levels_passed'])}",
+    )
+    print(maze.write_results(records, args.results, wall))
     print(f"wrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")
 
 
@@ -83,15 +92,12 @@ def _atari(args: argparse.Namespace) -> None:
         print(atari.write_results(records, args.results))
         print(f"{len(records)} of {len(cells)} cells have records; their results are written")
         return
-    bar = tqdm(total=len(cells), desc="Atari cells", unit="run")
-
-    def done(r: dict) -> None:
-        bar.update()
-        bar.set_postfix_str(f"{r['game']} {r['agent']} s{r['seed']}: {r['transitions_reached']:,} "
-                            f"transitions, greedy {r['final_eval']['mean']:.1f}")
-
-    records = atari.run_cells(cells, args.runs, args.jobs, deadline, args.eval_games, on_done=done)
-    bar.close()
+    records, _ = _with_progress(
+        lambda done: atari.run_cells(cells, args.runs, args.jobs, deadline, args.eval_games,
+                                     on_done=done), len(cells), "Atari cells",
+        lambda r: (f"{r['game']} {r['agent']} s{r['seed']}: {r['transitions_reached']:,} "
+                   f"transitions, greedy {r['final_eval']['mean']:.1f}"),
+    )
     print(atari.write_results(records, args.results))
     print(f"wrote {args.results}/atari.json and atari_<game>.png; runs under {args.runs}")
 
