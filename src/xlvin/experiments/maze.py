@@ -304,7 +304,9 @@ def plot_curves(agents: dict[str, Any], side: str, experiment: str, budget: int,
         color = f"C{i}"
         levels = sorted(int(d) for d in row["after_level"])
         means = [np.mean(list(row["after_level"][str(d)].values())) for d in levels]
-        ax.plot(levels, means, "-o", color=color, label=agent, markersize=4)
+        n = len(row["seeds"])
+        ax.plot(levels, means, "-o", color=color, markersize=4,
+                label=f"{agent} ({n} seed{'s' if n > 1 else ''})")
         for d in levels:
             values = list(row["after_level"][str(d)].values())
             ax.scatter([d] * len(values), values, color=color, s=8, alpha=0.4)
