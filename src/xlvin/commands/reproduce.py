@@ -102,6 +102,26 @@ def _atari(args: argparse.Namespace) -> None:
     print(f"wrote {args.results}/atari.json and atari_<game>.png; runs under {args.runs}")
 
 
+def _seed_options(parser: argparse.ArgumentParser, seeds: int, note: str = "") -> None:
+    parser.add_argument("--seeds", type=int, default=seeds,
+                        help=f"training seeds (default {seeds}{note})")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first training seed (default 0)")
+
+
+def _output_options(parser: argparse.ArgumentParser, runs: str, finished_help: str) -> None:
+    """--jobs, --finished-only, --runs and --results, the options every experiment shares."""
+    parser.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
+    parser.add_argument("--finished-only", action="store_true", help=finished_help)
+    parser.add_argument("--runs", type=Path, default=Path(runs),
+                        help=f"run directories root (default {runs})")
+    parser.add_argument("--results", type=Path, default=Path("results"),
+                        help="where results go (default results)")
+
+
+FINISHED_HELP = "train nothing: write the results of the cells that have finished"
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="reproduce a table of the paper")
     which = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
@@ -110,35 +130,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Table 1: CartPole-v0 / Acrobot-v1 / MountainCar-v0, low data",
         description=table1.__doc__,
     )
-    c.add_argument("--seeds", type=int, default=10, help="training seeds (default 10)")
-    c.add_argument("--first-seed", type=int, default=0, help="the first training seed (default 0)")
+    _seed_options(c, 10)
     table1.add_cell_options(c)
-    c.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
-    c.add_argument("--finished-only", action="store_true",
-                   help="train nothing: write the results of the cells that have finished")
-    c.add_argument("--runs", type=Path, default=Path("runs/table1"),
-                   help="run directories root (default runs/table1)")
-    c.add_argument("--results", type=Path, default=Path("results"),
-                   help="where tables go (default results)")
+    _output_options(c, "runs/table1", FINISHED_HELP)
     c.set_defaults(func=_classic)
     for name, (env, _) in maze.EXPERIMENTS.items():
         m = which.add_parser(
             name, help=f"the continual maze on {env}, held-out success after each level",
             description=maze.__doc__,
         )
-        m.add_argument("--seeds", type=int, default=10, help="training seeds (default 10)")
-        m.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
+        _seed_options(m, 10)
         maze.add_cell_options(m, name)
-        m.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
-        m.add_argument("--finished-only", action="store_true",
-                       help="train nothing: write the results of the cells that have finished")
+        _output_options(m, "runs/maze", FINISHED_HELP)
         m.add_argument("--include-running", action="store_true",
                        help="train nothing: write the results of finished cells and the progress "
                        "of cells still training (from their last checkpoint, marked so)")
-        m.add_argument("--runs", type=Path, default=Path("runs/maze"),
-                       help="run directories root (default runs/maze)")
-        m.add_argument("--results", type=Path, default=Path("results"),
-                       help="where results go (default results)")
         m.set_defaults(func=_maze)
 
     a = which.add_parser(
@@ -146,20 +152,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="figures 4 and 6: Freeway / Alien / Enduro from pixels, XLVIN vs PPO vs ATreeC",
         description=atari.__doc__,
     )
-    a.add_argument("--seeds", type=int, default=3, help="training seeds (default 3, the paper)")
-    a.add_argument("--first-seed", type=int, default=0, help="the first training seed (default 0)")
+    _seed_options(a, 3, ", the paper")
     atari.add_cell_options(a)
-    a.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
+    _output_options(a, "runs/atari", "train nothing: write the results of the cells that have "
+                    "been evaluated (finished, or stopped at a deadline: the transitions reached "
+                    "are reported)")
     a.add_argument("--deadline-minutes", type=float, default=None,
                    help="stop training this many minutes from now (each cell checkpoints, is "
                    "evaluated where it got to, and resumes on the next call)")
     a.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
                    help=f"fresh games of the final greedy evaluation (default {atari.EVAL_GAMES})")
-    a.add_argument("--finished-only", action="store_true",
-                   help="train nothing: write the results of the cells that have been evaluated "
-                   "(finished, or stopped at a deadline: the transitions reached are reported)")
-    a.add_argument("--runs", type=Path, default=Path("runs/atari"),
-                   help="run directories root (default runs/atari)")
-    a.add_argument("--results", type=Path, default=Path("results"),
-                   help="where results go (default results)")
     a.set_defaults(func=_atari)
