@@ -196,12 +196,8 @@ def weighted_all(rates: dict[str, float], counts: dict[int, int]) -> float:
 
 def held_out_counts(curriculum: dict[str, Any]) -> dict[str, dict[int, int]]:
     """{side: {level: starts}} of the held-out splits a curriculum evaluates on."""
-    cfg = CurriculumConfig(**curriculum)
-    sides = {cfg.size: cfg.dataset}
-    if cfg.ood_size and cfg.ood_size != cfg.size:
-        sides[cfg.ood_size] = "generated"
-    return {str(size): maze_split(size, "test", dataset, cfg.dataset_seed).level_counts()
-            for size, dataset in sides.items()}
+    splits = CurriculumConfig(**curriculum).held_out_splits()
+    return {str(size): mazes.level_counts() for size, mazes in splits.items()}
 
 
 def curves(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -336,11 +332,8 @@ def plot_stats(curriculum: dict[str, Any], path: Path) -> None:
     from matplotlib.ticker import MaxNLocator
 
     cfg = CurriculumConfig(**curriculum)
-    sets = [(f"{cfg.size}x{cfg.size} train", maze_split(cfg.size, "train", cfg.dataset, cfg.dataset_seed)),
-            (f"{cfg.size}x{cfg.size} test", maze_split(cfg.size, "test", cfg.dataset, cfg.dataset_seed))]
-    if cfg.ood_size:
-        sets.append((f"{cfg.ood_size}x{cfg.ood_size} test",
-                     maze_split(cfg.ood_size, "test", "generated", cfg.dataset_seed)))
+    sets = [(f"{cfg.size}x{cfg.size} train", maze_split(cfg.size, "train", cfg.dataset, cfg.dataset_seed))]
+    sets += [(f"{size}x{size} test", mazes) for size, mazes in cfg.held_out_splits().items()]
     fig, axes = plt.subplots(1, len(sets), figsize=(4 * len(sets), 3.2))
     for ax, (name, mazes) in zip(np.atleast_1d(axes), sets):
         counts = mazes.level_counts()

@@ -73,6 +73,15 @@ class CurriculumConfig:
         if not 0.0 < self.threshold <= 1.0:
             raise UserError(f"curriculum: threshold must be in (0, 1], got {self.threshold}")
 
+    def held_out_splits(self) -> dict[int, MazeSet]:
+        """{maze side: held-out mazes}: the test split of the training data set, and generated
+        mazes of side `ood_size` (out of distribution)."""
+        sources = {self.size: self.dataset}
+        if self.ood_size and self.ood_size != self.size:
+            sources[self.ood_size] = "generated"
+        return {size: maze_split(size, "test", dataset, self.dataset_seed)
+                for size, dataset in sources.items()}
+
     def levels(self) -> list[int]:
         """The levels of the curriculum, in order: those of the training split from
         `first_level` to `last_level`."""
@@ -100,14 +109,9 @@ class HeldOut:
 
 
 def held_out_sets(cfg: CurriculumConfig, contextual: bool) -> dict[int, HeldOut]:
-    """{maze side: held-out starts}: the test split of the training data set, and generated
-    mazes of side `ood_size` (out of distribution)."""
-    sources = {cfg.size: cfg.dataset}
-    if cfg.ood_size and cfg.ood_size != cfg.size:
-        sources[cfg.ood_size] = "generated"
+    """{maze side: the held-out starts an evaluation plays} (`CurriculumConfig.held_out_splits`)."""
     sets = {}
-    for size, dataset in sources.items():
-        mazes = maze_split(size, "test", dataset, cfg.dataset_seed)
+    for size, mazes in cfg.held_out_splits().items():
         starts = evaluation_starts(mazes, cfg.eval_per_level, EVAL_SEED)
         contexts = evaluation_contexts(len(starts), EVAL_SEED) if contextual else None
         sets[size] = HeldOut(mazes, starts, contexts)
