@@ -1,5 +1,9 @@
-"""results/bench.md from results/bench.json (see benchmarks/run.py)."""
+"""results/bench.md from results/bench.json (see benchmarks/run.py).
 
+    python -m benchmarks.report    # re-render results/bench.md without measuring anything
+"""
+
+import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -103,6 +107,38 @@ def _depth_section(p: dict[str, Any]) -> list[str]:
                   f"leaves the depth-2 tree {budget:.1f} ms of the {tree:.1f} ms it takes now "
                   f"({need})."]
     return lines + [""]
+
+
+def _maze_section(results: Path) -> list[str]:
+    """Training steps/s of each maze agent in the curricula of `xlvin reproduce maze`
+    (results/maze.json) and of the paper's maze XLVIN on the GPU (results/maze_xlvin_h100.json)."""
+    runs = []
+    if (results / "maze.json").exists():
+        runs = [r for r in json.loads((results / "maze.json").read_text())["runs"]
+                if r["experiment"] == "maze"]
+    if not runs:
+        return []
+    out = ["## 5. Maze curricula: training steps/s per agent", "",
+           "From the curricula themselves (`results/maze.json`, written by `xlvin reproduce maze`): "
+           "env steps over wall time of the whole run (collection, PPO updates and the held-out "
+           "evaluations after each passed level), one torch thread a process, two curricula at "
+           "once on this 2-core VM beside other jobs (load average 2-13), so the spread is mostly "
+           "load. PPO: 32 envs x 32 steps, 4 epochs x 4 minibatches (`MAZE_PPO`).", "",
+           "| agent | machine | seeds | steps/s, mean | min - max | env steps a run, mean |",
+           "|---|---|---|---|---|---|"]
+    for agent in sorted({r["agent"] for r in runs}):
+        mine = [r for r in runs if r["agent"] == agent]
+        sps = [r["steps_per_second"] for r in mine]
+        out.append(f"| {agent} | this CPU | {len(mine)} | {_mean(sps):,.0f} | "
+                   f"{min(sps):,.0f} - {max(sps):,.0f} | "
+                   f"{_mean([r['env_steps'] for r in mine]):,.0f} |")
+    gpu = results / "maze_xlvin_h100.json"
+    if gpu.exists():
+        g = json.loads(gpu.read_text())
+        r = g["record"]
+        out.append(f"| {r['agent']} (K = 4, the paper's) | {g['machine']} | 1 | "
+                   f"{r['steps_per_second']:,.0f} | - | {r['env_steps']:,} |")
+    return out + [""]
 
 
 def render(data: dict[str, Any]) -> str:
@@ -213,7 +249,14 @@ def render(data: dict[str, Any]) -> str:
                 "Not measured in this invocation: `python -m benchmarks.run --only end_to_end` "
                 "(~40 min; executor pre-training, `xlvin quickstart` with a cold and a warm cache, "
                 "`xlvin reproduce classic` with its default seeds).", ""]
+    out += _maze_section(Path(__file__).parents[1] / "results")
     notes = Path(__file__).with_name("notes.md")
     if notes.exists():  # the hand-written closing note (profiles, before / after per change)
         out.append(notes.read_text().rstrip())
     return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    results = Path(__file__).parents[1] / "results"
+    (results / "bench.md").write_text(render(json.loads((results / "bench.json").read_text())))
+    print(f"wrote {results / 'bench.md'}")
