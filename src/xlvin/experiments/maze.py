@@ -219,9 +219,34 @@ def curves(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def level_costs(records: list[dict[str, Any]]) -> list[str]:
+    """Per experiment, agent and level tried: how many seeds passed it of those that tried it,
+    and the median (min - max) episodes and env steps it took; the wall time is estimated from
+    each run's mean steps/s (runs log no per-level clock)."""
+    lines = ["What each level cost, over the seeds that tried it (wall: env steps / the run's "
+             "mean steps/s)", "",
+             "| experiment | agent | level | passed / tried | episodes, median (min - max) | "
+             "env steps, median | wall, median (min) |", "|---|---|---|---|---|---|---|"]
+    tried: dict[tuple[str, str, int], list[tuple[dict[str, Any], float]]] = {}
+    for r in records:
+        for h in r["levels"]:
+            tried.setdefault((r["experiment"], r["agent"], h["level"]), []).append(
+                (h, r["steps_per_second"]))
+    for (experiment, agent, level), runs in sorted(
+            tried.items(), key=lambda kv: (kv[0][0], list(AGENTS).index(kv[0][1]), kv[0][2])):
+        episodes = [h["episodes"] for h, _ in runs]
+        steps = [h["env_steps"] for h, _ in runs]
+        wall = [h["env_steps"] / sps / 60 for h, sps in runs]
+        lines.append(f"| {experiment} | {agent} | {level} | {sum(h['passed'] for h, _ in runs)} / "
+                     f"{len(runs)} | {np.median(episodes):,.0f} ({min(episodes):,} - "
+                     f"{max(episodes):,}) | {np.median(steps):,.0f} | {np.median(wall):.1f} |")
+    return lines
+
+
 def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
-    """Per cell: levels passed, the failed level, env steps, wall; then the held-out success
-    after each passed level (mean over seeds that passed it)."""
+    """Per cell: levels passed, the failed level, env steps, wall; per level: the seeds that
+    passed it and its cost; then the held-out success after each passed level (mean over seeds
+    that passed it)."""
     lines = [("| experiment | agent | seed | levels passed | failed at level | env steps | "
              "episodes | wall (s) | steps/s |"), "|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(records, key=lambda r: (r["experiment"], list(AGENTS).index(r["agent"]),
@@ -235,6 +260,7 @@ def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
         lines.append(f"| {r['experiment']} | {r['agent']} | {r['seed']} | {span} | "
                      f"{r['failed_level'] or '-'} | {r['env_steps']:,} | {r['episodes']:,} | "
                      f"{r['wall_seconds']:.0f} | {r['steps_per_second']:,.0f} |")
+    lines += ["", *level_costs(records)]
     for experiment, sides in curves(records).items():
         for side, agents in sides.items():
             levels = sorted({int(d) for a in agents.values() for d in a["after_level"]})
