@@ -223,10 +223,10 @@ def level_costs(records: list[dict[str, Any]]) -> list[str]:
     """Per experiment, agent and level tried: how many seeds passed it of those that tried it,
     and the median (min - max) episodes and env steps it took; the wall time is estimated from
     each run's mean steps/s (runs log no per-level clock)."""
-    lines = ["What each level cost, over the seeds that tried it (wall: env steps / the run's "
-             "mean steps/s)", "",
-             "| experiment | agent | level | passed / tried | episodes, median (min - max) | "
-             "env steps, median | wall, median (min) |", "|---|---|---|---|---|---|---|"]
+    lines = [("What each level cost, over the seeds that tried it (wall: env steps / the run's "
+              "mean steps/s)"), "",
+             ("| experiment | agent | level | passed / tried | episodes, median (min - max) | "
+              "env steps, median | wall, median (min) |"), "|---|---|---|---|---|---|---|"]
     tried: dict[tuple[str, str, int], list[tuple[dict[str, Any], float]]] = {}
     for r in records:
         for h in r["levels"]:
