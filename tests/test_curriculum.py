@@ -170,15 +170,33 @@ def test_curriculum_refusals_are_one_line(capsys: pytest.CaptureFixture, tmp_pat
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, err
         assert not out.exists()
+    reproduce_cases = [(["--device", "tpu"], "--device must be"),
+                       (["--deadline-minutes", "0"], "--deadline-minutes must be > 0")]
+    if not torch.cuda.is_available():
+        reproduce_cases.append((["--device", "cuda"], "CUDA GPU"))
+    for args, message in reproduce_cases:
+        runs = tmp_path / "runs"
+        assert main(["reproduce", "maze", "--quick", "--agents", "vin", "--seeds", "1", *args,
+                     "--runs", str(runs), "--results", str(tmp_path / "results")]) != 0
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+        assert not runs.exists() and not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow
 def test_reproduce_maze_quick_writes_the_results_and_figures(tmp_path: Path) -> None:
-    """`xlvin reproduce maze --quick` (VIN, one seed): VIN passes level 1 and generalises to
-    held-out level-1 mazes; maze.json, maze.md and the four figures are written; a second call
-    trains nothing and writes the same records."""
+    """`xlvin reproduce maze --quick` (VIN, one seed): a call with a deadline that has passed
+    stops the cell at its first update, reports it as still training and leaves it resumable;
+    the next call finishes it: VIN passes level 1 and generalises to held-out level-1 mazes;
+    maze.json, maze.md and the four figures are written; a third call trains nothing and writes
+    the same records."""
     args = ["reproduce", "maze", "--quick", "--agents", "vin", "--seeds", "1", "--jobs", "1",
             "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")]
+    assert main([*args, "--deadline-minutes", "1e-9"]) == 0
+    (stopped,) = json.loads((tmp_path / "results" / "maze.json").read_text())["runs"]
+    assert stopped["in_progress"]["level"] == 1 and stopped["levels_passed"] == []
+    run_dir = tmp_path / "runs" / "maze" / "vin" / "seed0"
+    assert (run_dir / "checkpoint.safetensors").is_file() and not (run_dir / "summary.json").exists()
     assert main(args) == 0
     data = json.loads((tmp_path / "results" / "maze.json").read_text())
     (run,) = data["runs"]

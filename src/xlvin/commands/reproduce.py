@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from xlvin.errors import UserError
 from xlvin.experiments import atari, maze, table1
+from xlvin.experiments.jobs import deadline_after
 
 
 def _with_progress(
@@ -56,6 +57,7 @@ def _maze(args: argparse.Namespace) -> None:
     if args.jobs < 1:
         raise UserError("--jobs must be >= 1")
     cells = maze.cells_from_options(args.experiment, args.seeds, args, args.first_seed)
+    deadline = deadline_after(args.deadline_minutes)
     if args.finished_only or args.include_running:
         records = [maze.cell_record(c, c.run_dir(args.runs)) for c in cells
                    if maze.is_finished(c.run_dir(args.runs))]
@@ -71,9 +73,10 @@ def _maze(args: argparse.Namespace) -> None:
               "still training (their progress so far); results written")
         return
     records, wall = _with_progress(
-        lambda done: maze.run_cells(cells, args.runs, args.jobs, on_done=done), len(cells),
-        f"{args.experiment} curricula",
-        lambda r: f"{r['agent']} s{r['seed']}: passed {len(r['levels_passed'])}",
+        lambda done: maze.run_cells(cells, args.runs, args.jobs, on_done=done, deadline=deadline),
+        len(cells), f"{args.experiment} curricula",
+        lambda r: f"{r['agent']} s{r['seed']}: passed {len(r['levels_passed'])}"
+        + (" (stopped at the deadline)" if r["in_progress"] else ""),
     )
     print(maze.write_results(records, args.results, wall))
     print(f"wrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")
@@ -83,7 +86,7 @@ def _atari(args: argparse.Namespace) -> None:
     if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0 or args.eval_games < 1:
         raise UserError("--seeds, --jobs and --eval-games must be >= 1, --first-seed >= 0")
     cells = atari.cells_from_options(args.seeds, args, args.first_seed)
-    deadline = atari.deadline_after(args.deadline_minutes)
+    deadline = deadline_after(args.deadline_minutes)
     if args.finished_only:
         records = [atari.cell_record(c, c.run_dir(args.runs)) for c in cells
                    if atari.has_record(c, args.runs)]
@@ -119,6 +122,11 @@ def _output_options(parser: argparse.ArgumentParser, runs: str, finished_help: s
                         help="where results go (default results)")
 
 
+def _deadline_option(parser: argparse.ArgumentParser, what_then: str) -> None:
+    parser.add_argument("--deadline-minutes", type=float, default=None,
+                        help=f"stop training this many minutes from now ({what_then})")
+
+
 FINISHED_HELP = "train nothing: write the results of the cells that have finished"
 
 
@@ -142,6 +150,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         _seed_options(m, 10)
         maze.add_cell_options(m, name)
         _output_options(m, "runs/maze", FINISHED_HELP)
+        _deadline_option(m, "each cell checkpoints where it got to and is reported so; the "
+                         "next call resumes it")
         m.add_argument("--include-running", action="store_true",
                        help="train nothing: write the results of finished cells and the progress "
                        "of cells still training (from their last checkpoint, marked so)")
@@ -157,9 +167,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _output_options(a, "runs/atari", "train nothing: write the results of the cells that have "
                     "been evaluated (finished, or stopped at a deadline: the transitions reached "
                     "are reported)")
-    a.add_argument("--deadline-minutes", type=float, default=None,
-                   help="stop training this many minutes from now (each cell checkpoints, is "
-                   "evaluated where it got to, and resumes on the next call)")
+    _deadline_option(a, "each cell checkpoints, is evaluated where it got to, and resumes on "
+                     "the next call")
     a.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
                    help=f"fresh games of the final greedy evaluation (default {atari.EVAL_GAMES})")
     a.set_defaults(func=_atari)

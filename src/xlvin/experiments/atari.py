@@ -29,7 +29,6 @@ import json
 import math
 import os
 import textwrap
-import time
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -385,12 +384,3 @@ def plot(game: str, records: list[dict[str, Any]], note: str, path: Path) -> Non
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def deadline_after(minutes: float | None) -> float | None:
-    """The `time.time()` deadline `minutes` from now (None: no deadline)."""
-    if minutes is None:
-        return None
-    if minutes <= 0:
-        raise UserError(f"--deadline-minutes must be > 0, got {minutes}")
-    return time.time() + 60 * minutes

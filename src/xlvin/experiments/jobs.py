@@ -2,10 +2,12 @@
 
 import multiprocessing
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
+from xlvin.errors import UserError
 from xlvin.process import exit_with_parent
 
 
@@ -35,3 +37,12 @@ def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None
         raise
     pool.shutdown()
     return results
+
+
+def deadline_after(minutes: float | None) -> float | None:
+    """The `time.time()` deadline `minutes` from now (None: no deadline)."""
+    if minutes is None:
+        return None
+    if minutes <= 0:
+        raise UserError(f"--deadline-minutes must be > 0, got {minutes}")
+    return time.time() + 60 * minutes

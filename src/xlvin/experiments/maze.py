@@ -37,7 +37,7 @@ from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
 from xlvin.process import quiet_known_warnings
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import RunConfig, TrainConfig, train_run
+from xlvin.train.run import RunConfig, TrainConfig, check_device, train_run
 
 #: Experiments: name -> (env id, default agents).
 EXPERIMENTS = {
@@ -77,6 +77,7 @@ class Cell:
     agent: str
     seed: int
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    device: str = "cpu"  # where it trains (part of its config: a run resumes on its device)
 
     def run_dir(self, root: Path) -> Path:
         return Path(root) / self.experiment / self.agent / f"seed{self.seed}"
@@ -84,17 +85,19 @@ class Cell:
     def config(self) -> RunConfig:
         env, _ = EXPERIMENTS[self.experiment]
         train = TrainConfig(env=env, seed=self.seed, protocol="curriculum", checkpoint_every=50,
-                            **AGENTS[self.agent])
+                            device=self.device, **AGENTS[self.agent])
         return RunConfig(train=train, ppo=MAZE_PPO, curriculum=self.curriculum)
 
 
 def make_cells(
-    experiment: str, agents: list[str], seeds: int, first_seed: int, curriculum: CurriculumConfig
+    experiment: str, agents: list[str], seeds: int, first_seed: int, curriculum: CurriculumConfig,
+    device: str = "cpu",
 ) -> list[Cell]:
     """The cells of seeds first_seed .. first_seed + seeds - 1 (checked before anything runs)."""
     if seeds < 1 or first_seed < 0:
         raise UserError("--seeds must be >= 1 and --first-seed >= 0")
-    cells = [Cell(experiment, agent, seed, curriculum)
+    check_device(device)
+    cells = [Cell(experiment, agent, seed, curriculum, device)
              for agent in agents for seed in range(first_seed, first_seed + seeds)]
     for cell in cells:
         cell.config().curriculum.levels()  # mazes with the levels asked for
@@ -111,6 +114,7 @@ def add_cell_options(parser: argparse.ArgumentParser, experiment: str) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a small curriculum to try the pipeline in minutes (not results): "
                         "level 1 only, pass at 80 %% of 100 episodes, 20,000 episodes allowed")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
     add_options(parser, CurriculumConfig)
 
 
@@ -121,7 +125,7 @@ def cells_from_options(
     curriculum = from_args(CurriculumConfig, args, QUICK if args.quick else CurriculumConfig())
     _, default_agents = EXPERIMENTS[experiment]
     agents = csv_choices(args.agents or ",".join(default_agents), tuple(AGENTS), "agent")
-    return make_cells(experiment, agents, seeds, first_seed, curriculum)
+    return make_cells(experiment, agents, seeds, first_seed, curriculum, args.device)
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -132,15 +136,18 @@ def has_checkpoint(run_dir: Path) -> bool:
     return (run_dir / CHECKPOINT).is_file()
 
 
-def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
-    """Train one cell's curriculum unless it has finished (resuming an interrupted one);
-    its record. The cell is claimed while it trains: one running elsewhere is one UserError."""
+def run_cell(cell: Cell, root: Path, deadline: float | None = None) -> dict[str, Any]:
+    """Train one cell's curriculum unless it has finished (resuming an interrupted one) until
+    it ends or `deadline` (a `time.time()` value) passes; its record (`running_record` when
+    stopped at the deadline). The cell is claimed while it trains: one running elsewhere is one
+    UserError."""
     quiet_known_warnings()
     run_dir = cell.run_dir(root)
     with claim_run_dir(run_dir):
         if not is_finished(run_dir):
-            train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file())
-    return cell_record(cell, run_dir)
+            train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file(),
+                      deadline=deadline)
+    return cell_record(cell, run_dir) if is_finished(run_dir) else running_record(cell, run_dir)
 
 
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
@@ -179,8 +186,9 @@ def _record(cell: Cell, history: list[dict[str, Any]], ppo: dict[str, Any], wall
     }
 
 
-def run_cells(cells: list[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
-    return map_jobs(partial(run_cell, root=root), cells, jobs, on_done)
+def run_cells(cells: list[Cell], root: Path, jobs: int, on_done=None,
+              deadline: float | None = None) -> list[dict[str, Any]]:
+    return map_jobs(partial(run_cell, root=root, deadline=deadline), cells, jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results
