@@ -619,16 +619,24 @@ def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]
     return load_executor(path).processor, read_executor_meta(path)
 
 
+def on_cpu(cfg: RunConfig) -> RunConfig:
+    """`cfg` with the CPU as its device: the config a policy is rebuilt with here, whatever device
+    trained it."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device="cpu"))
+
+
 def load_run(run_dir: Path, level: int | None = None) -> tuple[ActorCritic, RunConfig]:
     """Rebuild a finished run's policy from DIR/model.safetensors, or a curriculum's policy
-    of a passed `level` from its level file. Nothing in the file is trusted: its config is
-    checked as training checks it (values, environment, memory), its executor description field
-    by field, and no code it names is imported or run."""
-    run_dir = require_run_dir(run_dir)
+    of a passed `level` from its level file (an unfinished run keeps those too: one stopped by a
+    time limit). Nothing in the file is trusted: its config is checked as training checks it
+    (values, environment, memory), its executor description field by field, and no code it names
+    is imported or run. The policy is built on the CPU (the caller moves it), so a run trained on
+    a GPU loads on a machine without one."""
+    run_dir = require_run_dir(run_dir) if level is None else Path(run_dir)
     source = run_dir / MODEL if level is None else level_weights_file(run_dir, level)
     tensors, meta = load_weights(source)
     cfg = RunConfig.from_json(meta.get("config"), str(source))
-    obs_shape, num_actions = check_run(cfg)
+    obs_shape, num_actions = check_run(on_cpu(cfg))
     processor = None
     if cfg.train.agent == "xlvin":
         processor = MessagePassing(**executor_architecture(meta.get("executor"), source))
