@@ -223,3 +223,17 @@ def test_level_costs_count_the_seeds_that_passed_each_level_and_their_median_cos
     # level 1: all three passed; medians 200 episodes, 6,000 steps, wall 1.0 of (1, 1, 1) min
     assert rows == ["| maze | gvin | 1 | 3 / 3 | 200 (100 - 300) | 6,000 | 1.0 |",
                     "| maze | gvin | 2 | 1 / 2 | 475 (50 - 900) | 6,300 | 1.0 |"]
+
+
+def test_transe_pretraining_data_comes_from_the_curriculums_training_mazes() -> None:
+    from xlvin.train.random_data import random_transitions
+    from xlvin.train.run import RunConfig, TrainConfig, transe_env_kwargs
+
+    cfg = RunConfig(train=TrainConfig(env=MAZE_ID, agent="xlvin", protocol="curriculum"),
+                    ppo=PPOConfig(anneal_lr=False), curriculum=CurriculumConfig(size=16))
+    kwargs = transe_env_kwargs(cfg)
+    assert kwargs["size"] == 16 and kwargs["split"] == "train" and kwargs["level"] is None
+    data = random_transitions(MAZE_ID, episodes=5, seed=0, env_kwargs=kwargs)
+    assert data.obs.shape[1:] == (3, 16, 16) and data.next_obs.shape == data.obs.shape
+    online = RunConfig(train=TrainConfig(env=MAZE_ID, agent="xlvin"))
+    assert transe_env_kwargs(online) == {}

@@ -82,6 +82,12 @@ class CurriculumConfig:
         return {size: maze_split(size, "test", dataset, self.dataset_seed)
                 for size, dataset in sources.items()}
 
+    def train_env_kwargs(self, level: int | None = None) -> dict[str, Any]:
+        """Keyword arguments of the maze env on the training split (starts of `level` only, or
+        of every level when None)."""
+        return {"size": self.size, "level": level, "split": "train", "dataset": self.dataset,
+                "dataset_seed": self.dataset_seed}
+
     def levels(self) -> list[int]:
         """The levels of the curriculum, in order: those of the training split from
         `first_level` to `last_level`."""
@@ -140,9 +146,7 @@ class Curriculum:
         self.levels = cfg.levels()
         self.held_out = held_out_sets(cfg, env_id == CONTEXTUAL_MAZE_ID)
         self.on_level_passed = on_level_passed
-        env_kwargs = {"size": cfg.size, "level": self.levels[0], "split": "train",
-                      "dataset": cfg.dataset, "dataset_seed": cfg.dataset_seed}
-        self.online = OnlineData(env_id, ppo, seed, env_kwargs)
+        self.online = OnlineData(env_id, ppo, seed, cfg.train_env_kwargs(self.levels[0]))
         self.index = 0  # into self.levels
         self.window: deque[bool] = deque(maxlen=cfg.window)
         self.episodes = 0  # of the current level

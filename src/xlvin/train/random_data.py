@@ -1,5 +1,7 @@
 """Transitions of a uniform random policy, the TransE pre-training data (paper appendix B)."""
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -8,16 +10,18 @@ from xlvin.nn.policy import TransitionBatch
 
 
 def random_transitions(
-    env_id: str, episodes: int, seed: int, max_transitions: int | None = None
+    env_id: str, episodes: int, seed: int, max_transitions: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> TransitionBatch:
-    """Run up to `episodes` episodes with uniformly random actions and return every (s, a, s'),
-    stopping early once `max_transitions` pairs are collected (every pair stays a real step).
+    """Run up to `episodes` episodes with uniformly random actions in `gym.make(env_id,
+    **env_kwargs)` and return every (s, a, s'), stopping early once `max_transitions` pairs are
+    collected (every pair stays a real step).
 
     The environment is reset by hand between episodes, so a terminal step is paired with its
     true final observation and never with the next episode's reset observation (the autoreset
     bug REFERENCE.md warns about). Episode i is reset with seed `seed + i`.
     """
-    env = gym.make(env_id)
+    env = gym.make(env_id, **(env_kwargs or {}))
     env.action_space.seed(seed)
     obs_list, action_list, next_list = [], [], []
     limit = max_transitions if max_transitions is not None else float("inf")

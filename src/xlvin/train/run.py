@@ -378,6 +378,12 @@ def build_encoder(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> nn.Module:
     return MLPEncoder(math.prod(obs_shape), hidden_width(cfg), k)
 
 
+def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
+    """The env options of the TransE pre-training data: a curriculum's training mazes (every
+    level), nothing for the other protocols."""
+    return cfg.curriculum.train_env_kwargs() if cfg.train.protocol == "curriculum" else {}
+
+
 def shared_transe_file(
     cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int, progress: bool
 ) -> Path:
@@ -387,10 +393,12 @@ def shared_transe_file(
     $XLVIN_CACHE/transe by a hash of everything that determines it. The training (not the data
     collection) is checkpointed after every epoch beside the file until the file is written."""
     t = cfg.train
+    env_kwargs = transe_env_kwargs(cfg)
     key = {
         "format": "xlvin-transe/1", "env": t.env, "obs_shape": list(obs_shape),
         "actions": num_actions, "hidden": hidden_width(t), "k": embedding_width(t, obs_shape),
         "init": t.init, "transe": to_dict(cfg.transe),
+        **({"env_kwargs": env_kwargs} if env_kwargs else {}),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir() / "transe" / f"transe-{t.env.replace('/', '_')}-{digest}.safetensors"
@@ -403,9 +411,8 @@ def shared_transe_file(
     })
     if t.init == "pytorch":
         pytorch_init(pair)
-    data = random_transitions(
-        t.env, cfg.transe.episodes, seed=10_000, max_transitions=cfg.transe.max_transitions
-    )
+    data = random_transitions(t.env, cfg.transe.episodes, seed=10_000,
+                              max_transitions=cfg.transe.max_transitions, env_kwargs=env_kwargs)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Deterministic: processes producing the same file at once may share its checkpoint.
     epochs = Checkpointer(path.with_name(path.stem + ".checkpoint.safetensors"), 1)
@@ -543,9 +550,9 @@ def _train_claimed(
         summary["transe"], summary["transe_transitions"] = meta["transe"], meta["transitions"]
         summary["transe_shared_file"] = shared.name
     elif wants_transe and not strict and not resuming:
-        data = random_transitions(
-            t.env, cfg.transe.episodes, seed=t.seed + 10_000, max_transitions=cfg.transe.max_transitions
-        )
+        data = random_transitions(t.env, cfg.transe.episodes, seed=t.seed + 10_000,
+                                  max_transitions=cfg.transe.max_transitions,
+                                  env_kwargs=transe_env_kwargs(cfg))
         pretrain(data, Checkpointer(run_dir / TRANSE_CHECKPOINT, 1, run=cfg.to_json()))
     summary["pretrain_seconds"] = time.perf_counter() - start
     logger = MetricsLogger(run_dir, rewind_to=rewind_to)
