@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # The paper's Atari cells (figures 4 and 6) on one lent GPU machine, each cell its own process:
-# Freeway x {ppo, xlvin_r, xlvin_cp, atreec} for FREEWAY transitions, Alien and Enduro x {ppo,
-# xlvin_r, atreec} for OTHERS transitions, one seed. Training stops DEADLINE_MIN minutes after
-# launch wherever it got to (checkpointed: `xlvin reproduce atari` resumes it), then each cell
-# evaluates its greedy policy on 10 fresh games. A failing cell leaves the others running.
-# Writes to $OUT: log-<cell>.txt files merged into cells.log, and runs.tgz (metrics, configs,
-# summaries, final evaluations; no weights). Usage:
+# by default Freeway x {ppo, xlvin_r, xlvin_cp, atreec} for FREEWAY transitions, Alien and
+# Enduro x {ppo, xlvin_r, atreec} for OTHERS transitions, seeds FIRST_SEED .. FIRST_SEED +
+# SEEDS - 1 (default one seed); CELLS="Freeway:ppo,xlvin_r Alien:ppo" picks other games and
+# agents. Training stops DEADLINE_MIN minutes after launch wherever it got to (checkpointed:
+# `xlvin reproduce atari` resumes it), then each cell evaluates its greedy policy on 10 fresh
+# games. A failing cell leaves the others running. Writes to $OUT: log-<cell>.txt files merged
+# into cells.log, and runs.tgz (metrics, configs, summaries, final evaluations; no weights).
+# Usage:
 #   OUT=dir RUNS=dir DEVICE=cuda FREEWAY=200000 OTHERS=100000 DEADLINE_MIN=6.5 bash atari_device.sh
+#   OUT=dir RUNS=dir CELLS="Freeway:ppo,xlvin_r" SEEDS=4 FREEWAY=100000 bash atari_device.sh
 set -u -o pipefail
 : "${OUT:?}" "${RUNS:?}" "${DEVICE:=cuda}" "${FREEWAY:=200000}" "${OTHERS:=100000}"
-: "${DEADLINE_MIN:=6.5}" "${EVAL_GAMES:=10}" "${HARD_LIMIT_S:=560}"
+: "${DEADLINE_MIN:=6.5}" "${EVAL_GAMES:=10}" "${HARD_LIMIT_S:=560}" "${SEEDS:=1}" "${FIRST_SEED:=0}"
+: "${CELLS:=Freeway:ppo,xlvin_r,xlvin_cp,atreec Alien:ppo,xlvin_r,atreec Enduro:ppo,xlvin_r,atreec}"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 python3 - <<'PY' || exit 1
 import sys, torch, numpy, gymnasium, ale_py, cv2
@@ -19,17 +23,22 @@ print("cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.
 PY
 nproc
 cells=()
-for agent in ppo xlvin_r xlvin_cp atreec; do cells+=("Freeway $agent $FREEWAY"); done
-for game in Alien Enduro; do
-  for agent in ppo xlvin_r atreec; do cells+=("$game $agent $OTHERS"); done
+for group in $CELLS; do
+  game=${group%%:*}
+  budget=$OTHERS; [ "$game" = Freeway ] && budget=$FREEWAY
+  for agent in $(tr ',' ' ' <<<"${group#*:}"); do
+    for seed in $(seq "$FIRST_SEED" $((FIRST_SEED + SEEDS - 1))); do
+      cells+=("$game $agent $budget $seed")
+    done
+  done
 done
 pids=()
 for cell in "${cells[@]}"; do
-  read -r game agent budget <<<"$cell"
+  read -r game agent budget seed <<<"$cell"
   timeout -k 10 "$HARD_LIMIT_S" python3 -m xlvin.cli reproduce atari --games "$game" \
-    --agents "$agent" --seeds 1 --transitions "$budget" --device "$DEVICE" --jobs 1 \
+    --agents "$agent" --seeds 1 --first-seed "$seed" --transitions "$budget" --device "$DEVICE" --jobs 1 \
     --deadline-minutes "$DEADLINE_MIN" --eval-games "$EVAL_GAMES" --runs "$RUNS" \
-    --results "$RUNS/results-$game-$agent" >"$OUT/log-$game-$agent.txt" 2>&1 &
+    --results "$RUNS/results-$game-$agent-$seed" >"$OUT/log-$game-$agent-$seed.txt" 2>&1 &
   pids+=($!)
 done
 (while sleep 60 >/dev/null 2>&1; do  # progress: PPO updates logged per cell
