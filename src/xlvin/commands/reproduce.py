@@ -69,8 +69,8 @@ def _maze(args: argparse.Namespace) -> None:
         if not records:
             raise UserError(f"none of the {len(cells)} cells has results under {args.runs}")
         print(maze.write_results(records, args.results, None))
-        print(f"{finished} of {len(cells)} cells have finished, {len(records) - finished} are "
-              "still training (their progress so far); results written")
+        print(f"{finished} of {len(cells)} cells have finished; still training, reported with "
+              f"their progress so far: {len(records) - finished}; results written")
         return
     records, wall = _with_progress(
         lambda done: maze.run_cells(cells, args.runs, args.jobs, on_done=done, deadline=deadline),

@@ -20,6 +20,7 @@ played.
 import argparse
 import dataclasses
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -63,6 +64,8 @@ AGENTS: dict[str, dict[str, Any]] = {
     "xlvin-k2": {"agent": "xlvin", "executor": "maze", "depth": 2},
     "xlvin-b2": {"agent": "xlvin", "executor": "maze", "depth": 4, "prune": 2},
 }
+#: What the figures add to an agent's name: the settings that are ours, not the paper's.
+AGENT_NOTES = {"ppo-32": "32 channels (CPU preset)", "xlvin-b2": "pruned b = 2 (ours)"}
 #: The PPO every maze agent trains with (module docstring).
 MAZE_PPO = PPOConfig(num_envs=32, num_steps=32, lr=1e-3, anneal_lr=False)
 #: `--quick`: level 1 only, passed at 80 % of a window of 100 episodes, 20,000 episodes allowed,
@@ -210,14 +213,17 @@ def held_out_counts(curriculum: dict[str, Any]) -> dict[str, dict[int, int]]:
 
 def curves(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per experiment, agent and held-out side: the success over the whole held-out split after
-    passing each level, per seed (None after a failure), and the failures."""
+    passing each level, per seed (None after a failure), the failures, and the seeds still
+    training."""
     out: dict[str, Any] = {}
     for r in records:
         counts = held_out_counts(r["curriculum"])
         for side, per_level in counts.items():
             row = out.setdefault(r["experiment"], {}).setdefault(side, {}).setdefault(
-                r["agent"], {"seeds": [], "after_level": {}, "failed_at": {}})
+                r["agent"], {"seeds": [], "after_level": {}, "failed_at": {}, "running": []})
             row["seeds"].append(r["seed"])
+            if r.get("in_progress") is not None:
+                row["running"].append(r["seed"])
             for h in r["levels"]:
                 if h["passed"]:
                     value = weighted_all(h["held_out"][side], per_level)
@@ -334,22 +340,28 @@ def plot_curves(agents: dict[str, Any], side: str, experiment: str, budget: int,
         color = f"C{i}"
         levels = sorted(int(d) for d in row["after_level"])
         means = [np.mean(list(row["after_level"][str(d)].values())) for d in levels]
-        n = len(row["seeds"])
-        ax.plot(levels, means, "-o", color=color, markersize=4,
-                label=f"{agent} ({n} seed{'s' if n > 1 else ''})")
+        n, running = len(row["seeds"]), len(row.get("running", []))
+        seeds = f"{n} seed{'s' if n > 1 else ''}" + (f", {running} still training" if running else "")
+        note = f", {AGENT_NOTES[agent]}" if agent in AGENT_NOTES else ""
+        ax.plot(levels, means, "-o", color=color, markersize=4, label=f"{agent}{note} ({seeds})")
         for d in levels:
             values = list(row["after_level"][str(d)].values())
             ax.scatter([d] * len(values), values, color=color, s=8, alpha=0.4)
-        for level in row["failed_at"].values():
-            ax.scatter([level], [0.0], marker="x", color=color, s=60)
+        shift = 0.15 * (i - (len(agents) - 1) / 2)  # agents failing one level side by side
+        for level, count in Counter(row["failed_at"].values()).items():
+            ax.scatter([level + shift], [0.0], marker="x", color=color, s=60)
+            if count > 1:
+                ax.annotate(str(count), (level + shift, 0.0), xytext=(0, 6),
+                            textcoords="offset points", ha="center", fontsize=7, color=color)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("level passed (8x8 training mazes)")
     ax.set_ylabel(f"held-out success, {side}x{side} mazes")
     ax.set_ylim(-0.05, 1.05)
     title = "contextual maze" if experiment == "contextual-maze" else "continual maze"
     ax.set_title(f"{title}: held-out {side}x{side} after each level\n"
-                 f"(x: level failed within {budget:,} episodes; PPO {MAZE_PPO.num_envs}x"
-                 f"{MAZE_PPO.num_steps}, lr {MAZE_PPO.lr})", fontsize=9)
+                 f"x: a level failed within {budget:,} episodes (with the number of seeds)\n"
+                 f"every agent: PPO {MAZE_PPO.num_envs} envs x {MAZE_PPO.num_steps} steps, "
+                 f"lr {MAZE_PPO.lr} constant", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
