@@ -115,11 +115,11 @@ def _maze_section(results: Path) -> list[str]:
     runs = []
     if (results / "maze.json").exists():
         runs = [r for r in json.loads((results / "maze.json").read_text())["runs"]
-                if r["experiment"] == "maze"]
+                if r["experiment"] == "maze" and r.get("in_progress") is None]
     if not runs:
         return []
     out = ["## 5. Maze curricula: training steps/s per agent", "",
-           "From the curricula themselves (`results/maze.json`, written by `xlvin reproduce maze`): "
+           "From the finished curricula (`results/maze.json`, written by `xlvin reproduce maze`): "
            "env steps over wall time of the whole run (collection, PPO updates and the held-out "
            "evaluations after each passed level), one torch thread a process, two curricula at "
            "once on this 2-core VM beside other jobs (load average 2-13), so the spread is mostly "

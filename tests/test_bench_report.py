@@ -1,4 +1,4 @@
-"""results/bench.md's maze section is rendered from the curricula's own records."""
+"""results/bench.md's maze section is rendered from the finished curricula's own records."""
 
 import json
 
@@ -11,6 +11,8 @@ def test_maze_section_averages_each_agents_curricula(tmp_path):
         {"experiment": "maze", "agent": "gvin", "steps_per_second": 500.0, "env_steps": 3000},
         {"experiment": "contextual-maze", "agent": "gvin", "steps_per_second": 9.0,
          "env_steps": 7},
+        {"experiment": "maze", "agent": "gvin", "steps_per_second": 1.0, "env_steps": 5,
+         "in_progress": {"level": 3}},
     ]
     (tmp_path / "maze.json").write_text(json.dumps({"runs": runs, "curves": {}}))
     lines = _maze_section(tmp_path)
