@@ -47,10 +47,17 @@ def one_error_line(capsys: pytest.CaptureFixture) -> str:
     return err
 
 
+#: First line of every script a test runs: Ctrl-C raises KeyboardInterrupt, as in a terminal.
+#: A suite started in the background by a non-interactive shell inherits SIGINT ignored, and
+#: its Ctrl-C tests would then test nothing.
+DEFAULT_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 def python(script: str, *args: str, **kwargs) -> subprocess.Popen:
     """A Python process running `script` with this checkout's package."""
     env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.Popen([sys.executable, "-c", script, *args], env=env, **kwargs)
+    return subprocess.Popen([sys.executable, "-c", DEFAULT_SIGINT + script, *args], env=env,
+                            **kwargs)
 
 
 def header(path: Path) -> dict:
@@ -194,7 +201,7 @@ def test_workers_of_a_killed_reproduce_do_not_survive_it(how: str, tmp_path: Pat
     while the workers run their items: the parent ends at once (it does not wait for the
     items) and within seconds no worker is left in the process table."""
     script = tmp_path / "pool.py"
-    script.write_text(POOL)
+    script.write_text(DEFAULT_SIGINT + POOL)
     parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)],
                               env={**os.environ, "PYTHONPATH": SRC}, stderr=subprocess.DEVNULL,
                               start_new_session=True)
