@@ -7,7 +7,7 @@ diagnosis, neither of which trains anything.
    p and NOOP / DOWN with (1 - p) / 2 each: how far a policy must lean up before any reward.
 2. Gradient norms of each loss term of the Atari PPO agent and XLVIN-R (the cells of
    `xlvin reproduce atari`), at initialisation and for each finished run directory given, on 256
-   random-play transitions with standard-normal advantages: policy (-A log pi(a|s)), value
+   random-play transitions (`xlvin.train.random_data.random_transitions`) with standard-normal advantages: policy (-A log pi(a|s)), value
    (0.5 V(s)^2: every return is 0 before the first point) and the agent's auxiliary terms (TransE
    x 0.001). PPO clips the sum's gradient to norm 0.5. With `--run`, also the policy's mean action
    probabilities on the same observations. Not part of the test suite.
@@ -23,6 +23,7 @@ from xlvin.envs.atari import atari_eval_id, atari_train_id
 from xlvin.experiments.atari import Cell
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import prepare_process, set_threads
+from xlvin.train.random_data import random_transitions
 from xlvin.train.run import build_agent, executor_file, load_executor_processor, load_run
 
 UP_PROBABILITIES = (1 / 3, 0.37, 0.40, 0.45)
@@ -45,24 +46,6 @@ def biased_scores(p_up: float, games: int) -> list[float]:
         scores.append(score)
     env.close()
     return scores
-
-
-def random_transitions(n: int = 256, seed: int = 3) -> TransitionBatch:
-    """`n` consecutive transitions of uniformly random play in `xlvin/FreewayTrain-v4`."""
-    env = gym.make(atari_train_id("Freeway"))
-    obs, _ = env.reset(seed=seed)
-    rng = np.random.default_rng(0)
-    observations, actions, next_observations = [], [], []
-    for _ in range(n):
-        action = int(rng.integers(3))
-        next_obs, _, _, _, _ = env.step(action)
-        observations.append(obs)
-        actions.append(action)
-        next_observations.append(next_obs)
-        obs = next_obs
-    env.close()
-    return TransitionBatch(torch.as_tensor(np.stack(observations)), torch.as_tensor(actions),
-                           torch.as_tensor(np.stack(next_observations)))
 
 
 def gradient_norms(agent: ActorCritic, batch: TransitionBatch) -> dict[str, float]:
@@ -100,7 +83,8 @@ def main() -> None:
     set_threads(1)
     for p in UP_PROBABILITIES:
         print(f"P(UP) = {p:.2f}: scores {biased_scores(p, args.games)}", flush=True)
-    batch = random_transitions()
+    batch = random_transitions(atari_train_id("Freeway"), episodes=1, seed=3,
+                               max_transitions=256)  # one game's first 256 steps
     for name in ("ppo", "xlvin_r"):
         norms = gradient_norms(initial_agent(name), batch)
         print(f"{name} at initialisation, gradient norms: "

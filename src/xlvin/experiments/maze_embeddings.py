@@ -19,7 +19,6 @@ place, labelled with its real number, and the figure and JSON say so.
 """
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from torch import nn
 from xlvin.envs.maze import AGENT, GOAL, WALLS
 from xlvin.envs.maze_data import MOVES, MazeSet, bfs_distances
 from xlvin.errors import UserError
-from xlvin.io.run_dir import CONFIG, check_creatable, write_json
+from xlvin.io.run_dir import CONFIG, check_creatable, read_json_object, write_json
 from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import set_threads
@@ -39,14 +38,12 @@ from xlvin.train.pretrain_transe import TransEConfig
 from xlvin.train.run import (
     LEVELS_DIR,
     RunConfig,
-    build_encoder,
     check_run,
-    embedding_width,
-    hidden_width,
     level_weights_file,
     load_run,
     on_cpu,
     shared_transe_file,
+    transe_pair,
 )
 
 #: The default maze is drawn (seeded) from the held-out mazes whose longest optimal path, over
@@ -221,11 +218,7 @@ def check_xlvin_run(run_dir: Path) -> RunConfig:
     config = run_dir / CONFIG
     if not config.is_file():
         raise UserError(f"--run {run_dir}: not a run directory ({CONFIG} is missing)")
-    try:
-        data = json.loads(config.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise UserError(f"--run {run_dir}: corrupt {CONFIG}: {err}") from None
-    cfg = RunConfig.from_json(data, str(config))
+    cfg = RunConfig.from_json(read_json_object(config), str(config))
     if cfg.train.agent != "xlvin":
         raise UserError(f"--run {run_dir}: a {cfg.train.agent} run has no encoder and transition "
                         "model to plot; need an XLVIN run")
@@ -245,11 +238,7 @@ def transe_only(
     `cfg.transe` (cached: `shared_transe_file`), and the file's description."""
     obs_shape, num_actions = check_run(cfg)
     path = shared_transe_file(cfg, obs_shape, num_actions, progress)
-    pair = nn.ModuleDict({
-        "encoder": build_encoder(cfg.train, obs_shape),
-        "transition": TransitionModel(embedding_width(cfg.train, obs_shape), num_actions,
-                                      hidden_width(cfg.train)),
-    })
+    pair = transe_pair(cfg.train, obs_shape, num_actions)
     tensors, meta = load_weights(path, what="TransE weights")
     load_state(pair, tensors, path)
     return pair["encoder"], pair["transition"], {"file": str(path), **meta}

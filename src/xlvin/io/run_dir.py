@@ -124,7 +124,7 @@ def open_run_dir(path: Path, config: dict[str, Any]) -> Path:
     path = Path(path)
     if not (path / CONFIG).is_file():
         raise UserError(f"--resume: {path} holds no run to resume ({CONFIG} is missing)")
-    saved = _read_object(path / CONFIG)
+    saved = read_json_object(path / CONFIG)
     if saved != config:
         diff = sorted(
             f"{section}.{key}"
@@ -138,7 +138,7 @@ def open_run_dir(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
-def _read_object(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
     """A JSON object from a run directory's file, or one UserError."""
     try:
         data = json.loads(path.read_text())

@@ -378,6 +378,14 @@ def build_encoder(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> nn.Module:
     return MLPEncoder(math.prod(obs_shape), hidden_width(cfg), k)
 
 
+def transe_pair(t: TrainConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.ModuleDict:
+    """A fresh encoder and transition model of `t`'s architecture, as TransE files hold them."""
+    return nn.ModuleDict({
+        "encoder": build_encoder(t, obs_shape),
+        "transition": TransitionModel(embedding_width(t, obs_shape), num_actions, hidden_width(t)),
+    })
+
+
 def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
     """The env options of the TransE pre-training data: a curriculum's training mazes (every
     level), nothing for the other protocols."""
@@ -405,10 +413,7 @@ def shared_transe_file(
     if path.exists():
         return path
     seed_everything(0)
-    pair = nn.ModuleDict({
-        "encoder": build_encoder(t, obs_shape),
-        "transition": TransitionModel(embedding_width(t, obs_shape), num_actions, hidden_width(t)),
-    })
+    pair = transe_pair(t, obs_shape, num_actions)
     if t.init == "pytorch":
         pytorch_init(pair)
     data = random_transitions(t.env, cfg.transe.episodes, seed=10_000,
