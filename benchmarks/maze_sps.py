@@ -39,11 +39,12 @@ from xlvin.train.ppo import PPOConfig
 from xlvin.train.run import TrainConfig, executor_file, load_executor_processor
 
 
-def xlvin(depth: int, prune: int = 0) -> ActorCritic:
+def xlvin(depth: int, prune: int = 0, width: int = 128) -> ActorCritic:
     """The paper's maze XLVIN (module docstring) at depth `depth`, pruned to `prune` actions
-    below depth 1 when `prune` > 0 (ours)."""
+    below depth 1 when `prune` > 0 (ours), with encoder and transition `width` wide (the
+    paper's 128, or the 32 of the CPU preset)."""
     processor, _ = load_executor_processor(executor_file("maze", TrainConfig()))
-    return XLVINAgent(MazeCNN(3, 128, 10), 10, 8, TransitionModel(10, 8, 128), processor,
+    return XLVINAgent(MazeCNN(3, width, 10), 10, 8, TransitionModel(10, 8, width), processor,
                       depth=depth, prune=prune)
 
 
@@ -62,6 +63,10 @@ AGENTS = {
     "xlvin_k4": ("XLVIN K = 4 (full, the paper's)", lambda: xlvin(4)),
     "xlvin_k4_b2": ("XLVIN K = 4 pruned b = 2 (ours)", lambda: xlvin(4, prune=2)),
     "xlvin_k4_b3": ("XLVIN K = 4 pruned b = 3 (ours)", lambda: xlvin(4, prune=3)),
+    "xlvin32_k2": ("XLVIN K = 2 (full), 32 ch (CPU preset)", lambda: xlvin(2, width=32)),
+    "xlvin32_k4": ("XLVIN K = 4 (full), 32 ch (CPU preset)", lambda: xlvin(4, width=32)),
+    "xlvin32_k4_b2": ("XLVIN K = 4 pruned b = 2 (ours), 32 ch (CPU preset)",
+                      lambda: xlvin(4, prune=2, width=32)),
 }
 
 

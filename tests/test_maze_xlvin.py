@@ -172,10 +172,11 @@ def test_bad_prune_is_one_clear_error(train: dict, message: str) -> None:
         check_run(cfg)
 
 
-@pytest.mark.parametrize("name", ["xlvin", "xlvin-k1", "xlvin-k2", "xlvin-b2"])
+@pytest.mark.parametrize("name", ["xlvin", "xlvin-k1", "xlvin-k2", "xlvin-b2", "xlvin-32-b2"])
 def test_maze_experiment_xlvin_cells_are_valid_runs(name: str) -> None:
     cfg = Cell("maze", name, seed=0).config()
     assert (cfg.train.agent, cfg.train.executor) == ("xlvin", "maze")
-    assert cfg.train.depth == (4 if name in ("xlvin", "xlvin-b2") else int(name[-1]))
-    assert cfg.train.prune == (2 if name == "xlvin-b2" else 0)
+    assert cfg.train.depth == (4 if name in ("xlvin", "xlvin-b2", "xlvin-32-b2") else int(name[-1]))
+    assert cfg.train.prune == (2 if name.endswith("-b2") else 0)
+    assert cfg.train.hidden == (32 if name == "xlvin-32-b2" else 0)
     assert check_run(cfg) == ((3, 8, 8), 8)
