@@ -172,11 +172,16 @@ def test_bad_prune_is_one_clear_error(train: dict, message: str) -> None:
         check_run(cfg)
 
 
-@pytest.mark.parametrize("name", ["xlvin", "xlvin-k1", "xlvin-k2", "xlvin-b2", "xlvin-32-b2"])
-def test_maze_experiment_xlvin_cells_are_valid_runs(name: str) -> None:
+@pytest.mark.parametrize(
+    "name, depth, prune, hidden",
+    [("xlvin", 4, 0, 0), ("xlvin-k1", 1, 0, 0), ("xlvin-k2", 2, 0, 0), ("xlvin-b2", 4, 2, 0),
+     ("xlvin-32", 4, 0, 32), ("xlvin-32-k1", 1, 0, 32), ("xlvin-32-k2", 2, 0, 32),
+     ("xlvin-32-b2", 4, 2, 32)],
+)
+def test_maze_experiment_xlvin_cells_are_valid_runs(
+    name: str, depth: int, prune: int, hidden: int
+) -> None:
     cfg = Cell("maze", name, seed=0).config()
     assert (cfg.train.agent, cfg.train.executor) == ("xlvin", "maze")
-    assert cfg.train.depth == (4 if name in ("xlvin", "xlvin-b2", "xlvin-32-b2") else int(name[-1]))
-    assert cfg.train.prune == (2 if name.endswith("-b2") else 0)
-    assert cfg.train.hidden == (32 if name == "xlvin-32-b2" else 0)
+    assert (cfg.train.depth, cfg.train.prune, cfg.train.hidden) == (depth, prune, hidden)
     assert check_run(cfg) == ((3, 8, 8), 8)

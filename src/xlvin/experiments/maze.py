@@ -51,9 +51,9 @@ EXPERIMENTS = {
 #: executor (H = 10, LayerNorm, pre-trained on the training mazes' graphs), the full tree of
 #: depth K = 4 over the 8 actions, TransE weight 0.001; `xlvin-k1` and `xlvin-k2` the same at
 #: K = 1 and 2 (the authors' later code defaults to K = 1); `xlvin-b2` ours, not the paper's:
-#: K = 4 with only the 2 actions a distilled rollout policy ranks highest expanded below depth 1;
-#: `xlvin-32-b2` that pruned tree with the CPU preset's 32-wide encoder and transition (~5x the
-#: steps/s of `xlvin-b2` here, where the full 32-wide tree of depth 4 runs at ~1/9 of it).
+#: K = 4 with only the 2 actions a distilled rollout policy ranks highest expanded below depth 1.
+#: `xlvin-32*`: the same agents with the CPU preset's 32-wide encoder and transition, as `ppo-32`
+#: (`xlvin-32-b2` runs at ~5x the steps/s of `xlvin-b2` here, the full `xlvin-32` at ~1/9 of it).
 AGENTS: dict[str, dict[str, Any]] = {
     "vin": {"agent": "vin"},
     "vin_mean": {"agent": "vin_mean"},
@@ -65,11 +65,16 @@ AGENTS: dict[str, dict[str, Any]] = {
     "xlvin-k1": {"agent": "xlvin", "executor": "maze", "depth": 1},
     "xlvin-k2": {"agent": "xlvin", "executor": "maze", "depth": 2},
     "xlvin-b2": {"agent": "xlvin", "executor": "maze", "depth": 4, "prune": 2},
+    "xlvin-32": {"agent": "xlvin", "executor": "maze", "depth": 4, "hidden": 32},
+    "xlvin-32-k1": {"agent": "xlvin", "executor": "maze", "depth": 1, "hidden": 32},
+    "xlvin-32-k2": {"agent": "xlvin", "executor": "maze", "depth": 2, "hidden": 32},
     "xlvin-32-b2": {"agent": "xlvin", "executor": "maze", "depth": 4, "prune": 2, "hidden": 32},
 }
+_CPU_WIDTH = "32 channels (CPU preset)"
 #: What the figures add to an agent's name: the settings that are ours, not the paper's.
-AGENT_NOTES = {"ppo-32": "32 channels (CPU preset)", "xlvin-b2": "pruned b = 2 (ours)",
-               "xlvin-32-b2": "pruned b = 2 (ours), 32 channels (CPU preset)"}
+AGENT_NOTES = {"ppo-32": _CPU_WIDTH, "xlvin-b2": "pruned b = 2 (ours)", "xlvin-32": _CPU_WIDTH,
+               "xlvin-32-k1": _CPU_WIDTH, "xlvin-32-k2": _CPU_WIDTH,
+               "xlvin-32-b2": f"pruned b = 2 (ours), {_CPU_WIDTH}"}
 #: The PPO every maze agent trains with (module docstring).
 MAZE_PPO = PPOConfig(num_envs=32, num_steps=32, lr=1e-3, anneal_lr=False)
 #: `--quick`: level 1 only, passed at 80 % of a window of 100 episodes, 20,000 episodes allowed,
