@@ -249,7 +249,8 @@ def level_costs(records: list[dict[str, Any]]) -> list[str]:
     lines = [("What each level cost, over the seeds that tried it (wall: env steps / the run's "
               "mean steps/s)"), "",
              ("| experiment | agent | level | passed / tried | episodes, median (min - max) | "
-              "env steps, median | wall, median (min) |"), "|---|---|---|---|---|---|---|"]
+              "env steps, median (min - max) | wall, median (min) |"),
+             "|---|---|---|---|---|---|---|"]
     tried: dict[tuple[str, str, int], list[tuple[dict[str, Any], float]]] = {}
     for r in records:
         for h in r["levels"]:
@@ -262,7 +263,8 @@ def level_costs(records: list[dict[str, Any]]) -> list[str]:
         wall = [h["env_steps"] / sps / 60 for h, sps in runs]
         lines.append(f"| {experiment} | {agent} | {level} | {sum(h['passed'] for h, _ in runs)} / "
                      f"{len(runs)} | {np.median(episodes):,.0f} ({min(episodes):,} - "
-                     f"{max(episodes):,}) | {np.median(steps):,.0f} | {np.median(wall):.1f} |")
+                     f"{max(episodes):,}) | {np.median(steps):,.0f} ({min(steps):,} - "
+                     f"{max(steps):,}) | {np.median(wall):.1f} |")
     return lines
 
 
