@@ -123,7 +123,8 @@ def _maze_section(results: Path) -> list[str]:
            "env steps over wall time of the whole run (collection, PPO updates and the held-out "
            "evaluations after each passed level), one torch thread a process, two to six "
            "curricula at once on this 2-core VM beside other jobs (load average 2-13), so the "
-           "spread is mostly load. PPO: 32 envs x 32 steps, 4 epochs x 4 minibatches (`MAZE_PPO`).", "",
+           "spread is mostly load. PPO: 32 envs x 32 steps, 4 epochs x 4 minibatches "
+           "(`MAZE_PPO`).", "",
            "| agent | machine | seeds | steps/s, mean | min - max | env steps a run, mean |",
            "|---|---|---|---|---|---|"]
     for agent in sorted({r["agent"] for r in runs}):

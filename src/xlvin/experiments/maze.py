@@ -53,7 +53,8 @@ EXPERIMENTS = {
 #: K = 1 and 2 (the authors' later code defaults to K = 1); `xlvin-b2` ours, not the paper's:
 #: K = 4 with only the 2 actions a distilled rollout policy ranks highest expanded below depth 1.
 #: `xlvin-32*`: the same agents with the CPU preset's 32-wide encoder and transition, as `ppo-32`
-#: (`xlvin-32-b2` runs at ~5x the steps/s of `xlvin-b2` here, the full `xlvin-32` at ~1/9 of it).
+#: (here `xlvin-32-b2` trains at ~5x the steps/s of `xlvin-b2`, the full `xlvin-32` at ~1/9 of
+#: `xlvin-32-b2`'s).
 AGENTS: dict[str, dict[str, Any]] = {
     "vin": {"agent": "vin"},
     "vin_mean": {"agent": "vin_mean"},
