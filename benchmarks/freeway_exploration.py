@@ -7,9 +7,9 @@ diagnosis, neither of which trains anything.
    p and NOOP / DOWN with (1 - p) / 2 each: how far a policy must lean up before any reward.
 2. Gradient norms of each loss term of the Atari PPO agent and XLVIN-R (the cells of
    `xlvin reproduce atari`), at initialisation and for each finished run directory given, on 256
-   random-play transitions (`xlvin.train.random_data.random_transitions`) with standard-normal advantages: policy (-A log pi(a|s)), value
-   (0.5 V(s)^2: every return is 0 before the first point) and the agent's auxiliary terms (TransE
-   x 0.001). PPO clips the sum's gradient to norm 0.5. With `--run`, also the policy's mean action
+   random-play transitions (`xlvin.train.random_data.random_transitions`) with standard-normal
+   advantages: policy (-A log pi(a|s)), value (0.5 V(s)^2: every return is 0 before the first
+   point) and the agent's auxiliary terms (TransE x 0.001). PPO clips the sum's gradient to norm 0.5. With `--run`, also the policy's mean action
    probabilities on the same observations. Not part of the test suite.
 """
 

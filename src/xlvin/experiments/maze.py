@@ -55,6 +55,7 @@ EXPERIMENTS = {
 #: `xlvin-32*`: the same agents with the CPU preset's 32-wide encoder and transition, as `ppo-32`
 #: (here `xlvin-32-b2` trains at ~5x the steps/s of `xlvin-b2`, the full `xlvin-32` at ~1/9 of
 #: `xlvin-32-b2`'s).
+_XLVIN = {"agent": "xlvin", "executor": "maze"}
 AGENTS: dict[str, dict[str, Any]] = {
     "vin": {"agent": "vin"},
     "vin_mean": {"agent": "vin_mean"},
@@ -62,20 +63,27 @@ AGENTS: dict[str, dict[str, Any]] = {
     "gvin": {"agent": "gvin"},
     "ppo": {"agent": "ppo"},
     "ppo-32": {"agent": "ppo", "hidden": 32},
-    "xlvin": {"agent": "xlvin", "executor": "maze", "depth": 4},
-    "xlvin-k1": {"agent": "xlvin", "executor": "maze", "depth": 1},
-    "xlvin-k2": {"agent": "xlvin", "executor": "maze", "depth": 2},
-    "xlvin-b2": {"agent": "xlvin", "executor": "maze", "depth": 4, "prune": 2},
-    "xlvin-32": {"agent": "xlvin", "executor": "maze", "depth": 4, "hidden": 32},
-    "xlvin-32-k1": {"agent": "xlvin", "executor": "maze", "depth": 1, "hidden": 32},
-    "xlvin-32-k2": {"agent": "xlvin", "executor": "maze", "depth": 2, "hidden": 32},
-    "xlvin-32-b2": {"agent": "xlvin", "executor": "maze", "depth": 4, "prune": 2, "hidden": 32},
+    "xlvin": {**_XLVIN, "depth": 4},
+    "xlvin-k1": {**_XLVIN, "depth": 1},
+    "xlvin-k2": {**_XLVIN, "depth": 2},
+    "xlvin-b2": {**_XLVIN, "depth": 4, "prune": 2},
+    "xlvin-32": {**_XLVIN, "depth": 4, "hidden": 32},
+    "xlvin-32-k1": {**_XLVIN, "depth": 1, "hidden": 32},
+    "xlvin-32-k2": {**_XLVIN, "depth": 2, "hidden": 32},
+    "xlvin-32-b2": {**_XLVIN, "depth": 4, "prune": 2, "hidden": 32},
 }
-_CPU_WIDTH = "32 channels (CPU preset)"
+
+
+def _note(overrides: dict[str, Any]) -> str:
+    """The settings of an agent that are ours, not the paper's: pruning and the CPU width."""
+    parts = [f"pruned b = {overrides['prune']} (ours)"] if overrides.get("prune") else []
+    if overrides.get("hidden"):
+        parts.append(f"{overrides['hidden']} channels (CPU preset)")
+    return ", ".join(parts)
+
+
 #: What the figures add to an agent's name: the settings that are ours, not the paper's.
-AGENT_NOTES = {"ppo-32": _CPU_WIDTH, "xlvin-b2": "pruned b = 2 (ours)", "xlvin-32": _CPU_WIDTH,
-               "xlvin-32-k1": _CPU_WIDTH, "xlvin-32-k2": _CPU_WIDTH,
-               "xlvin-32-b2": f"pruned b = 2 (ours), {_CPU_WIDTH}"}
+AGENT_NOTES = {name: _note(o) for name, o in AGENTS.items() if _note(o)}
 #: The PPO every maze agent trains with (module docstring).
 MAZE_PPO = PPOConfig(num_envs=32, num_steps=32, lr=1e-3, anneal_lr=False)
 #: `--quick`: level 1 only, passed at 80 % of a window of 100 episodes, 20,000 episodes allowed,
