@@ -17,6 +17,7 @@ from xlvin.errors import UserError
 from xlvin.experiments import atari
 from xlvin.io import run_dir as run_dir_module
 from xlvin.io.run_dir import read_metrics
+from xlvin.stats import iqm
 from xlvin.train.collect import make_vector_env, reset_envs
 from xlvin.train.env_state import env_state, restorable, restore_env_state
 from xlvin.train.ppo import PPOConfig
@@ -160,3 +161,44 @@ def test_reproduce_atari_rejects_bad_input_before_creating_anything(
     err = capsys.readouterr().err.strip()
     assert code != 0 and message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+
+
+def test_first_score_is_the_first_update_a_training_game_scored() -> None:
+    rows = [{"charts/transitions": 1024}, {"charts/transitions": 2048, "charts/episodic_return": 0.0},
+            {"charts/transitions": 3072, "charts/episodic_return": 2.0},
+            {"charts/transitions": 4096, "charts/episodic_return": 5.0}]
+    assert atari.first_score_at(rows) == 3072
+    assert atari.first_score_at(rows[:2]) is None
+
+
+def fake_record(agent: str, seed: int, auc: float, greedy: float, first: int | None) -> dict:
+    """A cell record as `cell_record` writes it, with a made-up two-point curve."""
+    return {"game": "Freeway", "agent": agent, "seed": seed, "transitions": 4096, "device": "cpu",
+            "transitions_reached": 4096, "finished": True, "curve": [(2048, 0.0), (4096, auc)],
+            "auc": auc, "first_score_at": first, "games": 4, "steps_per_second": 100.0 + seed,
+            "final_eval": {"mean": greedy, "std": 0.0, "returns": [greedy] * 3, "lengths": [9] * 3,
+                           "transitions": 4096, "max_steps": 4500, "machine": "CPU machine"}}
+
+
+def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_path: Path) -> None:
+    """Over seeds: the AUC's and the greedy score's IQM inside its 95 % bootstrap interval, how
+    many seeds ever scored; each seed in its own row of atari.md; the figure written."""
+    aucs = {"ppo": [0.0, 0.0, 9.0, 12.0, 15.0], "xlvin_r": [0.0, 0.0, 0.0, 0.0, 3.0]}
+    records = [fake_record(agent, seed, auc, 2 * auc, None if auc == 0 else 1024 * (seed + 1))
+               for agent, values in aucs.items() for seed, auc in enumerate(values)]
+    text = atari.write_results(records, tmp_path)
+    rows = {r["agent"]: r for r in json.loads((tmp_path / "atari.json").read_text())["rows"]}
+    for agent, values in aucs.items():
+        auc = rows[agent]["auc"]
+        assert auc["iqm"] == pytest.approx(iqm(np.array(values)[:, None]))
+        assert auc["iqm_low"] <= auc["iqm"] <= auc["iqm_high"]
+        assert auc["mean"] == pytest.approx(np.mean(values))
+        assert rows[agent]["final_eval"]["iqm"] == pytest.approx(2 * auc["iqm"])
+    assert (rows["ppo"]["seeds_scored"], rows["xlvin_r"]["seeds_scored"]) == (3, 1)
+    assert rows["ppo"]["steps_per_second"] == pytest.approx(102.0)
+    md = (tmp_path / "atari.md").read_text()
+    assert md.strip() == text.strip()
+    assert "| Freeway | PPO | 5 | 4,096 (4,096) | 7.00 [" in md and "| 3 of 5 |" in md
+    assert "| Freeway | XLVIN-R | 4,096 | 4 | 4,096 | 5,120 | 3.00 | 6.0 | CPU machine |" in md
+    assert md.count("| never |") == 6
+    assert (tmp_path / "atari_Freeway.png").stat().st_size > 10_000

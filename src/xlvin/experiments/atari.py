@@ -44,6 +44,7 @@ from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import CONFIG, METRICS, SUMMARY, claim_run_dir, read_metrics, write_json
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import quiet_known_warnings, set_threads
+from xlvin.stats import summarize
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.run import RunConfig, TrainConfig, check_device, executor_file, load_run, train_run
@@ -247,8 +248,19 @@ def area_under_curve(curve: list[tuple[int, float]], transitions: int) -> float:
     return area / transitions
 
 
+def first_score_at(rows: list[dict[str, float]]) -> int | None:
+    """The transitions at the first update in which a training game ended with a positive
+    score, or None if none did: on Freeway and Enduro, where random play scores 0, when the
+    agent first found a reward."""
+    for row in rows:
+        if row.get("charts/episodic_return", 0.0) > 0:
+            return int(row["charts/transitions"])
+    return None
+
+
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
-    """The cell's curve, area, final evaluation, throughput and how far it trained."""
+    """The cell's curve, area, first score, final evaluation, throughput and how far it
+    trained."""
     rows = read_metrics(run_dir) if (run_dir / METRICS).is_file() else []
     evaluation = json.loads((run_dir / EVAL_FILE).read_text())
     reached = int(rows[-1]["charts/transitions"]) if rows else 0
@@ -261,6 +273,7 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
         "finished": (run_dir / SUMMARY).is_file(),
         "curve": curve,
         "auc": area_under_curve(curve, reached),
+        "first_score_at": first_score_at(rows),
         "games": int(rows[-1]["charts/episodes"]) if rows else 0,
         "steps_per_second": rows[-1]["charts/sps"] if rows else float("nan"),
         "final_eval": {k: evaluation[k] for k in ("mean", "std", "returns", "lengths", "transitions",
@@ -279,16 +292,18 @@ def run_cells(cells: list[Cell], root: Path, jobs: int, deadline: float | None =
 # --------------------------------------------------------------------------- results
 
 
-def _mean_std(values: list[float]) -> dict[str, float]:
+def _over_seeds(values: list[float]) -> dict[str, float]:
+    """`xlvin.stats.summarize` of the finite values (IQM with its 95 % bootstrap interval, mean,
+    population std, median, n); NaNs without one."""
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
-        return {"mean": float("nan"), "std": float("nan")}
-    return {"mean": float(np.mean(finite)), "std": float(np.std(finite))}
+        return dict.fromkeys(("iqm", "iqm_low", "iqm_high", "mean", "std", "median"), float("nan"))
+    return summarize(finite)
 
 
 def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (game, agent, budget): seeds, budget reached, AUC and final evaluation over
-    seeds (mean, population std)."""
+    seeds (`_over_seeds`), how many seeds scored in training, mean steps/s."""
     rows = []
     keys = sorted({(r["game"], r["agent"], r["transitions"]) for r in records},
                   key=lambda k: (GAMES.index(k[0]), list(AGENTS).index(k[1]), k[2]))
@@ -299,10 +314,11 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "seeds": sorted(r["seed"] for r in group),
             "transitions_reached": min(r["transitions_reached"] for r in group),
             "finished": all(r["finished"] for r in group),
-            "auc": _mean_std([r["auc"] for r in group]),
-            "final_eval": _mean_std([r["final_eval"]["mean"] for r in group]),
+            "auc": _over_seeds([r["auc"] for r in group]),
+            "final_eval": _over_seeds([r["final_eval"]["mean"] for r in group]),
             "eval_games": min(len(r["final_eval"]["returns"]) for r in group),
-            "steps_per_second": _mean_std([r["steps_per_second"] for r in group]),
+            "seeds_scored": sum(r["first_score_at"] is not None for r in group),
+            "steps_per_second": float(np.mean([r["steps_per_second"] for r in group])),
             "machines": sorted({r["final_eval"]["machine"] for r in group}),
         })
     return rows
@@ -321,23 +337,47 @@ def budget_note(rows: list[dict[str, Any]]) -> str:
     return text
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
-    header = ("| game | agent | seeds | transitions (budget) | AUC: mean training score | "
-              "final greedy score (games) | steps/s |")
-    lines = [header, "|---|---|---|---|---|---|---|"]
+def _iqm(summary: dict[str, float], digits: int) -> str:
+    """'IQM [low, high]', or the one seed's value."""
+    point = f"{summary['iqm']:.{digits}f}"
+    if summary.get("n", 1) == 1:
+        return point
+    return f"{point} [{summary['iqm_low']:.{digits}f}, {summary['iqm_high']:.{digits}f}]"
+
+
+def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
+    """The results table (over seeds: IQM [95 % bootstrap interval]) and the per-seed table."""
+    lines = [
+        ("| game | agent | seeds | transitions (budget) | AUC: mean training score, IQM [95 % CI] "
+        "| AUC, mean | final greedy score, IQM [95 % CI] (games) | seeds that scored in training "
+        "| steps/s |"),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['game']} | {r['label']} | {len(r['seeds'])} | {r['transitions_reached']:,} "
-            f"({r['budget']:,}) | {r['auc']['mean']:.2f} +- {r['auc']['std']:.2f} | "
-            f"{r['final_eval']['mean']:.1f} +- {r['final_eval']['std']:.1f} ({r['eval_games']}) | "
-            f"{r['steps_per_second']['mean']:.0f} |"
+            f"({r['budget']:,}) | {_iqm(r['auc'], 2)} | {r['auc']['mean']:.2f} | "
+            f"{_iqm(r['final_eval'], 1)} ({r['eval_games']}) | "
+            f"{r['seeds_scored']} of {len(r['seeds'])} | {r['steps_per_second']:.0f} |"
+        )
+    lines += ["", "Per seed:", "",
+              ("| game | agent | budget | seed | transitions | first training game with a point "
+              "| AUC | final greedy score | machine |"),
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(records, key=lambda r: (GAMES.index(r["game"]), list(AGENTS).index(r["agent"]),
+                                            r["transitions"], r["seed"])):
+        first = "never" if r["first_score_at"] is None else f"{r['first_score_at']:,}"
+        lines.append(
+            f"| {r['game']} | {LABELS[r['agent']]} | {r['transitions']:,} | {r['seed']} | "
+            f"{r['transitions_reached']:,} | {first} | {r['auc']:.2f} | "
+            f"{r['final_eval']['mean']:.1f} | {r['final_eval']['machine']} |"
         )
     return "\n".join(lines)
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
-    """results/atari.json (rows, per-cell records with their curves, the budget note) and
-    results/atari_<game>.png; returns the markdown table."""
+    """results/atari.json (rows, per-cell records with their curves, the budget note),
+    results/atari.md (the tables) and results/atari_<game>.png; returns the markdown."""
     if not records:
         raise UserError("no Atari cell has a record to write")
     rows = aggregate(records)
@@ -351,12 +391,14 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     for game in sorted({r["game"] for r in records}):
         plot(game, [r for r in records if r["game"] == game],
              budget_note([r for r in rows if r["game"] == game]), results / f"atari_{game}.png")
-    return markdown(rows) + f"\n\n{note}"
+    text = markdown(rows, records) + f"\n\n{note}"
+    (results / "atari.md").write_text(text + "\n")
+    return text
 
 
 def plot(game: str, records: list[dict[str, Any]], note: str, path: Path) -> None:
     """Training score against transitions, one line per agent: the mean over seeds, shaded
-    between the lowest and highest seed (figures 4 and 6)."""
+    between the lowest and highest seed, each seed a thin line (figures 4 and 6)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -375,7 +417,9 @@ def plot(game: str, records: list[dict[str, Any]], note: str, path: Path) -> Non
         ax.plot(grid, mean, color=color,
                 label=f"{LABELS[agent]} ({len(group)} seed{'s' * (len(group) > 1)})")
         if len(group) > 1:
-            ax.fill_between(grid, np.nanmin(ys, 0), np.nanmax(ys, 0), alpha=0.2, color=color)
+            ax.fill_between(grid, np.nanmin(ys, 0), np.nanmax(ys, 0), alpha=0.15, color=color)
+            for r in group:
+                ax.plot(*zip(*r["curve"]), color=color, linewidth=0.6, alpha=0.5)
     ax.set_xlabel("transitions")
     ax.set_ylabel("average training game score (unclipped)")
     ax.set_title(game + "\n" + textwrap.fill(note, 90), fontsize=8)
