@@ -64,7 +64,7 @@ def main() -> None:
         for precision in ("fp32", "bf16") if args.bf16 else ("fp32",):
             autocast = torch.autocast(dev, dtype=torch.bfloat16, enabled=precision == "bf16")
 
-            def update() -> None:
+            def update(agent: torch.nn.Module = agent, autocast: torch.autocast = autocast) -> None:
                 agent.train()
                 with autocast:
                     logits, values, aux = agent.forward_with_aux(batch)
@@ -72,7 +72,7 @@ def main() -> None:
                 loss.backward()
 
             @torch.no_grad()
-            def act() -> None:
+            def act(agent: torch.nn.Module = agent, autocast: torch.autocast = autocast) -> None:
                 agent.eval()
                 with autocast:
                     agent(obs[:8])

@@ -4,6 +4,7 @@
 """
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ def _mean(xs: list[float]) -> float:
 
 
 def _f(x: Any, nd: int = 0) -> str:
-    if x is None or (isinstance(x, float) and x != x):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x:,.{nd}f}"
 
@@ -46,10 +47,10 @@ def _ppo_section(title: str, p: dict[str, Any], target: str, ratio_target: float
                      f"+- {_f(r['final_return_std'], 1)} | {_f(r.get('train_return_last20'), 1)} |")
     ours, sb3 = _mean([r["sps"] for r in sides["ours"]]), _mean([r["sps"] for r in sides["sb3"]])
     ratio = ours / sb3 if sb3 else float("nan")
-    lines += ["", f"Mean steps/s: ours **{_f(ours)}**, SB3 **{_f(sb3)}**, ratio **{ratio:.2f}x** "
+    lines += ["", (f"Mean steps/s: ours **{_f(ours)}**, SB3 **{_f(sb3)}**, ratio **{ratio:.2f}x** "
               f"(target: {target}; {'met' if ratio >= ratio_target else 'NOT met'}). "
               f"Final greedy return: ours {_f(_mean([r['final_return'] for r in sides['ours']]), 1)}, "
-              f"SB3 {_f(_mean([r['final_return'] for r in sides['sb3']]), 1)}."]
+              f"SB3 {_f(_mean([r['final_return'] for r in sides['sb3']]), 1)}.")]
     if sides["ours_baseline"]:
         before = _mean([r["sps"] for r in sides["ours_baseline"]])
         lines.append(f"Before this issue's changes (same run, code of the baseline revision): "
@@ -78,12 +79,12 @@ def _depth_section(p: dict[str, Any]) -> list[str]:
     ppo = rows("ppo", None)
     lines = ["## 2b. CartPole-v1: what the tree costs (XLVIN at depth K = 0, 1, 2)", "",
              _load(p) + ".", "",
-             f"{p['case']['label']}, {p['steps']:,} steps per run, the planning part's settings; "
+             (f"{p['case']['label']}, {p['steps']:,} steps per run, the planning part's settings; "
              "XLVIN at K = 0 has the transition model (TransE term), the executor's width in the "
              "heads and no tree. Wall time per rollout of 4 envs x 128 steps, summed over the run "
-             "and divided by the rollouts; means over interleaved repeats.", "",
-             "| agent | runs | steps/s | collection ms / rollout | update ms / rollout | "
-             "total ms / rollout | steps/s over PPO |", "|---|---|---|---|---|---|---|"]
+             "and divided by the rollouts; means over interleaved repeats."), "",
+             ("| agent | runs | steps/s | collection ms / rollout | update ms / rollout | "
+             "total ms / rollout | steps/s over PPO |"), "|---|---|---|---|---|---|---|"]
     ppo_sps, (_, _, ppo_total) = _mean([r["sps"] for r in ppo]), per_rollout(ppo)
     totals = {}
     for agent, depth in [("ppo", None), ("xlvin", 0), ("xlvin", 1), ("xlvin", 2)]:
@@ -98,14 +99,14 @@ def _depth_section(p: dict[str, Any]) -> list[str]:
     if {0, 2} <= totals.keys() and ppo:
         added, tree, budget = totals[2] - ppo_total, totals[2] - totals[0], 2 * ppo_total - totals[0]
         need = f"{tree / budget:.1f}x less time" if budget > 0 else "no time at all (over budget)"
-        lines += ["", f"0.5x of PPO allows XLVIN at K = 2 {2 * ppo_total:.1f} ms per rollout: "
+        lines += ["", (f"0.5x of PPO allows XLVIN at K = 2 {2 * ppo_total:.1f} ms per rollout: "
                   f"PPO's {ppo_total:.1f} ms plus as much again for everything XLVIN adds (the "
                   f"transition model and its TransE term, the tree, the executor, the wider heads). "
                   f"Those additions take {added:.1f} ms now, so the target needs them in "
                   f"{added / ppo_total:.1f}x less time. Without its tree (K = 0, where the TransE "
                   f"prediction runs its own transition pass) XLVIN takes {totals[0]:.1f} ms, which "
                   f"leaves the depth-2 tree {budget:.1f} ms of the {tree:.1f} ms it takes now "
-                  f"({need})."]
+                  f"({need}).")]
     return lines + [""]
 
 
@@ -119,12 +120,12 @@ def _maze_section(results: Path) -> list[str]:
     if not runs:
         return []
     out = ["## 5. Maze curricula: training steps/s per agent", "",
-           "From the finished curricula (`results/maze.json`, written by `xlvin reproduce maze`): "
+           ("From the finished curricula (`results/maze.json`, written by `xlvin reproduce maze`): "
            "env steps over wall time of the whole run (collection, PPO updates and the held-out "
            "evaluations after each passed level), one torch thread a process, two to six "
            "curricula at once on this 2-core VM beside other jobs (load average 2-13), so the "
            "spread is mostly load. PPO: 32 envs x 32 steps, 4 epochs x 4 minibatches "
-           "(`MAZE_PPO`).", "",
+           "(`MAZE_PPO`)."), "",
            "| agent | machine | seeds | steps/s, mean | min - max | env steps a run, mean |",
            "|---|---|---|---|---|---|"]
     for agent in sorted({r["agent"] for r in runs}):
@@ -146,19 +147,19 @@ def render(data: dict[str, Any]) -> str:
     m = data.get("machine", {})
     parts = data.get("parts", {})
     out = ["# Benchmarks", "",
-           "Written by `python -m benchmarks.run` (see `benchmarks/run.py`; not part of CI). "
+           ("Written by `python -m benchmarks.run` (see `benchmarks/run.py`; not part of CI). "
            "Every figure comes from its own fresh process; figures compared with each other are "
            "measured side by side in one invocation, interleaved. The machine is shared with other "
            "jobs: the load average of each part is given, and figures from a busier period are "
-           "lower.", "",
-           f"Machine: {m.get('cpu')}, {m.get('cores')} cores, torch {m.get('torch')} "
+           "lower."), "",
+           (f"Machine: {m.get('cpu')}, {m.get('cores')} cores, torch {m.get('torch')} "
            f"({m.get('torch_threads_used')} torch thread in every measurement), Python "
            f"{m.get('python')}, Stable-Baselines3 {m.get('stable_baselines3')}; torch device of "
-           f"every measurement: {m.get('device', 'cpu')}."]
+           f"every measurement: {m.get('device', 'cpu')}.")]
     if "baseline" in data:
-        out += ["", f"\"Before\" figures: the code at `{data['baseline']['revision']}` "
+        out += ["", (f"\"Before\" figures: the code at `{data['baseline']['revision']}` "
                 f"(commit {data['baseline']['commit']}, before this issue's optimisations), run in "
-                "the same invocation."]
+                "the same invocation.")]
     out.append("")
     if "ppo_sb3" in parts:
         out += _ppo_section("1. PPO vs Stable-Baselines3: CartPole-v1", parts["ppo_sb3"],
@@ -166,21 +167,21 @@ def render(data: dict[str, Any]) -> str:
     if "atari" in parts:
         out += _ppo_section("1b. PPO vs Stable-Baselines3: Atari Freeway (Nature CNN)", parts["atari"],
                             "ours >= 1x SB3", 1.0)
-        out += ["Same preprocessing on both sides: both make the gymnasium id `xlvin/Freeway-v5` "
+        out += [("Same preprocessing on both sides: both make the gymnasium id `xlvin/Freeway-v5` "
                 "(ALE v5, frameskip 1 + AtariPreprocessing: 30 no-ops, skip 4, 84x84 gray; 4 stacked "
                 "frames; sticky actions 0.25); SB3 through `make_vec_env` (DummyVecEnv), ours "
                 "through a sync gymnasium vector env. Both use the Nature CNN (512 features) with "
-                "linear actor and critic heads.", ""]
+                "linear actor and critic heads."), ""]
     if "planning" in parts:
         p = parts["planning"]
         out += ["## 2. Planning overhead: training steps/s of XLVIN over PPO", "", _load(p) + ".", "",
-                "Online PPO (`train_ppo`) with the same encoder for both agents; XLVIN adds the "
+                ("Online PPO (`train_ppo`) with the same encoder for both agents; XLVIN adds the "
                 "transition model, the tree of depth K over all A actions and the frozen executor "
                 "(H = 50; on Atari a Linear(512 -> 50) node projection). Atari cases on the real "
                 "`xlvin/<Game>-v5` envs; the maze on synthetic (3, 8, 8) observations (no maze "
                 "environment in the library yet) with an MLP encoder. With several repeats (runs "
                 "interleaved: PPO, XLVIN, PPO, ...), steps/s are the mean over repeats and each "
-                "repeat's own ratio is listed.", "",
+                "repeat's own ratio is listed."), "",
                 "| case | (A, K) | env steps | repeats | PPO steps/s | XLVIN steps/s | XLVIN / PPO | per repeat | target | XLVIN before (baseline code) | XLVIN / PPO before (baseline code) |",
                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in p["cases"].values():
@@ -207,7 +208,7 @@ def render(data: dict[str, Any]) -> str:
         rate = p["matmul_rate"]
         peak = max(v for v in rate.values() if isinstance(v, float))
         out += ["## 3. Tree + executor kernel (batch 256)", "", _load(p) + ".", "",
-                "Expansion (transition on every node, k = 50) + K executor steps (H = 50, max "
+                ("Expansion (transition on every node, k = 50) + K executor steps (H = 50, max "
                 "aggregation), roots [256, 50] to chi [256, 50]. Forward: under no_grad; "
                 "forward+backward: gradients to the roots and the transition (the executor is "
                 "frozen). Floor = the multiply-adds the tree needs (the pruned tree: see "
@@ -218,7 +219,7 @@ def render(data: dict[str, Any]) -> str:
                 "Peak memory = the rise of the process's max RSS during the measurement. "
                 "\"retain memory\": with `xlvin.accel.allocator.retain_freed_memory()` (glibc keeps freed "
                 "memory instead of unmapping every tensor over 32 MiB); every `xlvin` command "
-                "sets it, so \"yes\" is what `xlvin train` runs.", "",
+                "sets it, so \"yes\" is what `xlvin train` runs."), "",
                 "| case | (A, K) | nodes | code | retain memory | mode | best time | floor | fraction of floor | peak memory |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for name, c in p["cases"].items():
@@ -236,8 +237,8 @@ def render(data: dict[str, Any]) -> str:
                     f"{'yes' if r['retain_memory'] else 'no'} | {r['mode'].replace('_', '+')} | "
                     f"{r['best_s'] * 1e3:,.1f} ms | {floor * 1e3:,.2f} ms | "
                     f"{100 * floor / r['best_s']:.1f} % | {_peak_memory(r)} |")
-        out += ["", "Target: >= 30 % of the floor for the largest case (the maze, (8, 4))."
-                " The small cases are bound by per-op overhead, not arithmetic.", ""]
+        out += ["", ("Target: >= 30 % of the floor for the largest case (the maze, (8, 4))."
+                " The small cases are bound by per-op overhead, not arithmetic."), ""]
     if "end_to_end" in parts:
         p = parts["end_to_end"]
         out += ["## 4. End to end", "", _load(p) + ".", "", "| job | wall time | exit |", "|---|---|---|"]
@@ -247,9 +248,9 @@ def render(data: dict[str, Any]) -> str:
         out.append("")
     else:
         out += ["## 4. End to end", "",
-                "Not measured in this invocation: `python -m benchmarks.run --only end_to_end` "
+                ("Not measured in this invocation: `python -m benchmarks.run --only end_to_end` "
                 "(~40 min; executor pre-training, `xlvin quickstart` with a cold and a warm cache, "
-                "`xlvin reproduce classic` with its default seeds).", ""]
+                "`xlvin reproduce classic` with its default seeds)."), ""]
     out += _maze_section(Path(__file__).parents[1] / "results")
     notes = Path(__file__).with_name("notes.md")
     if notes.exists():  # the hand-written closing note (profiles, before / after per change)

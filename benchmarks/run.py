@@ -34,8 +34,9 @@ RESULTS = ROOT / "results"
 #: The code before the speed work (issue 5): "before" figures are measured on it, in the same run.
 DEFAULT_BASELINE = "368992e~1"
 
-CARTPOLE_HP = dict(n_envs=4, n_steps=128, epochs=4, minibatches=4, lr=2.5e-4, clip=0.2,
-                   ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, gamma=0.99, gae_lambda=0.95)
+CARTPOLE_HP = {"n_envs": 4, "n_steps": 128, "epochs": 4, "minibatches": 4, "lr": 2.5e-4,
+               "clip": 0.2, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5, "gamma": 0.99,
+               "gae_lambda": 0.95}
 ATARI_HP = dict(CARTPOLE_HP, n_envs=8)
 CARTPOLE_ENCODER = {"kind": "mlp", "hidden": 64, "k": 50}  # our CartPole preset: 4-128-64-50 ReLU
 NATURE_ENCODER = {"kind": "cnn", "k": 512}
@@ -94,7 +95,8 @@ class Runner:
             subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
             self.baseline_src = str(tmp / "src")
             self.baseline_rev = subprocess.run(
-                ["git", "rev-parse", "--short", baseline], cwd=ROOT, capture_output=True, text=True
+                ["git", "rev-parse", "--short", baseline], cwd=ROOT, capture_output=True, text=True,
+                check=True,
             ).stdout.strip()
 
     device = "cpu"  # every task's torch device (--device)
@@ -112,7 +114,7 @@ class Runner:
               f"{json.dumps({k: v for k, v in task.items() if k not in ('task', 'hp')})[:110]}",
               flush=True)
         proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(task)],
-                              cwd=ROOT, env=environ, capture_output=True, text=True)
+                              cwd=ROOT, env=environ, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)
             return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}

@@ -155,7 +155,7 @@ def ppo_sb3(a: dict[str, Any]) -> dict[str, Any]:
     evaluate_policy = _evaluate_policy()
 
     _threads(a["threads"])
-    obs_shape, num_actions = _env_dims(a["env"])
+    _, num_actions = _env_dims(a["env"])
     h = a["hp"]
     enc = a["encoder"]
 
@@ -172,14 +172,14 @@ def ppo_sb3(a: dict[str, Any]) -> dict[str, Any]:
 
     if enc["kind"] == "mlp":
         policy = "MlpPolicy"
-        policy_kwargs = dict(
-            features_extractor_class=OurMLP,
-            features_extractor_kwargs=dict(hidden=enc["hidden"], k=enc["k"]),
-            net_arch=dict(pi=[], vf=[]),
-        )
+        policy_kwargs = {
+            "features_extractor_class": OurMLP,
+            "features_extractor_kwargs": {"hidden": enc["hidden"], "k": enc["k"]},
+            "net_arch": {"pi": [], "vf": []},
+        }
     else:  # SB3's NatureCNN (the same layers as ours), features_dim k, linear heads
         policy = "CnnPolicy"
-        policy_kwargs = dict(features_extractor_kwargs=dict(features_dim=enc["k"]), net_arch=[])
+        policy_kwargs = {"features_extractor_kwargs": {"features_dim": enc["k"]}, "net_arch": []}
     envs = make_vec_env(a["env"], n_envs=h["n_envs"], seed=a["seed"])
     lr = h["lr"]
     model = PPO(
@@ -223,7 +223,7 @@ def _register_synthetic(obs_shape: tuple[int, ...], num_actions: int, length: in
     return env_id
 
 
-import gymnasium as _gym  # noqa: E402
+import gymnasium as _gym
 
 
 class SyntheticEnv(_gym.Env):
@@ -424,7 +424,7 @@ def command(a: dict[str, Any]) -> dict[str, Any]:
 
     env = dict(os.environ, **a.get("env", {}))
     start = time.perf_counter()
-    proc = subprocess.run(a["argv"], env=env, capture_output=True, text=True)
+    proc = subprocess.run(a["argv"], env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     return {"wall_s": wall, "rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-1500:]}
 
