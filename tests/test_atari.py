@@ -181,8 +181,9 @@ def fake_record(agent: str, seed: int, auc: float, greedy: float, first: int | N
 
 
 def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_path: Path) -> None:
-    """Over seeds: the AUC's and the greedy score's IQM inside its 95 % bootstrap interval, how
-    many seeds ever scored; each seed in its own row of atari.md; the figure written."""
+    """Over seeds: the AUC's and the greedy score's IQM inside its 95 % bootstrap interval, the
+    probability that an agent's AUC beats PPO's, how many seeds ever scored; each seed in its
+    own row of atari.md; the figure written."""
     aucs = {"ppo": [0.0, 0.0, 9.0, 12.0, 15.0], "xlvin_r": [0.0, 0.0, 0.0, 0.0, 3.0]}
     records = [fake_record(agent, seed, auc, 2 * auc, None if auc == 0 else 1024 * (seed + 1))
                for agent, values in aucs.items() for seed, auc in enumerate(values)]
@@ -195,6 +196,10 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
         assert auc["mean"] == pytest.approx(np.mean(values))
         assert rows[agent]["final_eval"]["iqm"] == pytest.approx(2 * auc["iqm"])
     assert (rows["ppo"]["seeds_scored"], rows["xlvin_r"]["seeds_scored"]) == (3, 1)
+    # of the 25 pairs, XLVIN-R's 3.0 beats PPO's two zeros, its four zeros tie them: (2 + 4 x 2 x 0.5) / 25
+    over = rows["xlvin_r"]["auc_over_ppo"]
+    assert rows["ppo"]["auc_over_ppo"] is None and over["p"] == pytest.approx(6 / 25)
+    assert over["low"] <= over["p"] <= over["high"]
     assert rows["ppo"]["steps_per_second"] == pytest.approx(102.0)
     md = (tmp_path / "atari.md").read_text()
     assert md.strip() == text.strip()

@@ -44,7 +44,7 @@ from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import CONFIG, METRICS, SUMMARY, claim_run_dir, read_metrics, write_json
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import quiet_known_warnings, set_threads
-from xlvin.stats import summarize
+from xlvin.stats import probability_of_improvement_ci, summarize
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.run import RunConfig, TrainConfig, check_device, executor_file, load_run, train_run
@@ -303,7 +303,9 @@ def _over_seeds(values: list[float]) -> dict[str, float]:
 
 def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (game, agent, budget): seeds, budget reached, AUC and final evaluation over
-    seeds (`_over_seeds`), how many seeds scored in training, mean steps/s."""
+    seeds (`_over_seeds`), how many seeds scored in training, mean steps/s, and for every agent
+    but PPO trained with PPO on the same game and budget, the probability that its AUC beats
+    PPO's (`auc_over_ppo`, see `_over_ppo`)."""
     rows = []
     keys = sorted({(r["game"], r["agent"], r["transitions"]) for r in records},
                   key=lambda k: (GAMES.index(k[0]), list(AGENTS).index(k[1]), k[2]))
@@ -320,8 +322,27 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "seeds_scored": sum(r["first_score_at"] is not None for r in group),
             "steps_per_second": float(np.mean([r["steps_per_second"] for r in group])),
             "machines": sorted({r["final_eval"]["machine"] for r in group}),
+            "auc_over_ppo": None,
         })
+    for row in rows:
+        ppo = [r for r in records if (r["game"], r["agent"], r["transitions"]) ==
+               (row["game"], "ppo", row["budget"])]
+        if row["agent"] != "ppo" and ppo:
+            mine = [r for r in records if (r["game"], r["agent"], r["transitions"]) ==
+                    (row["game"], row["agent"], row["budget"])]
+            row["auc_over_ppo"] = _over_ppo([r["auc"] for r in mine], [r["auc"] for r in ppo])
     return rows
+
+
+def _over_ppo(aucs: list[float], ppo_aucs: list[float]) -> dict[str, float] | None:
+    """P(AUC > PPO's AUC) over pairs of seeds (Agarwal et al. 2021's probability of
+    improvement: ties count half) with its 95 % bootstrap interval, or None without two finite
+    values on each side."""
+    x, y = ([v for v in values if math.isfinite(v)] for values in (aucs, ppo_aucs))
+    if min(len(x), len(y)) < 2:
+        return None
+    p, low, high = probability_of_improvement_ci(np.array(x)[:, None], np.array(y)[:, None])
+    return {"p": p, "low": low, "high": high}
 
 
 def budget_note(rows: list[dict[str, Any]]) -> str:
@@ -345,19 +366,24 @@ def _iqm(summary: dict[str, float], digits: int) -> str:
     return f"{point} [{summary['iqm_low']:.{digits}f}, {summary['iqm_high']:.{digits}f}]"
 
 
+def _improvement(over_ppo: dict[str, float] | None) -> str:
+    return "-" if over_ppo is None else \
+        f"{over_ppo['p']:.2f} [{over_ppo['low']:.2f}, {over_ppo['high']:.2f}]"
+
+
 def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
     """The results table (over seeds: IQM [95 % bootstrap interval]) and the per-seed table."""
     lines = [
         ("| game | agent | seeds | transitions (budget) | AUC: mean training score, IQM [95 % CI] "
-        "| AUC, mean | final greedy score, IQM [95 % CI] (games) | seeds that scored in training "
-        "| steps/s |"),
-        "|---|---|---|---|---|---|---|---|---|",
+        "| AUC, mean | P(AUC > PPO's) [95 % CI] | final greedy score, IQM [95 % CI] (games) "
+        "| seeds that scored in training | steps/s |"),
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['game']} | {r['label']} | {len(r['seeds'])} | {r['transitions_reached']:,} "
             f"({r['budget']:,}) | {_iqm(r['auc'], 2)} | {r['auc']['mean']:.2f} | "
-            f"{_iqm(r['final_eval'], 1)} ({r['eval_games']}) | "
+            f"{_improvement(r['auc_over_ppo'])} | {_iqm(r['final_eval'], 1)} ({r['eval_games']}) | "
             f"{r['seeds_scored']} of {len(r['seeds'])} | {r['steps_per_second']:.0f} |"
         )
     lines += ["", "Per seed:", "",
