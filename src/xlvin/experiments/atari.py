@@ -309,11 +309,13 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seeds (`_over_seeds`), how many seeds scored in training, mean steps/s, and for every agent
     but PPO trained with PPO on the same game and budget, the probability that its AUC beats
     PPO's (`auc_over_ppo`, see `_over_ppo`)."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}  # (game, agent, budget) -> seeds
+    for r in records:
+        groups.setdefault((r["game"], r["agent"], r["transitions"]), []).append(r)
     rows = []
-    keys = sorted({(r["game"], r["agent"], r["transitions"]) for r in records},
-                  key=lambda k: (GAMES.index(k[0]), list(AGENTS).index(k[1]), k[2]))
-    for game, agent, budget in keys:
-        group = [r for r in records if (r["game"], r["agent"], r["transitions"]) == (game, agent, budget)]
+    for game, agent, budget in sorted(groups, key=lambda k: (GAMES.index(k[0]),
+                                                             list(AGENTS).index(k[1]), k[2])):
+        group, ppo = groups[game, agent, budget], groups.get((game, "ppo", budget))
         rows.append({
             "game": game, "agent": agent, "label": LABELS[agent], "budget": budget,
             "seeds": sorted(r["seed"] for r in group),
@@ -325,15 +327,9 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "seeds_scored": sum(r["first_score_at"] is not None for r in group),
             "steps_per_second": float(np.mean([r["steps_per_second"] for r in group])),
             "machines": sorted({r["final_eval"]["machine"] for r in group}),
-            "auc_over_ppo": None,
+            "auc_over_ppo": None if agent == "ppo" or ppo is None else
+            _over_ppo([r["auc"] for r in group], [r["auc"] for r in ppo]),
         })
-    for row in rows:
-        ppo = [r for r in records if (r["game"], r["agent"], r["transitions"]) ==
-               (row["game"], "ppo", row["budget"])]
-        if row["agent"] != "ppo" and ppo:
-            mine = [r for r in records if (r["game"], r["agent"], r["transitions"]) ==
-                    (row["game"], row["agent"], row["budget"])]
-            row["auc_over_ppo"] = _over_ppo([r["auc"] for r in mine], [r["auc"] for r in ppo])
     return rows
 
 
@@ -369,7 +365,7 @@ def _iqm(summary: dict[str, float], digits: int) -> str:
     return f"{point} [{summary['iqm_low']:.{digits}f}, {summary['iqm_high']:.{digits}f}]"
 
 
-def _improvement(over_ppo: dict[str, float] | None) -> str:
+def _p_over_ppo(over_ppo: dict[str, float] | None) -> str:
     return "-" if over_ppo is None else \
         f"{over_ppo['p']:.2f} [{over_ppo['low']:.2f}, {over_ppo['high']:.2f}]"
 
@@ -386,7 +382,7 @@ def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['game']} | {r['label']} | {len(r['seeds'])} | {r['transitions_reached']:,} "
             f"({r['budget']:,}) | {_iqm(r['auc'], 2)} | {r['auc']['mean']:.2f} | "
-            f"{_improvement(r['auc_over_ppo'])} | {_iqm(r['final_eval'], 1)} ({r['eval_games']}) | "
+            f"{_p_over_ppo(r['auc_over_ppo'])} | {_iqm(r['final_eval'], 1)} ({r['eval_games']}) | "
             f"{r['seeds_scored']} of {len(r['seeds'])} | {r['steps_per_second']:.0f} |"
         )
     lines += ["", "Per seed:", "",
