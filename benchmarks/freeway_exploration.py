@@ -9,8 +9,9 @@ diagnosis, neither of which trains anything.
    `xlvin reproduce atari`), at initialisation and for each finished run directory given, on 256
    random-play transitions (`xlvin.train.random_data.random_transitions`) with standard-normal
    advantages: policy (-A log pi(a|s)), value (0.5 V(s)^2: every return is 0 before the first
-   point) and the agent's auxiliary terms (TransE x 0.001). PPO clips the sum's gradient to norm 0.5. With `--run`, also the policy's mean action
-   probabilities on the same observations. Not part of the test suite.
+   point) and the agent's auxiliary terms (TransE x 0.001). PPO clips the sum's gradient to norm
+   0.5. With `--run`, also the policy's mean action probabilities on the same observations. Not
+   part of the test suite.
 """
 
 import argparse

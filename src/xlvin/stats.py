@@ -179,3 +179,24 @@ def summarize(scores_1d: np.ndarray | Sequence[float], reps: int = 2000, seed: i
         "median": float(np.median(runs)),
         "n": int(runs.size),
     }
+
+
+def improvement_over(x_runs: Sequence[float], y_runs: Sequence[float]) -> dict[str, float]:
+    """{"p", "low", "high"}: P(X > Y) over the runs of one task, with its 95 % stratified
+    bootstrap interval (`probability_of_improvement_ci`)."""
+    x = np.asarray(x_runs, dtype=float)[:, None]  # [runs, 1 task]
+    y = np.asarray(y_runs, dtype=float)[:, None]
+    p, low, high = probability_of_improvement_ci(x, y)
+    return {"p": p, "low": low, "high": high}
+
+
+def interval_text(point: float, low: float, high: float, digits: int) -> str:
+    """'point [low, high]' with `digits` decimals, as the results tables print an estimate."""
+    return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def improvement_text(improvement: dict[str, float] | None) -> str:
+    """An `improvement_over` result as 'p [low, high]', or '-' without one."""
+    if improvement is None:
+        return "-"
+    return interval_text(improvement["p"], improvement["low"], improvement["high"], 2)

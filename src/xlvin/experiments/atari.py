@@ -47,7 +47,7 @@ from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import CONFIG, METRICS, SUMMARY, claim_run_dir, read_metrics, write_json
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import quiet_known_warnings, set_threads
-from xlvin.stats import probability_of_improvement_ci, summarize
+from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.run import RunConfig, TrainConfig, check_device, executor_file, load_run, train_run
@@ -340,8 +340,7 @@ def _over_ppo(aucs: list[float], ppo_aucs: list[float]) -> dict[str, float] | No
     x, y = ([v for v in values if math.isfinite(v)] for values in (aucs, ppo_aucs))
     if min(len(x), len(y)) < 2:
         return None
-    p, low, high = probability_of_improvement_ci(np.array(x)[:, None], np.array(y)[:, None])
-    return {"p": p, "low": low, "high": high}
+    return improvement_over(x, y)
 
 
 def budget_note(rows: list[dict[str, Any]]) -> str:
@@ -359,15 +358,9 @@ def budget_note(rows: list[dict[str, Any]]) -> str:
 
 def _iqm(summary: dict[str, float], digits: int) -> str:
     """'IQM [low, high]', or the one seed's value."""
-    point = f"{summary['iqm']:.{digits}f}"
     if summary.get("n", 1) == 1:
-        return point
-    return f"{point} [{summary['iqm_low']:.{digits}f}, {summary['iqm_high']:.{digits}f}]"
-
-
-def _p_over_ppo(over_ppo: dict[str, float] | None) -> str:
-    return "-" if over_ppo is None else \
-        f"{over_ppo['p']:.2f} [{over_ppo['low']:.2f}, {over_ppo['high']:.2f}]"
+        return f"{summary['iqm']:.{digits}f}"
+    return interval_text(summary["iqm"], summary["iqm_low"], summary["iqm_high"], digits)
 
 
 def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
@@ -382,7 +375,7 @@ def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['game']} | {r['label']} | {len(r['seeds'])} | {r['transitions_reached']:,} "
             f"({r['budget']:,}) | {_iqm(r['auc'], 2)} | {r['auc']['mean']:.2f} | "
-            f"{_p_over_ppo(r['auc_over_ppo'])} | {_iqm(r['final_eval'], 1)} ({r['eval_games']}) | "
+            f"{improvement_text(r['auc_over_ppo'])} | {_iqm(r['final_eval'], 1)} ({r['eval_games']}) | "
             f"{r['seeds_scored']} of {len(r['seeds'])} | {r['steps_per_second']:.0f} |"
         )
     lines += ["", "Per seed:", "",

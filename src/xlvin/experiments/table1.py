@@ -42,7 +42,7 @@ from xlvin.errors import UserError
 from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
 from xlvin.process import quiet_known_warnings, set_threads
-from xlvin.stats import iqm, probability_of_improvement_ci, summarize
+from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
 from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
@@ -394,20 +394,16 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                              for r in group]
         ppo = groups.get((protocol, env, "ppo", False, variant))
         if agent != "ppo" and ppo:
-            x = np.array([[r["final_return"] for r in group]]).T  # [runs, 1 task]
-            y = np.array([[r["final_return"] for r in ppo]]).T
-            p, low, high = probability_of_improvement_ci(x, y)
-            row["p_better_than_ppo"] = {"p": p, "low": low, "high": high, "ppo_seeds": len(ppo)}
+            row["p_better_than_ppo"] = {
+                **improvement_over([r["final_return"] for r in group],
+                                   [r["final_return"] for r in ppo]),
+                "ppo_seeds": len(ppo)}
         rows.append(row)
     return rows
 
 
 def _ci(s: dict[str, float]) -> str:
-    return f"{s['iqm']:.1f} [{s['iqm_low']:.1f}, {s['iqm_high']:.1f}]"
-
-
-def _p(p: dict[str, float] | None) -> str:
-    return "-" if p is None else f"{p['p']:.2f} [{p['low']:.2f}, {p['high']:.2f}]"
+    return interval_text(s["iqm"], s["iqm_low"], s["iqm_high"], 1)
 
 
 def _stat(row: dict[str, Any] | None, name: str) -> str:
@@ -438,7 +434,7 @@ def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
     )
     lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        better = _p(r.get("p_better_than_ppo"))
+        better = improvement_text(r.get("p_better_than_ppo"))
         lines.append(
             f"| {r['env']} | {_label(r)} | {_pm(r['paper_mean'], r['paper_std'])} | "
             f"**{_ci(r['final'])}** | {r['final']['mean']:.1f} +- {r['final']['std']:.1f} | "
@@ -503,8 +499,8 @@ def combined_markdown(rows: list[dict[str, Any]]) -> str:
             lines.append(
                 f"| {env} | {agent} | {_pm(*ref)} | {_stat(paper, 'max_eval')} | "
                 f"**{_stat(paper, 'final')}** | {_stat(ours, 'max_eval')} | "
-                f"**{_stat(ours, 'final')}** | {_p(paper and paper.get('p_better_than_ppo'))} | "
-                f"{_p(ours and ours.get('p_better_than_ppo'))} |"
+                f"**{_stat(ours, 'final')}** | {improvement_text(paper and paper.get('p_better_than_ppo'))} | "
+                f"{improvement_text(ours and ours.get('p_better_than_ppo'))} |"
             )
     return "\n".join(lines) + (
         "\n\nIQM over training seeds [95 % stratified bootstrap CI]; the final policy (bold) is "
