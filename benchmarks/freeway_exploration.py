@@ -24,8 +24,11 @@ from xlvin.envs.atari import atari_eval_id, atari_train_id
 from xlvin.experiments.atari import Cell
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import prepare_process, set_threads
+from xlvin.train.pretrained import executor_file, load_executor_processor
 from xlvin.train.random_data import random_transitions
-from xlvin.train.run import build_agent, executor_file, load_executor_processor, load_run
+from xlvin.train.run import load_run
+from xlvin.train.run_config import agent_of
+from xlvin.train.spaces import Spaces
 
 UP_PROBABILITIES = (1 / 3, 0.37, 0.40, 0.45)
 
@@ -67,12 +70,13 @@ def gradient_norms(agent: ActorCritic, batch: TransitionBatch) -> dict[str, floa
 
 def initial_agent(name: str) -> ActorCritic:
     """The Freeway cell's agent `name` as it starts training (seed 0)."""
-    cfg = Cell("Freeway", name, 0).config().train
+    run = Cell("Freeway", name, 0).config()
+    cfg = run.train
     processor = None
     if cfg.agent == "xlvin":
         processor, _ = load_executor_processor(executor_file(cfg.executor, cfg, False))
     torch.manual_seed(cfg.seed)
-    return build_agent(cfg, (4, 84, 84), 3, processor)
+    return agent_of(run, Spaces((4, 84, 84), "image", 3), processor)
 
 
 def main() -> None:

@@ -79,9 +79,15 @@ def _collection_forward(agent, obs):
 
 
 def _build(cfg, obs_dim: int, actions: int, processor):
-    """`build_agent` with the observation shape (current) or size (older code)."""
-    from xlvin.train.run import build_agent
+    """The agent of TrainConfig `cfg`: from the derived architecture and spaces (current), or
+    `build_agent` with the observation shape or size (older code)."""
+    try:
+        from xlvin.train.run_config import RunConfig, agent_of
+        from xlvin.train.spaces import Spaces
 
+        return agent_of(RunConfig(train=cfg), Spaces((obs_dim,), "flat", actions), processor)
+    except ImportError:
+        from xlvin.train.run import build_agent
     try:
         return build_agent(cfg, (obs_dim,), actions, processor)
     except TypeError:
@@ -106,7 +112,10 @@ def probe(name: str) -> float:
     import torch
 
     torch.set_num_threads(1)
-    from xlvin.train.run import TrainConfig
+    try:
+        from xlvin.train.run_config import TrainConfig
+    except ImportError:
+        from xlvin.train.run import TrainConfig
 
     if name == "env_step":
         envs = _lib("make_vector_env")("CartPole-v1", 4)

@@ -16,7 +16,9 @@ from xlvin.process import seed_everything
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import train_ppo
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import TrainConfig, build_agent, load_run
+from xlvin.train.run import load_run
+from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
+from xlvin.train.spaces import Spaces
 
 
 class ImageEnv(gym.Env):
@@ -50,9 +52,10 @@ for env_id, size in (("XlvinTest/Image36-v0", 36), ("XlvinTest/Image8-v0", 8)):
 
 def test_build_agent_picks_the_encoder_from_the_observation_space(executor_path: Path) -> None:
     processor = load_executor(executor_path).processor
-    flat = build_agent(TrainConfig(agent="xlvin"), (4,), 2, processor)
+    flat = agent_of(RunConfig(train=TrainConfig(agent="xlvin")), Spaces((4,), "flat", 2), processor)
     assert isinstance(flat.encoder, MLPEncoder) and flat.encoder.embedding_dim == 50
-    image = build_agent(TrainConfig(agent="xlvin"), (2, 36, 36), 3, processor)
+    image = agent_of(RunConfig(train=TrainConfig(agent="xlvin")), Spaces((2, 36, 36), "image", 3),
+                     processor)
     assert isinstance(image.encoder, NatureCNN) and image.encoder.embedding_dim == 512
     frames = torch.randint(0, 256, (5, 2, 36, 36), dtype=torch.uint8)
     logits, values = image(frames)
@@ -90,7 +93,8 @@ def test_xlvin_learns_cartpole_online(executor_path: Path) -> None:
     12,288 online steps: its greedy return is far above a random policy's ~22."""
     seed_everything(0)
     processor = load_executor(executor_path).processor
-    agent = build_agent(TrainConfig(agent="xlvin", hidden=64), (4,), 2, processor)
+    agent = agent_of(RunConfig(train=TrainConfig(agent="xlvin", hidden=64)), Spaces((4,), "flat", 2),
+                     processor)
     train_ppo(agent, "CartPole-v1", PPOConfig(total_steps=12_288, lr=1e-3), seed=0, progress=False)
     score = evaluate_policy(agent, "CartPole-v1", episodes=10, seed=10_000)["mean"]
     assert score > 100, score

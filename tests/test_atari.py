@@ -21,7 +21,8 @@ from xlvin.stats import iqm
 from xlvin.train.collect import make_vector_env, reset_envs
 from xlvin.train.env_state import env_state, restorable, restore_env_state
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import RunConfig, TrainConfig, check_device, train_run
+from xlvin.train.run import train_run
+from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 
 def test_training_env_ends_episodes_on_lives_and_reports_whole_unclipped_games() -> None:

@@ -22,12 +22,12 @@ def existing_run(tmp_path: Path) -> Path:
 
 CASES = {
     "unknown env": (["train", "--env", "NoSuchEnv-v9", "--agent", "ppo"], "unknown environment"),
-    "continuous actions": (["train", "--env", "Pendulum-v1", "--agent", "ppo"], "needs Discrete"),
+    "continuous actions": (["train", "--env", "Pendulum-v1", "--agent", "ppo"], "need Discrete actions (continuous actions are not supported)"),
     "negative depth": (["train", "--depth", "-1"], "--depth must be >= 0"),
     "zero lr": (["train", "--agent", "ppo", "--lr", "0"], "lr must be > 0"),
     "missing executor": (["train", "--executor", "/nonexistent.safetensors"], "neither 'random'"),
     "existing out": (["train", "--agent", "ppo"], "already holds a run"),
-    "unknown agent": (["train", "--agent", "dqn"], "argument --agent: invalid choice: 'dqn'"),
+    "unknown agent": (["train", "--agent", "dqn"], "unknown agent 'dqn'; choose one of xlvin, ppo"),
     "mistyped flag value": (["train", "--depth", "two"], "argument --depth: invalid int value"),
     "huge depth": (["train", "--agent", "xlvin", "--depth", "40"],
                    "--depth 40 with 2 actions builds more than"),

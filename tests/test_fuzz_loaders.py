@@ -15,7 +15,9 @@ from safetensors.torch import save_file
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, MODEL
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.run import RunConfig, TrainConfig, build_agent, check_run, load_run
+from xlvin.train.run import load_run
+from xlvin.train.run_config import RunConfig, TrainConfig, agent_of, check_run
+from xlvin.train.spaces import Spaces
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -65,8 +67,8 @@ def test_any_json_is_a_checked_config_or_one_line(data) -> None:
 
 @pytest.fixture(scope="module")
 def ppo_weights() -> dict:
-    cfg = TrainConfig(agent="ppo", env="CartPole-v1")
-    agent: ActorCritic = build_agent(cfg, (4,), 2, None)
+    cfg = RunConfig(train=TrainConfig(agent="ppo", env="CartPole-v1"))
+    agent: ActorCritic = agent_of(cfg, Spaces((4,), "flat", 2))
     return {k: v.clone() for k, v in agent.state_dict().items()}
 
 

@@ -19,7 +19,8 @@ from xlvin.nn.vin import ValueIteration, VINAgent, paper_iterations
 from xlvin.train.collect import make_actor
 from xlvin.train.maze_evaluation import greedy_success, maze_observations
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import RunConfig, TrainConfig, train_run
+from xlvin.train.run import train_run
+from xlvin.train.run_config import RunConfig, TrainConfig
 
 
 def observations(size: int, count: int, level: int | None = None) -> torch.Tensor:

@@ -23,13 +23,10 @@ from xlvin.io.run_dir import CONFIG, write_json
 from xlvin.train.maze_evaluation import maze_observations
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.run import (
-    RunConfig,
-    TrainConfig,
-    build_agent,
-    level_weights_saver,
-    load_executor_processor,
-)
+from xlvin.train.pretrained import load_executor_processor
+from xlvin.train.run import level_weights_saver
+from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
+from xlvin.train.spaces import Spaces
 
 
 def test_rank_correlation_hand_cases() -> None:
@@ -123,7 +120,7 @@ def tiny_run(
     processor, meta = load_executor_processor(executor_path)
     save = level_weights_saver(root, cfg, meta)
     for level in levels:
-        save(level, build_agent(cfg.train, (3, 8, 8), 8, processor))
+        save(level, agent_of(cfg, Spaces((3, 8, 8), "maze", 8), processor))
     return root
 
 

@@ -23,7 +23,8 @@ from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import execute_levels, execute_tree, expand_pruned_tree, expand_tree
 from xlvin.train.pretrain_executor import immediate_reward_baseline
-from xlvin.train.run import RunConfig, TrainConfig, check_run
+from xlvin.train.run_config import RunConfig, TrainConfig, check_run
+from xlvin.train.spaces import Spaces
 
 #   0 1 2 3 4
 # 0 # # # # #
@@ -184,4 +185,4 @@ def test_maze_experiment_xlvin_cells_are_valid_runs(
     cfg = Cell("maze", name, seed=0).config()
     assert (cfg.train.agent, cfg.train.executor) == ("xlvin", "maze")
     assert (cfg.train.depth, cfg.train.prune, cfg.train.hidden) == (depth, prune, hidden)
-    assert check_run(cfg) == ((3, 8, 8), 8)
+    assert check_run(cfg)[0] == Spaces((3, 8, 8), "maze", 8)

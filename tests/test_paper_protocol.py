@@ -19,7 +19,9 @@ from xlvin.train.advantages import compute_gae, monte_carlo_returns
 from xlvin.train.collect import collect_until_episodes_end
 from xlvin.train.ppo import estimate_advantages, normalise_over_batch
 from xlvin.train.protocols import LowDataConfig
-from xlvin.train.run import TrainConfig, build_agent, train_run
+from xlvin.train.run import train_run
+from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
+from xlvin.train.spaces import Spaces
 from xlvin.train.storage import Rollout
 
 
@@ -202,10 +204,11 @@ def test_pytorch_init_leaves_the_pretrained_executor_alone(executor_path: Path) 
     processor = load_executor(executor_path).processor
     before = {k: v.clone() for k, v in processor.state_dict().items()}
     torch.manual_seed(0)
-    ortho = build_agent(TrainConfig(agent="xlvin"), (4,), 2, processor)
+    cartpole = Spaces((4,), "flat", 2)
+    ortho = agent_of(RunConfig(train=TrainConfig(agent="xlvin")), cartpole, processor)
     torch.manual_seed(0)
-    default = build_agent(TrainConfig(agent="xlvin", init="pytorch", executor_projections=True),
-                          (4,), 2, processor)
+    default = agent_of(RunConfig(train=TrainConfig(agent="xlvin", init="pytorch",
+                                                  executor_projections=True)), cartpole, processor)
     for k, v in processor.state_dict().items():
         assert torch.equal(v, before[k])
     # orthogonal actor head: gain 0.01; PyTorch's default: uniform(+-1/sqrt(fan_in))

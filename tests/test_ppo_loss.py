@@ -6,7 +6,7 @@ import torch
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.fused_ppo_loss import fused_ppo_loss
-from xlvin.train.ppo_loss import ppo_loss
+from xlvin.nn.ppo_loss import ppo_loss
 
 LIMIT = 20.0
 

@@ -1,3 +1,46 @@
-"""XLVIN: eXecuted Latent Value Iteration Networks (Deac et al., 2020) and its baselines."""
+"""XLVIN: eXecuted Latent Value Iteration Networks (Deac et al., 2020) and its baselines.
+
+    from xlvin import XLVIN, PPO, ATreeC       # the Python API (xlvin.api)
+    from xlvin import register_agent           # your own agent (xlvin.train.agents)
+
+The names below are imported on first use, so `import xlvin` stays light (no torch).
+"""
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_EXPORTS = {
+    **dict.fromkeys(("XLVIN", "PPO", "ATreeC", "Model", "EVAL_SEED"), "xlvin.api"),
+    **dict.fromkeys(
+        ("register_agent", "register_encoder", "build_encoder", "build_agent", "Architecture"),
+        "xlvin.train.agents",
+    ),
+    "Spaces": "xlvin.train.spaces",
+    "RunConfig": "xlvin.train.run_config",
+    "UserError": "xlvin.errors",
+}
+__all__ = [
+    "EVAL_SEED",
+    "PPO",
+    "XLVIN",
+    "ATreeC",
+    "Architecture",
+    "Model",
+    "RunConfig",
+    "Spaces",
+    "UserError",
+    "__version__",
+    "build_agent",
+    "build_encoder",
+    "register_agent",
+    "register_encoder",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'xlvin' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

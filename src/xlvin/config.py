@@ -20,7 +20,13 @@ C = TypeVar("C")
 
 def option(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> Any:
     """A dataclass field with a help text (shown by --help) and optional allowed values."""
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+    return dataclasses.field(default=default, metadata=described(help, choices))
+
+
+def described(help: str, choices: tuple[Any, ...] | None = None) -> dict[str, Any]:
+    """The metadata of a config field: its help text and allowed values. A `list[str]` or
+    `dict[str, Any]` field is `field(default_factory=list, metadata=described(...))`."""
+    return {"help": help, "choices": choices}
 
 
 def _base_type(tp: Any) -> Any:
@@ -39,6 +45,22 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def parse_key_value(text: str) -> tuple[str, Any]:
+    """`key=value` (the RL Zoo's --env-kwargs): the value as JSON (8, 0.5, true, null, [1, 2],
+    "text") when it parses as JSON, else as plain text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
 def add_options(
     parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), prefix: str = ""
 ) -> None:
@@ -52,12 +74,17 @@ def add_options(
         kwargs: dict[str, Any] = {
             "dest": prefix.replace("-", "_") + f.name,
             "default": None,
-            "help": f"{f.metadata.get('help', '')} (default: {f.default})",
+            "help": f"{f.metadata.get('help', '')} (default: {_default(f)})",
         }
         if f.metadata.get("choices"):
             kwargs["choices"] = f.metadata["choices"]
-        kwargs["type"] = _parse_bool if tp is bool else tp
-        kwargs["metavar"] = tp.__name__.upper() if not f.metadata.get("choices") else None
+        if typing.get_origin(tp) is list:  # --flag A B C
+            kwargs.update(nargs="+", type=str, metavar="NAME")
+        elif typing.get_origin(tp) is dict:  # --flag key=value key=value
+            kwargs.update(nargs="+", type=parse_key_value, metavar="KEY=VALUE")
+        else:
+            kwargs["type"] = _parse_bool if tp is bool else tp
+            kwargs["metavar"] = tp.__name__.upper() if not f.metadata.get("choices") else None
         group.add_argument("--" + prefix + f.name.replace("_", "-"), **kwargs)
 
 
@@ -72,8 +99,11 @@ def from_args(
         for f in dataclasses.fields(cls)
         if getattr(args, dest + f.name, None) is not None
     }
+    hints = typing.get_type_hints(cls)
     for name, value in given.items():
         _check_finite(value, f"--{prefix}{name.replace('_', '-')}")
+        if typing.get_origin(_base_type(hints[name])) is dict:
+            given[name] = dict(value)  # the (key, value) pairs of `parse_key_value`
     return dataclasses.replace(config, **given)
 
 
@@ -114,6 +144,8 @@ def _field_value(value: Any, hint: Any, field: dataclasses.Field, source: str) -
     tp = _base_type(hint)
     if value is None and hint is not tp:
         return None
+    if typing.get_origin(tp) in (list, dict):
+        return _container_value(value, tp, field, source)
     ok = isinstance(value, tp) and not (tp is not bool and isinstance(value, bool))
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         try:
@@ -130,6 +162,24 @@ def _field_value(value: Any, hint: Any, field: dataclasses.Field, source: str) -
         raise UserError(f"{source}: field {field.name!r} must be one of {', '.join(choices)}, "
                         f"got {value!r}")
     return value
+
+
+def _container_value(value: Any, tp: Any, field: dataclasses.Field, source: str) -> Any:
+    """A `list[str]` field's list of strings, or a `dict[str, Any]` field's object of JSON
+    values (finite numbers only)."""
+    kind = typing.get_origin(tp)
+    if kind is list:
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise UserError(f"{source}: field {field.name!r} must be a list of strings")
+        return list(value)
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise UserError(f"{source}: field {field.name!r} must be an object with string keys")
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{source}: field {field.name!r} must hold JSON values (numbers, strings, "
+                        f"true/false, null, lists, objects): {one_line(err)}") from None
+    return json.loads(text)  # plain JSON types (tuples as lists), as config.json reads back
 
 
 def load_json(path: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ Modules:
 - `flat_adam`: Adam and gradient clipping over one flat parameter buffer, equal to
   `torch.optim.Adam` plus `clip_grad_norm_`.
 - `fused_ppo_loss`: the PPO loss as one autograd node with its gradient in closed form, equal to
-  the op-by-op loss of `xlvin.train.ppo_loss`.
+  the op-by-op loss of `xlvin.nn.ppo_loss`.
 - `classic_control`: CartPole and Acrobot episodes stepped on arrays for evaluation, equal bit
   for bit to gymnasium's envs.
 - `allocator`: `retain_freed_memory()`, glibc's allocator told to keep freed memory (changes no

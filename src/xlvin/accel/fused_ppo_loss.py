@@ -1,4 +1,4 @@
-"""The PPO loss of `xlvin.train.ppo_loss.ppo_loss` as one autograd node with its gradient in
+"""The PPO loss of `xlvin.nn.ppo_loss.ppo_loss` as one autograd node with its gradient in
 closed form, computed in NumPy.
 
 Written with autograd the loss is ~30 small nodes on [B, A] and [B] tensors, whose recording
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from xlvin.train.ppo_loss import PPOLossTerms
+from xlvin.nn.ppo_loss import PPOLossTerms
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -133,7 +133,7 @@ def fused_ppo_loss(
     vf_coef: float,
     logratio_limit: float,
 ) -> tuple[Tensor, PPOLossTerms]:
-    """`xlvin.train.ppo_loss.ppo_loss`, same arguments and results, as one autograd node."""
+    """`xlvin.nn.ppo_loss.ppo_loss`, same arguments and results, as one autograd node."""
     loss, terms = _PPOLoss.apply(
         logits, values, actions, old_logprobs, advantages, returns, old_values, clip,
         clip_value_loss, ent_coef, vf_coef, logratio_limit,

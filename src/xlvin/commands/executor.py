@@ -18,7 +18,7 @@ from xlvin.train.pretrain_executor import (
     evaluate_executor,
     pretrain_and_save,
 )
-from xlvin.train.run import MAX_SEED, machine_memory
+from xlvin.train.run_config import MAX_SEED, machine_memory
 
 
 def _table(rows: list[dict[str, Any]]) -> str:

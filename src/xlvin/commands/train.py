@@ -4,16 +4,11 @@ import argparse
 import json
 from pathlib import Path
 
+from xlvin.api import EVAL_SEED, Model, check_evaluation
 from xlvin.config import add_options, from_args, load_json
-from xlvin.errors import UserError
+from xlvin.envs.packages import import_gym_packages
 from xlvin.io.run_dir import CONFIG
-from xlvin.train.curriculum import CurriculumConfig
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.protocols import LowDataConfig
-from xlvin.train.run import MAX_SEED, RunConfig, TrainConfig, evaluate_run, train_run
-
-EVAL_SEED = 1_000_000
+from xlvin.train.run_config import SECTIONS, RunConfig
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -22,11 +17,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, help="JSON file with train/ppo/transe sections; flags override it"
     )
-    add_options(parser, TrainConfig)
-    add_options(parser, PPOConfig)
-    add_options(parser, TransEConfig, prefix="transe-")
-    add_options(parser, LowDataConfig, prefix="low-data-")
-    add_options(parser, CurriculumConfig, prefix="curriculum-")
+    for _, cls, prefix in SECTIONS:
+        add_options(parser, cls, prefix=prefix)
 
 
 def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig:
@@ -36,31 +28,26 @@ def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig
         base = RunConfig.from_json(load_json(saved), str(saved))
     if args.config is not None:
         base = RunConfig.from_json(load_json(args.config), str(args.config))
-    return RunConfig(
-        train=from_args(TrainConfig, args, base.train),
-        ppo=from_args(PPOConfig, args, base.ppo),
-        transe=from_args(TransEConfig, args, base.transe, prefix="transe-"),
-        low_data=from_args(LowDataConfig, args, base.low_data, prefix="low-data-"),
-        curriculum=from_args(CurriculumConfig, args, base.curriculum, prefix="curriculum-"),
-    )
+    return RunConfig(**{section: from_args(cls, args, getattr(base, section), prefix=prefix)
+                        for section, cls, prefix in SECTIONS})
 
 
 def _train(args: argparse.Namespace) -> None:
+    import_gym_packages(args.gym_packages or [])  # the flag's modules only, never a file's
     saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
-    _, summary = train_run(
-        run_config(args, saved), args.out, progress=not args.quiet, resume=args.resume
-    )
-    ppo = summary["ppo"]
-    print(f"trained in {summary['wall_seconds']:.1f}s; run directory: {args.out}")
+    model = Model.from_config(run_config(args, saved))
+    model.learn(out=args.out, progress=not args.quiet, resume=args.resume)
+    assert model.summary is not None
+    ppo = model.summary["ppo"]
+    print(f"trained in {model.summary['wall_seconds']:.1f}s; run directory: {args.out}")
     print(json.dumps({k: v for k, v in ppo.items() if not isinstance(v, list)}, indent=2))
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    if args.episodes <= 0:
-        raise UserError(f"--episodes must be > 0, got {args.episodes}")
-    if not 0 <= args.seed <= MAX_SEED:
-        raise UserError(f"--seed must be in [0, {MAX_SEED}], got {args.seed}")
-    result = evaluate_run(args.run_dir, episodes=args.episodes, seed=args.seed)
+    check_evaluation(args.episodes, args.seed)
+    result = Model.load(args.run_dir, gym_packages=args.gym_packages).evaluate(
+        episodes=args.episodes, seed=args.seed
+    )
     if args.json:
         print(json.dumps(result))
     else:
@@ -98,4 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "training seeds)",
     )
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument(
+        "--gym-packages", nargs="+", default=[], metavar="NAME",
+        help="modules to import that register the run's environment (the run says which it needs)",
+    )
     evaluate.set_defaults(func=_evaluate)

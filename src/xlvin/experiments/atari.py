@@ -50,7 +50,9 @@ from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import RunConfig, TrainConfig, check_device, executor_file, load_run, train_run
+from xlvin.train.pretrained import executor_file
+from xlvin.train.run import load_run, train_run
+from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 GAMES = ("Freeway", "Alien", "Enduro")
 #: Agent name -> TrainConfig overrides.

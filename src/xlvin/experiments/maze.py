@@ -38,7 +38,8 @@ from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
 from xlvin.process import quiet_known_warnings
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import RunConfig, TrainConfig, check_device, train_run
+from xlvin.train.run import train_run
+from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 #: Experiments: name -> (env id, default agents).
 EXPERIMENTS = {

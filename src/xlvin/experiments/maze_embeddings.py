@@ -35,16 +35,9 @@ from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import set_threads
 from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.run import (
-    LEVELS_DIR,
-    RunConfig,
-    check_run,
-    level_weights_file,
-    load_run,
-    on_cpu,
-    shared_transe_file,
-    transe_pair,
-)
+from xlvin.train.pretrained import shared_transe_file, transe_pair
+from xlvin.train.run import LEVELS_DIR, level_weights_file, load_run
+from xlvin.train.run_config import RunConfig, check_run, on_cpu
 
 #: The default maze is drawn (seeded) from the held-out mazes whose longest optimal path, over
 #: the cells that reach the goal, has at least this many moves (56 of the 833 8x8 test mazes).
@@ -236,9 +229,9 @@ def transe_only(
 ) -> tuple[nn.Module, TransitionModel, dict[str, Any]]:
     """The encoder and transition model of the run's architecture trained by TransE alone on
     `cfg.transe` (cached: `shared_transe_file`), and the file's description."""
-    obs_shape, num_actions = check_run(cfg)
-    path = shared_transe_file(cfg, obs_shape, num_actions, progress)
-    pair = transe_pair(cfg.train, obs_shape, num_actions)
+    spaces, arch = check_run(cfg)
+    path = shared_transe_file(cfg, spaces, arch, progress)
+    pair = transe_pair(arch, spaces)
     tensors, meta = load_weights(path, what="TransE weights")
     load_state(pair, tensors, path)
     return pair["encoder"], pair["transition"], {"file": str(path), **meta}

@@ -45,16 +45,10 @@ from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
+from xlvin.train.pretrained import executor_file, shared_transe_file
 from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
-from xlvin.train.run import (
-    RunConfig,
-    TrainConfig,
-    env_spaces,
-    evaluate_run,
-    executor_file,
-    shared_transe_file,
-    train_run,
-)
+from xlvin.train.run import evaluate_run, train_run
+from xlvin.train.run_config import RunConfig, TrainConfig, check_run
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
 PROTOCOLS = ("paper", "ours")
@@ -341,8 +335,8 @@ def _produce(need: tuple[str, Cell]) -> Path:
     set_threads(cfg.ppo.torch_threads)
     if kind == "executor":
         return executor_file(cfg.train.executor, cfg.train, progress=False)
-    obs_shape, num_actions = env_spaces(cfg.train.env)
-    return shared_transe_file(cfg, obs_shape, num_actions, progress=False)
+    spaces, arch = check_run(cfg)
+    return shared_transe_file(cfg, spaces, arch, progress=False)
 
 
 def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:

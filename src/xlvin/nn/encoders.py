@@ -102,3 +102,25 @@ class MazeCNN(nn.Module):
         """obs [B, C, H, W] -> h_s [B, k]."""
         features = self.convs(obs.float())  # [B, channels, H, W]
         return self.mlp(features.mean(dim=(2, 3)))  # pooled [B, channels] -> [B, k]
+
+
+class OneHot(nn.Module):
+    """The observation adapter of a Discrete(n) observation space: state indices [B] -> one-hot
+    vectors [B, n] (float32), which the MLP encoder then reads as flat observations."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [B] (integer indices, or floats holding them) -> [B, n]."""
+        return nn.functional.one_hot(obs.long(), self.n).float()
+
+
+class ChannelsFirst(nn.Module):
+    """The observation adapter of channels-last images: [B, H, W, C] -> [B, C, H, W], the layout
+    the Nature CNN reads."""
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [B, H, W, C] -> [B, C, H, W] (a view: no copy)."""
+        return obs.permute(0, 3, 1, 2)

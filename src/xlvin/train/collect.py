@@ -287,6 +287,7 @@ def collect_episodes(
     generator: torch.Generator | None = None,
     chunk_steps: int = 128,
     accelerate: bool = True,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> Rollout:
     """Exactly `num_episodes` complete episodes sampled from `policy`, as one masked Rollout.
 
@@ -304,7 +305,7 @@ def collect_episodes(
         raise UserError(f"num_episodes must be >= 1, got {num_episodes}")
     num_envs = max(1, min(num_envs, num_episodes))
     generator = generator if generator is not None else torch.Generator().manual_seed(seed)
-    envs = make_vector_env(env_id, num_envs, record_stats=False)
+    envs = make_vector_env(env_id, num_envs, record_stats=False, env_kwargs=env_kwargs)
     try:
         state = reset_envs(envs, seed)
         parts: list[Rollout] = []
@@ -334,6 +335,7 @@ def collect_until_episodes_end(
     generator: torch.Generator | None = None,
     chunk_steps: int = 32,
     accelerate: bool = True,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> Rollout:
     """Every step of `num_envs` envs, from their reset until `num_episodes` episodes have ended in
     total (counting every env's): the authors' `gather_fixed_episodes_rollout`.
@@ -346,7 +348,7 @@ def collect_until_episodes_end(
     if num_episodes < 1 or num_envs < 1:
         raise UserError(f"need num_episodes >= 1 and num_envs >= 1, got {num_episodes}, {num_envs}")
     generator = generator if generator is not None else torch.Generator().manual_seed(seed)
-    envs = make_vector_env(env_id, num_envs, record_stats=False)
+    envs = make_vector_env(env_id, num_envs, record_stats=False, env_kwargs=env_kwargs)
     try:
         state = reset_envs(envs, seed)
         parts: list[Rollout] = []

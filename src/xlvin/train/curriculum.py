@@ -143,6 +143,7 @@ class Curriculum:
         if env_id not in (MAZE_ID, CONTEXTUAL_MAZE_ID):
             raise UserError(f"the curriculum runs on {MAZE_ID} or {CONTEXTUAL_MAZE_ID}, not {env_id}")
         self.env_id, self.cfg, self.seed = env_id, cfg, seed
+        self.env_kwargs: dict[str, Any] = {}  # each level sets the maze's options itself
         self.levels = cfg.levels()
         self.held_out = held_out_sets(cfg, env_id == CONTEXTUAL_MAZE_ID)
         self.on_level_passed = on_level_passed

@@ -11,10 +11,10 @@ from xlvin.nn.policy import ActorCritic
 from xlvin.train.collect import make_actor, sample_actions
 
 
-def _make_env(env_id: str) -> gym.Env:
+def _make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
     """One env as `make_vector_env` builds each of its sub-envs, with the same one-line errors."""
     try:
-        env = gym.make(env_id)
+        env = gym.make(env_id, **(env_kwargs or {}))
     except gym.error.Error as err:
         raise UserError(f"cannot make environment {env_id!r}: {err}") from None
     if not isinstance(env.action_space, gym.spaces.Discrete):
@@ -63,11 +63,13 @@ class Evaluator:
     """Plays episodes of `env_id` with up to `num_envs` envs at once, kept between calls (a
     training loop that evaluates after every update makes its envs once)."""
 
-    def __init__(self, env_id: str, num_envs: int = 32) -> None:
+    def __init__(
+        self, env_id: str, num_envs: int = 32, env_kwargs: dict[str, Any] | None = None
+    ) -> None:
         if num_envs < 1:
             raise UserError(f"num_envs must be >= 1, got {num_envs}")
         self.env_id = env_id
-        self.envs = [_make_env(env_id) for _ in range(num_envs)]
+        self.envs = [_make_env(env_id, env_kwargs) for _ in range(num_envs)]
 
     def close(self) -> None:
         for env in self.envs:
@@ -169,12 +171,13 @@ def evaluate_policy(
     deterministic: bool = True,
     num_envs: int = 32,
     accelerate: bool = True,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """`Evaluator(env_id, num_envs)(policy, episodes, seed, deterministic, accelerate)` with envs
-    made for this call only (see `Evaluator.__call__`)."""
+    """`Evaluator(env_id, num_envs, env_kwargs)(policy, episodes, seed, deterministic,
+    accelerate)` with envs made for this call only (see `Evaluator.__call__`)."""
     if episodes < 1:
         raise UserError(f"episodes must be >= 1, got {episodes}")
-    evaluator = Evaluator(env_id, max(1, min(num_envs, episodes)))
+    evaluator = Evaluator(env_id, max(1, min(num_envs, episodes)), env_kwargs)
     try:
         return evaluator(policy, episodes, seed, deterministic, accelerate)
     finally:

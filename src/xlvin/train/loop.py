@@ -48,6 +48,8 @@ class DataSource(Protocol):
     """Where a protocol's data comes from."""
 
     env_id: str
+    #: the env's keyword arguments (evaluations during training make their envs with them)
+    env_kwargs: dict[str, Any]
     #: rounds of data; None: open-ended, the source says when it is done (`finished`)
     rounds: int | None
     updates_per_round: int
@@ -134,6 +136,7 @@ class OnlineData:
         self, env_id: str, cfg: PPOConfig, seed: int, env_kwargs: dict[str, Any] | None = None
     ) -> None:
         self.env_id, self.num_steps, self.seed = env_id, cfg.num_steps, seed
+        self.env_kwargs = env_kwargs or {}
         self.rounds = cfg.num_updates
         self.envs = make_vector_env(env_id, cfg.num_envs, env_kwargs=env_kwargs)
         self.exact = restorable(self.envs)
@@ -231,7 +234,8 @@ def train(
     result, rollout, resumed_at = TrainResult(), None, -1
     averaged: dict[str, torch.Tensor] = {}  # sums of the weights after the last updates
     bar: tqdm | None = None
-    evaluator = Evaluator(data.env_id, evaluation.episodes) if evaluation.points > 0 else None
+    evaluator = (Evaluator(data.env_id, evaluation.episodes, data.env_kwargs)
+                 if evaluation.points > 0 else None)
     try:
         if checkpoint is not None and checkpoint.exists():
             result, rollout, averaged = _resume(checkpoint, policy, optimizer, generator, data)

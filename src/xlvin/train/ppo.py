@@ -20,8 +20,8 @@ from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.config import option
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
+from xlvin.nn.ppo_loss import ppo_loss
 from xlvin.train.advantages import compute_gae, monte_carlo_returns
-from xlvin.train.ppo_loss import ppo_loss
 from xlvin.train.storage import Rollout
 
 #: |log pi_new - log pi_old| is clamped to this before exponentiating (see ppo_loss).

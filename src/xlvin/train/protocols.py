@@ -91,8 +91,11 @@ class LowData:
 
     log_by_env_steps = False
 
-    def __init__(self, env_id: str, low: LowDataConfig, seed: int) -> None:
+    def __init__(
+        self, env_id: str, low: LowDataConfig, seed: int, env_kwargs: dict[str, Any] | None = None
+    ) -> None:
         self.env_id, self.low, self.seed = env_id, low, seed
+        self.env_kwargs = env_kwargs or {}
         self.rounds, self.updates_per_round = low.rounds, low.updates
 
     def collect(
@@ -102,10 +105,11 @@ class LowData:
         if low.collect == "until_done":
             return collect_until_episodes_end(
                 self.env_id, policy, low.episodes, seed, low.num_envs, generator,
-                accelerate=accelerate,
+                accelerate=accelerate, env_kwargs=self.env_kwargs,
             )
         return collect_episodes(
-            self.env_id, policy, low.episodes, seed, low.num_envs, generator, accelerate=accelerate
+            self.env_id, policy, low.episodes, seed, low.num_envs, generator, accelerate=accelerate,
+            env_kwargs=self.env_kwargs,
         )
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

@@ -1,29 +1,19 @@
 """One training run from a typed config: build the agent, pre-train what the paper pre-trains,
-train with PPO, save everything to a run directory; and load a run back for evaluation."""
+train with PPO, save everything to a run directory; and load a run back for evaluation.
+
+The config and its checks are `xlvin.train.run_config`, the agents `xlvin.train.agents`, the
+cached pre-trained files `xlvin.train.pretrained`."""
 
 import dataclasses
-import hashlib
-import json
-import math
-import os
 import time
-import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
-import torch
 from torch import nn
 
-from xlvin.config import from_dict, names, option, to_dict
-from xlvin.envs import ensure_registered
-from xlvin.envs.maze import is_maze_env
-from xlvin.errors import UserError, one_line
 from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer
-from xlvin.io.executor_file import executor_architecture, load_executor, read_executor_meta
+from xlvin.io.executor_file import executor_architecture
 from xlvin.io.run_dir import (
     MODEL,
     SUMMARY,
@@ -36,442 +26,24 @@ from xlvin.io.run_dir import (
     write_json,
 )
 from xlvin.io.weights import load_state, load_weights, save_weights
-from xlvin.nn.agent import PPOAgent, XLVINAgent
-from xlvin.nn.atreec import ATreeCAgent
-from xlvin.nn.encoders import MazeCNN, MLPEncoder, NatureCNN
-from xlvin.nn.executor import MESSAGES, MessagePassing
-from xlvin.nn.gvin import GVINAgent
+from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic, TransitionBatch
-from xlvin.nn.transition import TransitionModel
-from xlvin.nn.vin import VINAgent
 from xlvin.process import seed_everything, set_threads
-from xlvin.train.curriculum import Curriculum, CurriculumConfig
+from xlvin.train.agents import agent_spec, build_agent
+from xlvin.train.curriculum import Curriculum
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import OnlineData, train
-from xlvin.train.ppo import PPOConfig, TrainingDiverged
-from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, default_executor
-from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
-from xlvin.train.protocols import LowData, LowDataConfig
+from xlvin.train.ppo import TrainingDiverged
+from xlvin.train.pretrain_transe import pretrain_transe
+from xlvin.train.pretrained import (
+    executor_file,
+    load_executor_processor,
+    shared_transe_file,
+    transe_env_kwargs,
+)
+from xlvin.train.protocols import LowData
 from xlvin.train.random_data import random_transitions
-
-#: The maze baselines that plan on the maze's own grid (VIN and its readouts, GVIN): maze envs only.
-MAZE_PLANNERS = {"vin": "slice", "vin_mean": "mean", "vin_max": "max", "gvin": None}
-AGENTS = ("xlvin", "ppo", "atreec", *MAZE_PLANNERS)
-PROTOCOLS = ("online", "low_data", "curriculum")
-PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
-#: The paper's maze encoder width (its convolutions' channels and MLP hidden layer; --hidden).
-MAZE_CHANNELS = 128
-INITS = ("orthogonal", "pytorch")
-#: The smallest image side the Nature CNN's convolutions accept.
-MIN_IMAGE_SIZE = 36
-#: Training seeds: [0, MAX_SEED] (NumPy's legacy global seeding takes 32 bits).
-MAX_SEED = 2**32 - 1
-
-
-@dataclass
-class TrainConfig:
-    """What to train: environment, agent and the XLVIN architecture (paper section 4.1)."""
-
-    env: str = option(
-        "CartPole-v1", "gymnasium environment id (discrete actions; flat observations get the MLP "
-        "encoder, image observations [C, H, W] the Nature CNN)"
-    )
-    agent: str = option("xlvin", "agent to train", choices=AGENTS)
-    seed: int = option(0, "training seed: torch, numpy and environment seeds derive from it")
-    hidden: int = option(
-        0, "hidden width F of encoder and transition; 0 = paper preset (CartPole 64, Acrobot 32, "
-        "MountainCar 16, other 64)"
-    )
-    embedding_dim: int = option(
-        0, "latent embedding size k; 0 = preset: 50 for flat observations (paper), 512 for "
-        "images (the Nature CNN's features)"
-    )
-    depth: int = option(2, "tree depth and executor steps K (paper: 2 on classic control)")
-    prune: int = option(
-        0, "ours, not the paper's: below depth 1 expand only the N actions a rollout policy "
-        "(distilled from the agent's) ranks highest; 0: the full tree"
-    )
-    executor: str = option(
-        "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
-        "executor: H = 10, LayerNorm always on) or a .safetensors file"
-    )
-    transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
-    executor_layer_norm: bool = option(
-        False, "default executors ('random', 'cartpole'): LayerNorm after every message-passing "
-        "step (the authors' code: on)"
-    )
-    executor_messages: str = option(
-        "relu", "default executors: messages Linear then ReLU, or linear (the authors' code)",
-        choices=MESSAGES,
-    )
-    executor_projections: bool = option(
-        False, "XLVIN: trainable Linear layers before (k -> H) and after (H -> H) the executor "
-        "(the authors' code)"
-    )
-    ppo_transe: bool = option(
-        False, "PPO baseline: add a transition model trained only by the TransE term during PPO "
-        "(the authors' code); it is never used by the policy"
-    )
-    init: str = option(
-        "orthogonal", "initialisation of encoder and heads: orthogonal (the PPO convention) or "
-        "pytorch (PyTorch's defaults: the authors' code)", choices=INITS,
-    )
-    pretrain_transe: bool = option(True, "pre-train encoder and transition with TransE first")
-    checkpoint_every: int = option(
-        10, "save DIR/checkpoint.safetensors every N PPO updates (0: never); `--resume` continues from it"
-    )
-    protocol: str = option(
-        "online", "online PPO for ppo.total_steps steps, the paper's low-data protocol "
-        "(low_data options) or the continual maze (curriculum options; maze envs)",
-        choices=PROTOCOLS,
-    )
-    device: str = option(
-        "cpu", "torch device that acts and learns: cpu, or cuda / cuda:N (a GPU; the NumPy "
-        "accelerators of --accelerate apply on cpu only)"
-    )
-
-
-@dataclass
-class RunConfig:
-    """Everything a run needs; written to DIR/config.json."""
-
-    train: TrainConfig = field(default_factory=TrainConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    transe: TransEConfig = field(default_factory=TransEConfig)
-    low_data: LowDataConfig = field(default_factory=LowDataConfig)
-    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_json(cls, data: Any, source: str) -> "RunConfig":
-        """The config of a JSON object (a config file, a run's config.json or a weights header);
-        anything else, and any field that does not check, is one UserError."""
-        if not isinstance(data, dict):
-            raise UserError(
-                f"{source}: the config must be a JSON object, got {type(data).__name__}"
-            )
-        sections = typing.get_type_hints(cls)  # section name -> its config dataclass
-        unknown = sorted(set(data) - set(sections))
-        if unknown:
-            raise UserError(f"{source}: unknown section(s) {names(unknown)}")
-        return cls(**{name: from_dict(tp, data.get(name, {}), source) for name, tp in sections.items()})
-
-
-def validate(cfg: TrainConfig) -> None:
-    """Reject bad settings with one clear line."""
-    if cfg.agent not in AGENTS:
-        raise UserError(f"unknown agent {cfg.agent!r}; choose one of {', '.join(AGENTS)}")
-    if not 0 <= cfg.seed <= MAX_SEED:
-        raise UserError(f"--seed must be in [0, {MAX_SEED}], got {cfg.seed}")
-    if cfg.depth < 0:
-        raise UserError(f"--depth must be >= 0, got {cfg.depth}")
-    if cfg.prune < 0 or (cfg.prune and cfg.agent != "xlvin"):
-        raise UserError(f"--prune must be >= 0 and applies to --agent xlvin only, got {cfg.prune}")
-    if cfg.agent in MAZE_PLANNERS and not is_maze_env(cfg.env):
-        raise UserError(f"--agent {cfg.agent} plans on a maze's grid; it needs a maze env, not {cfg.env}")
-    if cfg.agent == "atreec" and cfg.depth < 1:
-        raise UserError("--agent atreec needs --depth >= 1 (it backs values up a tree)")
-    if cfg.embedding_dim < 0 or cfg.hidden < 0:
-        raise UserError("--embedding-dim and --hidden must be >= 0 (0: the preset)")
-    if cfg.transe_weight < 0:
-        raise UserError(f"--transe-weight must be >= 0, got {cfg.transe_weight}")
-    if cfg.checkpoint_every < 0:
-        raise UserError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every}")
-    check_device(cfg.device)
-
-
-def check_device(device: str) -> None:
-    """Refuse a --device that is neither cpu nor an available CUDA GPU (cuda, cuda:N)."""
-    kind, _, index = device.partition(":")
-    if device == "cpu":
-        return
-    if kind != "cuda" or (index and not index.isdigit()):
-        raise UserError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
-    count = torch.cuda.device_count()
-    if count == 0 or int(index or 0) >= count:
-        raise UserError(f"--device {device}: this machine has {count} CUDA GPU(s)")
-
-
-#: Floats kept per latent tree node for the backward pass, per unit of embedding size k and of
-#: hidden width F (the node, the transition MLP's activations, K executor steps' messages):
-#: a generous round estimate used only to refuse trees that cannot fit in memory.
-FLOATS_PER_NODE = (8, 4)
-
-
-def machine_memory() -> int:
-    """Bytes of physical memory of this machine."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def tree_nodes(num_actions: int, depth: int, limit: int) -> int | None:
-    """Latent states of a tree of depth `depth` over `num_actions` actions (1 + A + ... + A^K),
-    or None when there are more than `limit` (counted without building huge numbers)."""
-    if num_actions == 1:
-        return depth + 1 if depth < limit else None
-    nodes, level = 0, 1
-    for _ in range(depth + 1):
-        nodes += level
-        if nodes > limit:
-            return None
-        level *= num_actions
-    return nodes
-
-
-def check_tree_fits(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) -> None:
-    """Refuse a depth K whose tree could not fit in this machine's memory, saying what it needs."""
-    t = cfg.train
-    if t.prune > num_actions:
-        raise UserError(f"--prune {t.prune}: the environment has only {num_actions} actions")
-    if t.agent not in ("xlvin", "atreec") or t.depth == 0:
-        return
-    batch = max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
-    k = embedding_width(t, obs_shape)
-    node_bytes = (FLOATS_PER_NODE[0] * k + FLOATS_PER_NODE[1] * hidden_width(t)) * 4 * batch
-    total = machine_memory()
-    nodes = tree_nodes(num_actions, t.depth, total // node_bytes)
-    if nodes is None:
-        raise UserError(
-            f"--depth {t.depth} with {num_actions} actions builds more than "
-            f"{total // node_bytes:,} latent states per observation, too many for a minibatch of "
-            f"{batch} in this machine's {total / 2**30:,.0f} GiB"
-        )
-
-
-def check_model_fits(cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int) -> None:
-    """Refuse widths and env counts whose network or rollout could not fit in this machine's
-    memory: a generous estimate of the weights (x4: gradients and Adam's two moments) and of an
-    online rollout's observations."""
-    k, f = embedding_width(cfg.train, obs_shape), hidden_width(cfg.train)
-    flat = math.prod(obs_shape)
-    weights = flat * max(f, k) + (num_actions + 4) * (f + k) ** 2
-    rollout = cfg.ppo.batch_size * flat * 2
-    need = (4 * weights + rollout) * 4
-    total = machine_memory()
-    if need > total:
-        raise UserError(
-            f"--hidden {f}, --embedding-dim {k} and --num-envs x --num-steps "
-            f"{cfg.ppo.batch_size} need about {need / 2**30:,.0f} GiB; this machine has "
-            f"{total / 2**30:,.0f} GiB"
-        )
-
-
-def check_run(cfg: RunConfig) -> tuple[tuple[int, ...], int]:
-    """Everything about a run's config that can be checked without training it (values, the
-    environment, memory); return the env's (observation shape, number of actions)."""
-    validate(cfg.train)
-    if cfg.train.protocol == "curriculum":
-        check_curriculum(cfg)
-    obs_shape, num_actions = env_spaces(cfg.train.env)
-    check_model_fits(cfg, obs_shape, num_actions)
-    check_tree_fits(cfg, obs_shape, num_actions)
-    return obs_shape, num_actions
-
-
-def check_curriculum(cfg: RunConfig) -> None:
-    """The continual maze needs a maze env and a constant learning rate (it has no known end),
-    and mazes with levels in its range."""
-    if not is_maze_env(cfg.train.env):
-        raise UserError(f"--protocol curriculum runs on the maze envs, not {cfg.train.env}")
-    if cfg.ppo.anneal_lr:
-        raise UserError("--protocol curriculum has no known end to anneal to: use --anneal-lr false")
-    cfg.curriculum.levels()
-
-
-def env_spaces(env_id: str) -> tuple[tuple[int, ...], int]:
-    """(observation shape, number of actions) of a gymnasium env, checked for support: discrete
-    actions; Box observations, flat (any shape of up to 2 axes, flattened) or images [C, H, W]
-    large enough for the Nature CNN. Only ids in gymnasium's registry are made: an id naming a
-    module to import (`module:Env`) is refused, so a config file never runs code."""
-    ensure_registered(env_id)
-    if env_id not in gym.registry:
-        raise UserError(
-            f"unknown environment {env_id!r}: not in gymnasium's registry (ids that name a module "
-            "to import, module:Env, are refused; register the environment first)"
-        )
-    try:
-        env = gym.make(env_id)
-    except gym.error.Error as err:
-        raise UserError(f"unknown environment {env_id!r}: {one_line(err)}") from None
-    obs_space, action_space = env.observation_space, env.action_space
-    env.close()
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise UserError(f"{env_id} has {type(action_space).__name__} actions; XLVIN needs Discrete")
-    if not isinstance(obs_space, gym.spaces.Box):
-        raise UserError(f"{env_id} has {type(obs_space).__name__} observations; need a Box")
-    shape = tuple(int(n) for n in obs_space.shape)
-    if len(shape) > 3:
-        raise UserError(f"{env_id} has observations of shape {shape}; need flat or [C, H, W]")
-    if obs_space.dtype == np.uint8 and len(shape) >= 2 and (
-        len(shape) == 2 or shape[2] < shape[0]
-    ):
-        ale = env_id.startswith("ALE/")
-        hint = "; xlvin/<Game>-v5 is ALE preprocessed to [4, 84, 84]" if ale else ""
-        raise UserError(
-            f"{env_id} has images of shape {shape}; the Nature CNN needs them channels first, "
-            f"[C, H, W] (the MLP encoder is for flat observations){hint}"
-        )
-    if is_image(shape) and min(shape[1:]) < MIN_IMAGE_SIZE and not is_maze_env(env_id):
-        raise UserError(
-            f"{env_id} has images of {shape[1]}x{shape[2]}; the Nature CNN needs at least "
-            f"{MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE}"
-        )
-    return shape, int(action_space.n)
-
-
-def is_image(obs_shape: tuple[int, ...]) -> bool:
-    """Image observations [C, H, W] (the CNN encoder), as opposed to flat ones (the MLP)."""
-    return len(obs_shape) == 3
-
-
-def embedding_width(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> int:
-    """k: the configured size, or the preset (50 for flat observations, 512 for images, 10 for
-    mazes: the paper's maze encoder)."""
-    if cfg.embedding_dim:
-        return cfg.embedding_dim
-    if is_maze_env(cfg.env):
-        return 10
-    return 512 if is_image(obs_shape) else 50
-
-
-def hidden_width(cfg: TrainConfig) -> int:
-    """F: the configured width, or the paper's per-environment preset."""
-    if cfg.hidden:
-        return cfg.hidden
-    if is_maze_env(cfg.env):
-        return MAZE_CHANNELS
-    return next((f for name, f in PAPER_HIDDEN.items() if cfg.env.startswith(name)), 64)
-
-
-def cache_dir() -> Path:
-    """Where default executors are cached: $XLVIN_CACHE or ~/.cache/xlvin."""
-    return Path(os.environ.get("XLVIN_CACHE", Path.home() / ".cache" / "xlvin"))
-
-
-def executor_file(spec: str, cfg: TrainConfig | None = None, progress: bool = False) -> Path:
-    """Resolve --executor to a file, producing a default executor (the variant `cfg` asks for)
-    on first use."""
-    cfg = cfg or TrainConfig()
-    if spec in DEFAULT_EXECUTORS:
-        return default_executor(
-            spec, cache_dir() / "executors", progress=progress,
-            layer_norm=cfg.executor_layer_norm or None, messages=cfg.executor_messages,
-        )
-    path = Path(spec)
-    if not path.is_file():
-        raise UserError(
-            f"--executor: {spec!r} is neither {', '.join(map(repr, DEFAULT_EXECUTORS))} nor an "
-            "existing file"
-        )
-    return path
-
-
-def build_encoder(cfg: TrainConfig, obs_shape: tuple[int, ...]) -> nn.Module:
-    """z: the maze CNN for mazes, the Nature CNN for other image observations [C, H, W], else
-    the three-layer MLP."""
-    k = embedding_width(cfg, obs_shape)
-    if is_maze_env(cfg.env):
-        return MazeCNN(obs_shape[0], hidden_width(cfg), k)
-    if is_image(obs_shape):
-        return NatureCNN(obs_shape[0], k, size=obs_shape[1])
-    return MLPEncoder(math.prod(obs_shape), hidden_width(cfg), k)
-
-
-def transe_pair(t: TrainConfig, obs_shape: tuple[int, ...], num_actions: int) -> nn.ModuleDict:
-    """A fresh encoder and transition model of `t`'s architecture, as TransE files hold them."""
-    return nn.ModuleDict({
-        "encoder": build_encoder(t, obs_shape),
-        "transition": TransitionModel(embedding_width(t, obs_shape), num_actions, hidden_width(t)),
-    })
-
-
-def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
-    """The env options of the TransE pre-training data: a curriculum's training mazes (every
-    level), nothing for the other protocols."""
-    return cfg.curriculum.train_env_kwargs() if cfg.train.protocol == "curriculum" else {}
-
-
-def shared_transe_file(
-    cfg: RunConfig, obs_shape: tuple[int, ...], num_actions: int, progress: bool
-) -> Path:
-    """The TransE pre-training every run of this environment and architecture starts from
-    (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
-    `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached under
-    $XLVIN_CACHE/transe by a hash of everything that determines it. The training (not the data
-    collection) is checkpointed after every epoch beside the file until the file is written."""
-    t = cfg.train
-    env_kwargs = transe_env_kwargs(cfg)
-    key = {
-        "format": "xlvin-transe/1", "env": t.env, "obs_shape": list(obs_shape),
-        "actions": num_actions, "hidden": hidden_width(t), "k": embedding_width(t, obs_shape),
-        "init": t.init, "transe": to_dict(cfg.transe),
-        **({"env_kwargs": env_kwargs} if env_kwargs else {}),
-    }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    path = cache_dir() / "transe" / f"transe-{t.env.replace('/', '_')}-{digest}.safetensors"
-    if path.exists():
-        return path
-    seed_everything(0)
-    pair = transe_pair(t, obs_shape, num_actions)
-    if t.init == "pytorch":
-        pytorch_init(pair)
-    data = random_transitions(t.env, cfg.transe.episodes, seed=10_000,
-                              max_transitions=cfg.transe.max_transitions, env_kwargs=env_kwargs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Deterministic: processes producing the same file at once may share its checkpoint.
-    epochs = Checkpointer(path.with_name(path.stem + ".checkpoint.safetensors"), 1)
-    stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
-                            progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs)
-    save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
-    Path(epochs.path).unlink(missing_ok=True)
-    return path
-
-
-def pytorch_init(module: nn.Module, skip: str = "processor") -> None:
-    """PyTorch's default initialisation for every Linear and Conv2d of `module` outside `skip`
-    (the frozen, pre-trained executor)."""
-    for name, layer in module.named_modules():
-        if isinstance(layer, (nn.Linear, nn.Conv2d)) and not name.startswith(skip):
-            layer.reset_parameters()
-
-
-def build_agent(
-    cfg: TrainConfig, obs_shape: tuple[int, ...], num_actions: int,
-    processor: MessagePassing | None,
-) -> ActorCritic:
-    """The policy network for `cfg` and the env's observation shape; XLVIN needs the executor's
-    processor (frozen inside)."""
-    if cfg.agent in MAZE_PLANNERS:  # no encoder: they plan on the maze itself
-        readout = MAZE_PLANNERS[cfg.agent]
-        planner = GVINAgent(num_actions) if readout is None else VINAgent(num_actions, readout)
-        if cfg.init == "pytorch":
-            pytorch_init(planner)
-        return planner
-    encoder = build_encoder(cfg, obs_shape)
-    k = embedding_width(cfg, obs_shape)
-    agent: ActorCritic
-    if cfg.agent == "ppo":
-        transition = TransitionModel(k, num_actions, hidden_width(cfg)) if cfg.ppo_transe else None
-        agent = PPOAgent(encoder, k, num_actions, transition, cfg.transe_weight)
-    elif cfg.agent == "atreec":
-        agent = ATreeCAgent(encoder, k, num_actions, depth=cfg.depth)
-    else:
-        assert processor is not None
-        agent = XLVINAgent(
-            encoder,
-            k,
-            num_actions,
-            TransitionModel(k, num_actions, hidden_width(cfg)),
-            processor,
-            depth=cfg.depth,
-            transe_weight=cfg.transe_weight,
-            projections=cfg.executor_projections,
-            prune=cfg.prune,
-        )
-    if cfg.init == "pytorch":
-        pytorch_init(agent)
-    return agent
+from xlvin.train.run_config import RunConfig, check_run, on_cpu
 
 
 def train_run(
@@ -497,19 +69,20 @@ def train_run(
     (`claim_run_dir`) for the whole run, so two processes never train into one directory.
     """
     config = cfg.to_json()
-    obs_shape, num_actions = check_run(cfg)
+    spaces, arch = check_run(cfg)
     if resume:
         open_run_dir(out, config)
     else:
         check_new_run_dir(out)
     t = cfg.train
+    spec = agent_spec(t.agent)
     processor, executor_meta = None, None
-    if t.agent == "xlvin":
+    if spec.executor:
         processor, executor_meta = load_executor_processor(executor_file(t.executor, t, progress))
     set_threads(cfg.ppo.torch_threads)
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
-    wants_transe = t.agent == "xlvin" and t.pretrain_transe
-    shared = shared_transe_file(cfg, obs_shape, num_actions, progress) if (
+    wants_transe = spec.transe and t.pretrain_transe
+    shared = shared_transe_file(cfg, spaces, arch, progress) if (
         wants_transe and cfg.transe.shared and not strict) else None
     with claim_run_dir(out) as run_dir:
         if resume:
@@ -517,7 +90,7 @@ def train_run(
         else:
             create_run_dir(run_dir, config)
         seed_everything(t.seed)  # the initial weights; the loop seeds training itself
-        agent = build_agent(t, obs_shape, num_actions, processor).to(t.device)
+        agent = build_agent(arch, spaces, processor).to(t.device)
         summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress, resume,
                                  deadline)
     return agent, summary
@@ -530,7 +103,7 @@ def _train_claimed(
     """`train_run` once its run directory is claimed: pre-train, train, save; the summary."""
     t = cfg.train
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
-    wants_transe = t.agent == "xlvin" and t.pretrain_transe
+    wants_transe = agent_spec(t.agent).transe and t.pretrain_transe
     start = time.perf_counter()
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0}
     checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary,
@@ -539,7 +112,6 @@ def _train_claimed(
     rewind_to = checkpoint.log_step() if resume else None
 
     def pretrain(data: TransitionBatch, epochs: Checkpointer | None = None) -> None:
-        assert isinstance(agent, XLVINAgent)
         # Strict pre-training runs inside the PPO loop, whose flat Adam already holds these
         # parameters: a second flat Adam would rebind them away from it, so torch's Adam here.
         summary["transe"] = pretrain_transe(
@@ -564,7 +136,7 @@ def _train_claimed(
     try:
         if t.protocol == "online":
             result = train(
-                agent, OnlineData(t.env, cfg.ppo, t.seed), cfg.ppo, t.seed,
+                agent, OnlineData(t.env, cfg.ppo, t.seed, t.env_kwargs), cfg.ppo, t.seed,
                 log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
             )
         elif t.protocol == "curriculum":
@@ -576,7 +148,7 @@ def _train_claimed(
         else:
             low = cfg.low_data
             result = train(
-                agent, LowData(t.env, low, t.seed), cfg.ppo, t.seed,
+                agent, LowData(t.env, low, t.seed, t.env_kwargs), cfg.ppo, t.seed,
                 evaluation=low.evaluation(), refresh_old_policy=low.refresh_old_policy,
                 average_last=low.average_last,
                 on_first_data=pretrain if wants_transe and strict else None,
@@ -626,17 +198,6 @@ def level_weights_saver(
     return save
 
 
-def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]:
-    """The pre-trained processor of an executor file and that file's metadata."""
-    return load_executor(path).processor, read_executor_meta(path)
-
-
-def on_cpu(cfg: RunConfig) -> RunConfig:
-    """`cfg` with the CPU as its device: the config a policy is rebuilt with here, whatever device
-    trained it."""
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device="cpu"))
-
-
 def load_run(run_dir: Path, level: int | None = None) -> tuple[ActorCritic, RunConfig]:
     """Rebuild a finished run's policy from DIR/model.safetensors, or a curriculum's policy
     of a passed `level` from its level file (an unfinished run keeps those too: one stopped by a
@@ -648,19 +209,28 @@ def load_run(run_dir: Path, level: int | None = None) -> tuple[ActorCritic, RunC
     source = run_dir / MODEL if level is None else level_weights_file(run_dir, level)
     tensors, meta = load_weights(source)
     cfg = RunConfig.from_json(meta.get("config"), str(source))
-    obs_shape, num_actions = check_run(on_cpu(cfg))
+    spaces, arch = check_run(on_cpu(cfg))
     processor = None
-    if cfg.train.agent == "xlvin":
+    if agent_spec(cfg.train.agent).executor:
         processor = MessagePassing(**executor_architecture(meta.get("executor"), source))
-    agent = build_agent(cfg.train, obs_shape, num_actions, processor)
+    agent = build_agent(arch, spaces, processor)
     load_state(agent, tensors, source)
     return agent.eval(), cfg
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
     """Mean and std return of a saved policy over `episodes` fresh evaluation episodes."""
-    agent, cfg = load_run(run_dir)
+    return evaluate_agent(*load_run(run_dir), episodes=episodes, seed=seed)
+
+
+def evaluate_agent(
+    agent: ActorCritic, cfg: RunConfig, episodes: int, seed: int, deterministic: bool = True
+) -> dict[str, Any]:
+    """Mean and std return (and every return) of `agent`, trained under `cfg`, over `episodes`
+    fresh episodes of the run's environment seeded seed, seed + 1, ...: what `xlvin evaluate`
+    reports."""
     set_threads(cfg.ppo.torch_threads)
     return evaluate_policy(
-        agent, cfg.train.env, episodes=episodes, seed=seed, accelerate=cfg.ppo.accelerate
+        agent, cfg.train.env, episodes=episodes, seed=seed, deterministic=deterministic,
+        accelerate=cfg.ppo.accelerate, env_kwargs=cfg.train.env_kwargs,
     )

@@ -1,0 +1,40 @@
+"""A user's own environments: modules that register envs with gymnasium when imported, named
+by the user (`--gym-packages MODULE`, the RL Zoo's flag, or `gym_packages=[...]` in Python).
+
+Only a module the user names on the command line or in Python is ever imported. A run records
+the modules it was trained with; loading that run checks that they are imported and otherwise
+says which flag is missing, without importing anything a file names.
+"""
+
+import importlib
+import os
+import sys
+
+from xlvin.errors import UserError, one_line
+
+
+def import_gym_packages(modules: list[str]) -> None:
+    """Import each named module (from the current directory too, as `python -m` would), so that
+    the environments it registers are in gymnasium's registry; one UserError if one fails."""
+    for name in modules:
+        if name in sys.modules:
+            continue
+        here = os.getcwd()
+        sys.path.insert(0, here)
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise UserError(f"--gym-packages {name}: cannot import it: {one_line(err)}") from None
+        finally:
+            sys.path.remove(here)
+
+
+def require_gym_packages(modules: list[str], env_id: str) -> None:
+    """Refuse, in one line naming the flag, a run whose environment needs modules that are not
+    imported (they are never imported because a file names them)."""
+    missing = [name for name in modules if name not in sys.modules]
+    if missing:
+        raise UserError(
+            f"environment {env_id!r} is registered by {', '.join(missing)}: pass "
+            f"--gym-packages {' '.join(modules)} (in Python: gym_packages=[...] or import it)"
+        )

@@ -1,0 +1,189 @@
+"""One place that builds an agent: the registry of agent and encoder builders.
+
+An agent builder takes the run's derived `Architecture`, the env's `Spaces` and, for an agent
+registered with `executor=True`, the pre-trained executor's processor, and returns an
+`ActorCritic`. The CLI (`xlvin train --agent NAME`), the Python API (`xlvin.Model(env,
+agent=NAME)`) and the experiments all build agents here; the built-in agents register
+themselves below exactly as a user's would:
+
+    from xlvin import register_agent, build_encoder
+    register_agent("mine", lambda arch, spaces, processor: MyAgent(build_encoder(arch, spaces),
+                                                                   arch.embedding_dim,
+                                                                   spaces.num_actions))
+
+An encoder builder maps (Architecture, Spaces) to a module from observations [B, ...] to
+[B, k]; one is registered per observation kind (`xlvin.train.spaces.OBSERVATION_KINDS`),
+adapters (one-hot, channels first) included.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import nn
+
+from xlvin.errors import UserError
+from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.atreec import ATreeCAgent
+from xlvin.nn.encoders import ChannelsFirst, MazeCNN, MLPEncoder, NatureCNN, OneHot
+from xlvin.nn.executor import MessagePassing
+from xlvin.nn.gvin import GVINAgent
+from xlvin.nn.policy import ActorCritic
+from xlvin.nn.transition import TransitionModel
+from xlvin.nn.vin import VINAgent
+from xlvin.train.spaces import Spaces
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A run's network, derived once from its config and its env (`xlvin.train.run_config.
+    architecture`): every width and size a builder reads, presets resolved."""
+
+    agent: str
+    hidden: int  # F: width of encoder and transition MLPs
+    embedding_dim: int  # k: the latent state h_s
+    depth: int  # K: tree depth and executor steps
+    prune: int  # actions expanded below depth 1 (0: the full tree)
+    tree_nodes: int  # latent states per observation: 1 + A + ... (1 without a tree)
+    gamma: float  # the discount: XLVIN's edge feature, ATreeC's backup
+    transe_weight: float
+    executor_projections: bool
+    ppo_transe: bool
+    init: str  # "orthogonal" or "pytorch"
+
+
+AgentBuilder = Callable[[Architecture, Spaces, MessagePassing | None], ActorCritic]
+EncoderBuilder = Callable[[Architecture, Spaces], nn.Module]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A registered agent: its builder and what the run must provide or check for it."""
+
+    builder: AgentBuilder
+    executor: bool = False  # gets the pre-trained executor's processor (--executor)
+    tree: bool = False  # builds a latent tree of depth K (its memory is checked)
+    min_depth: int = 0
+    prune: bool = False  # accepts --prune
+    transe: bool = False  # has `encoder` and `transition` pre-trained by TransE (--pretrain-transe)
+    maze_only: bool = False  # plans on a maze's grid
+
+
+AGENTS: dict[str, AgentSpec] = {}
+ENCODERS: dict[str, EncoderBuilder] = {}
+
+
+def register_agent(name: str, builder: AgentBuilder, **spec: bool | int) -> None:
+    """Make `name` an agent of `xlvin train --agent`, `xlvin.Model(agent=...)` and the
+    experiments; `spec`: the flags of `AgentSpec`. A name is registered once (re-registering
+    the same builder is a no-op)."""
+    entry = AgentSpec(builder, **spec)  # type: ignore[arg-type]
+    if name in AGENTS and AGENTS[name] != entry:
+        raise UserError(f"agent {name!r} is already registered")
+    AGENTS[name] = entry
+
+
+def register_encoder(kind: str, builder: EncoderBuilder) -> None:
+    """The encoder (with its observation adapter) for observations of `kind`, replacing the
+    built-in one."""
+    ENCODERS[kind] = builder
+
+
+def agent_spec(name: str) -> AgentSpec:
+    if name not in AGENTS:
+        raise UserError(f"unknown agent {name!r}; choose one of {', '.join(AGENTS)} (or "
+                        "register_agent your own)")
+    return AGENTS[name]
+
+
+def build_encoder(arch: Architecture, spaces: Spaces) -> nn.Module:
+    """z: observations [B, ...] -> h_s [B, k], picked by the observation kind."""
+    if spaces.kind not in ENCODERS:
+        raise UserError(f"no encoder registered for {spaces.kind} observations")
+    return ENCODERS[spaces.kind](arch, spaces)
+
+
+def pytorch_init(module: nn.Module, skip: str = "processor") -> None:
+    """PyTorch's default initialisation for every Linear and Conv2d of `module` outside `skip`
+    (the frozen, pre-trained executor)."""
+    for name, layer in module.named_modules():
+        if isinstance(layer, (nn.Linear, nn.Conv2d)) and not name.startswith(skip):
+            layer.reset_parameters()
+
+
+def build_agent(
+    arch: Architecture, spaces: Spaces, processor: MessagePassing | None = None
+) -> ActorCritic:
+    """The policy network of `arch.agent` for `spaces`, with PyTorch's default initialisation
+    when `arch.init` is "pytorch"; an executor agent needs the processor (frozen inside)."""
+    spec = agent_spec(arch.agent)
+    if spec.executor and processor is None:
+        raise UserError(f"agent {arch.agent!r} needs the executor's processor")
+    agent = spec.builder(arch, spaces, processor)
+    if arch.init == "pytorch":
+        pytorch_init(agent)
+    return agent
+
+
+# The built-in encoders: one per observation kind.
+register_encoder("flat", lambda a, s: MLPEncoder(s.flat_size, a.hidden, a.embedding_dim))
+register_encoder(
+    "discrete",
+    lambda a, s: nn.Sequential(OneHot(s.states), MLPEncoder(s.states, a.hidden, a.embedding_dim)),
+)
+register_encoder(
+    "image",
+    lambda a, s: NatureCNN(s.image_shape[0], a.embedding_dim, size=s.image_shape[1]),
+)
+register_encoder(
+    "image_hwc",
+    lambda a, s: nn.Sequential(
+        ChannelsFirst(), NatureCNN(s.image_shape[0], a.embedding_dim, size=s.image_shape[1])
+    ),
+)
+register_encoder("maze", lambda a, s: MazeCNN(s.obs_shape[0], a.hidden, a.embedding_dim))
+
+
+# The built-in agents, registered as a user's would be.
+def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:
+    """The paper's PPO baseline; with `ppo_transe`, a transition model trained only by TransE."""
+    encoder = build_encoder(arch, spaces)
+    k, actions = arch.embedding_dim, spaces.num_actions
+    transition = TransitionModel(k, actions, arch.hidden) if arch.ppo_transe else None
+    return PPOAgent(encoder, k, actions, transition, arch.transe_weight)
+
+
+def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None) -> ActorCritic:
+    """XLVIN (paper section 3.2) around the frozen, pre-trained processor."""
+    assert processor is not None
+    encoder = build_encoder(arch, spaces)
+    k, actions = arch.embedding_dim, spaces.num_actions
+    return XLVINAgent(
+        encoder, k, actions, TransitionModel(k, actions, arch.hidden), processor,
+        depth=arch.depth, gamma=arch.gamma, transe_weight=arch.transe_weight,
+        projections=arch.executor_projections, prune=arch.prune,
+    )
+
+
+def _atreec(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:
+    """ATreeC: the TD(lambda) backup discounts with the run's gamma."""
+    encoder = build_encoder(arch, spaces)
+    return ATreeCAgent(encoder, arch.embedding_dim, spaces.num_actions, depth=arch.depth,
+                       gamma=arch.gamma)
+
+
+def _maze_planner(readout: str | None) -> AgentBuilder:
+    """VIN with `readout` (GVIN when None): no encoder, they plan on the maze itself."""
+
+    def build(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:
+        if readout is None:
+            return GVINAgent(spaces.num_actions)
+        return VINAgent(spaces.num_actions, readout)
+
+    return build
+
+
+register_agent("xlvin", _xlvin, executor=True, tree=True, prune=True, transe=True)
+register_agent("ppo", _ppo)
+register_agent("atreec", _atreec, tree=True, min_depth=1)
+for _name, _readout in (("vin", "slice"), ("vin_mean", "mean"), ("vin_max", "max"), ("gvin", None)):
+    register_agent(_name, _maze_planner(_readout), maze_only=True)

@@ -1,0 +1,104 @@
+"""What a run starts from that is made once and cached under $XLVIN_CACHE (or ~/.cache/xlvin):
+the default executors (`--executor random|cartpole|maze`) and the shared TransE pre-training
+(`TransEConfig.shared`)."""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from xlvin.config import to_dict
+from xlvin.errors import UserError
+from xlvin.io.checkpoint import Checkpointer
+from xlvin.io.executor_file import load_executor, read_executor_meta
+from xlvin.io.weights import save_weights
+from xlvin.nn.executor import MessagePassing
+from xlvin.nn.transition import TransitionModel
+from xlvin.process import seed_everything
+from xlvin.train.agents import Architecture, build_encoder, pytorch_init
+from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, default_executor
+from xlvin.train.pretrain_transe import pretrain_transe
+from xlvin.train.random_data import random_transitions
+from xlvin.train.run_config import RunConfig, TrainConfig
+from xlvin.train.spaces import Spaces
+
+
+def cache_dir() -> Path:
+    """Where default executors are cached: $XLVIN_CACHE or ~/.cache/xlvin."""
+    return Path(os.environ.get("XLVIN_CACHE", Path.home() / ".cache" / "xlvin"))
+
+
+def executor_file(spec: str, cfg: TrainConfig | None = None, progress: bool = False) -> Path:
+    """Resolve --executor to a file, producing a default executor (the variant `cfg` asks for)
+    on first use."""
+    cfg = cfg or TrainConfig()
+    if spec in DEFAULT_EXECUTORS:
+        return default_executor(
+            spec, cache_dir() / "executors", progress=progress,
+            layer_norm=cfg.executor_layer_norm or None, messages=cfg.executor_messages,
+        )
+    path = Path(spec)
+    if not path.is_file():
+        raise UserError(
+            f"--executor: {spec!r} is neither {', '.join(map(repr, DEFAULT_EXECUTORS))} nor an "
+            "existing file"
+        )
+    return path
+
+
+def transe_pair(arch: Architecture, spaces: Spaces) -> nn.ModuleDict:
+    """A fresh encoder and transition model of `arch`, as TransE files hold them."""
+    return nn.ModuleDict({
+        "encoder": build_encoder(arch, spaces),
+        "transition": TransitionModel(arch.embedding_dim, spaces.num_actions, arch.hidden),
+    })
+
+
+def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
+    """The env options of the TransE pre-training data: a curriculum's training mazes (every
+    level), the run's --env-kwargs for the other protocols."""
+    if cfg.train.protocol == "curriculum":
+        return cfg.curriculum.train_env_kwargs()
+    return cfg.train.env_kwargs
+
+
+def shared_transe_file(cfg: RunConfig, spaces: Spaces, arch: Architecture, progress: bool) -> Path:
+    """The TransE pre-training every run of this environment and architecture starts from
+    (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
+    `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached under
+    $XLVIN_CACHE/transe by a hash of everything that determines it. The training (not the data
+    collection) is checkpointed after every epoch beside the file until the file is written."""
+    t = cfg.train
+    env_kwargs = transe_env_kwargs(cfg)
+    key = {
+        "format": "xlvin-transe/1", "env": t.env, "obs_shape": list(spaces.obs_shape),
+        "actions": spaces.num_actions, "hidden": arch.hidden, "k": arch.embedding_dim,
+        "init": t.init, "transe": to_dict(cfg.transe),
+        **({"env_kwargs": env_kwargs} if env_kwargs else {}),
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    path = cache_dir() / "transe" / f"transe-{t.env.replace('/', '_')}-{digest}.safetensors"
+    if path.exists():
+        return path
+    seed_everything(0)
+    pair = transe_pair(arch, spaces)
+    if t.init == "pytorch":
+        pytorch_init(pair)
+    data = random_transitions(t.env, cfg.transe.episodes, seed=10_000,
+                              max_transitions=cfg.transe.max_transitions, env_kwargs=env_kwargs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Deterministic: processes producing the same file at once may share its checkpoint.
+    epochs = Checkpointer(path.with_name(path.stem + ".checkpoint.safetensors"), 1)
+    stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
+                            progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs)
+    save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
+    Path(epochs.path).unlink(missing_ok=True)
+    return path
+
+
+def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]:
+    """The pre-trained processor of an executor file and that file's metadata."""
+    return load_executor(path).processor, read_executor_meta(path)

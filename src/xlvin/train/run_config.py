@@ -1,0 +1,326 @@
+"""A run's typed config and its checks (values, environment, memory), and the architecture
+derived from them once: `check_run(cfg)` -> (`Spaces`, `Architecture`), what the agent
+registry (`xlvin.train.agents`) builds from."""
+
+import dataclasses
+import json
+import math
+import os
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from xlvin.config import described, from_dict, names, option, to_dict
+from xlvin.envs.maze import is_maze_env
+from xlvin.envs.packages import require_gym_packages
+from xlvin.errors import UserError
+from xlvin.nn.executor import MESSAGES, MessagePassing
+from xlvin.nn.policy import ActorCritic
+from xlvin.train.agents import Architecture, agent_spec, build_agent
+from xlvin.train.curriculum import CurriculumConfig
+from xlvin.train.ppo import PPOConfig
+from xlvin.train.pretrain_transe import TransEConfig
+from xlvin.train.protocols import LowDataConfig
+from xlvin.train.spaces import Spaces, env_spaces
+
+PROTOCOLS = ("online", "low_data", "curriculum")
+PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
+#: The paper's maze encoder width (its convolutions' channels and MLP hidden layer; --hidden).
+MAZE_CHANNELS = 128
+INITS = ("orthogonal", "pytorch")
+#: Training seeds: [0, MAX_SEED] (NumPy's legacy global seeding takes 32 bits).
+MAX_SEED = 2**32 - 1
+#: TrainConfig fields written to config.json only when set: the config of a run without them
+#: reads exactly as before they existed (so older runs still resume).
+WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages")
+
+
+@dataclass
+class TrainConfig:
+    """What to train: environment, agent and the XLVIN architecture (paper section 4.1)."""
+
+    env: str = option(
+        "CartPole-v1", "gymnasium environment id (discrete actions; flat observations get the MLP "
+        "encoder, Discrete ones one-hot, images [C, H, W] or [H, W, C] the Nature CNN)"
+    )
+    env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=described(
+        "keyword arguments of the environment, key=value, the value as JSON or else text "
+        "(--env-kwargs is_slippery=false map_name=8x8)"
+    ))
+    gym_packages: list[str] = field(default_factory=list, metadata=described(
+        "modules to import that register the environment with gymnasium (your own envs); "
+        "recorded in the run, and `xlvin evaluate` asks for them rather than importing them"
+    ))
+    agent: str = option(
+        "xlvin", "agent to train: xlvin, ppo, atreec, or the maze planners vin, vin_mean, "
+        "vin_max, gvin (or one added with xlvin.register_agent)"
+    )
+    seed: int = option(0, "training seed: torch, numpy and environment seeds derive from it")
+    hidden: int = option(
+        0, "hidden width F of encoder and transition; 0 = paper preset (CartPole 64, Acrobot 32, "
+        "MountainCar 16, other 64)"
+    )
+    embedding_dim: int = option(
+        0, "latent embedding size k; 0 = preset: 50 for flat observations (paper), 512 for "
+        "images (the Nature CNN's features)"
+    )
+    depth: int = option(2, "tree depth and executor steps K (paper: 2 on classic control)")
+    prune: int = option(
+        0, "ours, not the paper's: below depth 1 expand only the N actions a rollout policy "
+        "(distilled from the agent's) ranks highest; 0: the full tree"
+    )
+    executor: str = option(
+        "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
+        "executor: H = 10, LayerNorm always on) or a .safetensors file"
+    )
+    transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
+    executor_layer_norm: bool = option(
+        False, "default executors ('random', 'cartpole'): LayerNorm after every message-passing "
+        "step (the authors' code: on)"
+    )
+    executor_messages: str = option(
+        "relu", "default executors: messages Linear then ReLU, or linear (the authors' code)",
+        choices=MESSAGES,
+    )
+    executor_projections: bool = option(
+        False, "XLVIN: trainable Linear layers before (k -> H) and after (H -> H) the executor "
+        "(the authors' code)"
+    )
+    ppo_transe: bool = option(
+        False, "PPO baseline: add a transition model trained only by the TransE term during PPO "
+        "(the authors' code); it is never used by the policy"
+    )
+    init: str = option(
+        "orthogonal", "initialisation of encoder and heads: orthogonal (the PPO convention) or "
+        "pytorch (PyTorch's defaults: the authors' code)", choices=INITS,
+    )
+    pretrain_transe: bool = option(True, "pre-train encoder and transition with TransE first")
+    checkpoint_every: int = option(
+        10, "save DIR/checkpoint.safetensors every N PPO updates (0: never); `--resume` continues from it"
+    )
+    protocol: str = option(
+        "online", "online PPO for ppo.total_steps steps, the paper's low-data protocol "
+        "(low_data options) or the continual maze (curriculum options; maze envs)",
+        choices=PROTOCOLS,
+    )
+    device: str = option(
+        "cpu", "torch device that acts and learns: cpu, or cuda / cuda:N (a GPU; the NumPy "
+        "accelerators of --accelerate apply on cpu only)"
+    )
+
+
+@dataclass
+class RunConfig:
+    """Everything a run needs; written to DIR/config.json."""
+
+    train: TrainConfig = field(default_factory=TrainConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    transe: TransEConfig = field(default_factory=TransEConfig)
+    low_data: LowDataConfig = field(default_factory=LowDataConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        for key in WRITTEN_WHEN_SET:
+            if not data["train"][key]:
+                del data["train"][key]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, source: str) -> "RunConfig":
+        """The config of a JSON object (a config file, a run's config.json or a weights header);
+        anything else, and any field that does not check, is one UserError."""
+        if not isinstance(data, dict):
+            raise UserError(
+                f"{source}: the config must be a JSON object, got {type(data).__name__}"
+            )
+        sections = typing.get_type_hints(cls)  # section name -> its config dataclass
+        unknown = sorted(set(data) - set(sections))
+        if unknown:
+            raise UserError(f"{source}: unknown section(s) {names(unknown)}")
+        return cls(**{name: from_dict(tp, data.get(name, {}), source) for name, tp in sections.items()})
+
+
+#: The sections of RunConfig and the prefix of their options: `--flag` on the command line,
+#: `flag=` in Python (`xlvin.Model`), the same names (train and PPO options bare).
+SECTIONS: tuple[tuple[str, type, str], ...] = (
+    ("train", TrainConfig, ""),
+    ("ppo", PPOConfig, ""),
+    ("transe", TransEConfig, "transe-"),
+    ("low_data", LowDataConfig, "low-data-"),
+    ("curriculum", CurriculumConfig, "curriculum-"),
+)
+
+
+def option_names() -> dict[str, tuple[str, str]]:
+    """Every option's Python name (the flag without dashes, `-` as `_`) -> (section, field)."""
+    return {
+        (prefix + f.name).replace("-", "_"): (section, f.name)
+        for section, cls, prefix in SECTIONS
+        for f in dataclasses.fields(cls)
+    }
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Reject bad settings with one clear line."""
+    spec = agent_spec(cfg.agent)
+    if not 0 <= cfg.seed <= MAX_SEED:
+        raise UserError(f"--seed must be in [0, {MAX_SEED}], got {cfg.seed}")
+    if cfg.depth < 0:
+        raise UserError(f"--depth must be >= 0, got {cfg.depth}")
+    if cfg.prune < 0 or (cfg.prune and not spec.prune):
+        raise UserError(f"--prune must be >= 0 and applies to --agent xlvin only, got {cfg.prune}")
+    if spec.maze_only and not is_maze_env(cfg.env):
+        raise UserError(f"--agent {cfg.agent} plans on a maze's grid; it needs a maze env, not {cfg.env}")
+    if cfg.depth < spec.min_depth:
+        raise UserError(f"--agent {cfg.agent} needs --depth >= {spec.min_depth} (it backs values "
+                        "up a tree)")
+    if cfg.embedding_dim < 0 or cfg.hidden < 0:
+        raise UserError("--embedding-dim and --hidden must be >= 0 (0: the preset)")
+    if cfg.transe_weight < 0:
+        raise UserError(f"--transe-weight must be >= 0, got {cfg.transe_weight}")
+    if cfg.checkpoint_every < 0:
+        raise UserError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every}")
+    try:
+        json.dumps(cfg.env_kwargs, allow_nan=False)
+    except (TypeError, ValueError):
+        raise UserError("--env-kwargs values must be JSON values (numbers, strings, true/false, "
+                        "null, lists, objects)") from None
+    check_device(cfg.device)
+
+
+def check_device(device: str) -> None:
+    """Refuse a --device that is neither cpu nor an available CUDA GPU (cuda, cuda:N)."""
+    kind, _, index = device.partition(":")
+    if device == "cpu":
+        return
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise UserError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+    count = torch.cuda.device_count()
+    if count == 0 or int(index or 0) >= count:
+        raise UserError(f"--device {device}: this machine has {count} CUDA GPU(s)")
+
+
+#: Floats kept per latent tree node for the backward pass, per unit of embedding size k and of
+#: hidden width F (the node, the transition MLP's activations, K executor steps' messages):
+#: a generous round estimate used only to refuse trees that cannot fit in memory.
+FLOATS_PER_NODE = (8, 4)
+
+
+def machine_memory() -> int:
+    """Bytes of physical memory of this machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def tree_nodes(num_actions: int, depth: int, limit: int) -> int | None:
+    """Latent states of a tree of depth `depth` over `num_actions` actions (1 + A + ... + A^K),
+    or None when there are more than `limit` (counted without building huge numbers)."""
+    if num_actions == 1:
+        return depth + 1 if depth < limit else None
+    nodes, level = 0, 1
+    for _ in range(depth + 1):
+        nodes += level
+        if nodes > limit:
+            return None
+        level *= num_actions
+    return nodes
+
+
+def embedding_width(cfg: TrainConfig, spaces: Spaces) -> int:
+    """k: the configured size, or the preset (50 for flat observations, 512 for images, 10 for
+    mazes: the paper's maze encoder)."""
+    if cfg.embedding_dim:
+        return cfg.embedding_dim
+    return {"maze": 10, "image": 512, "image_hwc": 512}.get(spaces.kind, 50)
+
+
+def hidden_width(cfg: TrainConfig) -> int:
+    """F: the configured width, or the paper's per-environment preset."""
+    if cfg.hidden:
+        return cfg.hidden
+    if is_maze_env(cfg.env):
+        return MAZE_CHANNELS
+    return next((f for name, f in PAPER_HIDDEN.items() if cfg.env.startswith(name)), 64)
+
+
+def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
+    """The run's network with every preset resolved, its tree checked against this machine's
+    memory (a depth K whose tree could not fit is refused, saying what it needs)."""
+    t = cfg.train
+    if t.prune > spaces.num_actions:
+        raise UserError(f"--prune {t.prune}: the environment has only {spaces.num_actions} actions")
+    k, f = embedding_width(t, spaces), hidden_width(t)
+    nodes: int | None = 1
+    if agent_spec(t.agent).tree:
+        batch = max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
+        node_bytes = (FLOATS_PER_NODE[0] * k + FLOATS_PER_NODE[1] * f) * 4 * batch
+        total = machine_memory()
+        nodes = tree_nodes(spaces.num_actions, t.depth, total // node_bytes)
+        if nodes is None:
+            raise UserError(
+                f"--depth {t.depth} with {spaces.num_actions} actions builds more than "
+                f"{total // node_bytes:,} latent states per observation, too many for a minibatch "
+                f"of {batch} in this machine's {total / 2**30:,.0f} GiB"
+            )
+    return Architecture(
+        agent=t.agent, hidden=f, embedding_dim=k, depth=t.depth, prune=t.prune, tree_nodes=nodes,
+        gamma=cfg.ppo.gamma, transe_weight=t.transe_weight,
+        executor_projections=t.executor_projections, ppo_transe=t.ppo_transe, init=t.init,
+    )
+
+
+def check_model_fits(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
+    """Refuse widths and env counts whose network or rollout could not fit in this machine's
+    memory: a generous estimate of the weights (x4: gradients and Adam's two moments) and of an
+    online rollout's observations."""
+    k, f = arch.embedding_dim, arch.hidden
+    flat = spaces.flat_size
+    weights = flat * max(f, k) + (spaces.num_actions + 4) * (f + k) ** 2
+    rollout = cfg.ppo.batch_size * math.prod(spaces.obs_shape) * 2
+    need = (4 * weights + rollout) * 4
+    total = machine_memory()
+    if need > total:
+        raise UserError(
+            f"--hidden {f}, --embedding-dim {k} and --num-envs x --num-steps "
+            f"{cfg.ppo.batch_size} need about {need / 2**30:,.0f} GiB; this machine has "
+            f"{total / 2**30:,.0f} GiB"
+        )
+
+
+def check_run(cfg: RunConfig) -> tuple[Spaces, Architecture]:
+    """Everything about a run's config that can be checked without training it (values, the
+    environment, memory); return the env's spaces and the architecture derived from both."""
+    validate(cfg.train)
+    if cfg.train.protocol == "curriculum":
+        check_curriculum(cfg)
+    require_gym_packages(cfg.train.gym_packages, cfg.train.env)
+    spaces = env_spaces(cfg.train.env, cfg.train.env_kwargs)
+    arch = architecture(cfg, spaces)
+    check_model_fits(cfg, spaces, arch)
+    return spaces, arch
+
+
+def check_curriculum(cfg: RunConfig) -> None:
+    """The continual maze needs a maze env and a constant learning rate (it has no known end),
+    and mazes with levels in its range; the curriculum sets the maze's options itself."""
+    if not is_maze_env(cfg.train.env):
+        raise UserError(f"--protocol curriculum runs on the maze envs, not {cfg.train.env}")
+    if cfg.ppo.anneal_lr:
+        raise UserError("--protocol curriculum has no known end to anneal to: use --anneal-lr false")
+    if cfg.train.env_kwargs:
+        raise UserError("--protocol curriculum sets the maze's options itself: no --env-kwargs")
+    cfg.curriculum.levels()
+
+
+def on_cpu(cfg: RunConfig) -> RunConfig:
+    """`cfg` with the CPU as its device: the config a policy is rebuilt with here, whatever device
+    trained it."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, device="cpu"))
+
+
+def agent_of(cfg: RunConfig, spaces: Spaces, processor: MessagePassing | None = None) -> ActorCritic:
+    """The network `cfg` builds for an env of `spaces` (not seeded here): `build_agent` of the
+    derived architecture, for code that holds a config but no env (tests, benchmarks)."""
+    return build_agent(architecture(cfg, spaces), spaces, processor)

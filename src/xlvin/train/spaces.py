@@ -1,0 +1,105 @@
+"""An environment's spaces, probed once and classified: how its observations are read (the
+observation adapter and encoder that fit them) and how many actions it has."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from xlvin.envs import ensure_registered
+from xlvin.envs.maze import is_maze_env
+from xlvin.errors import UserError, one_line
+
+#: How observations are read, by observation space (the encoder registry's keys):
+#: flat      Box of up to 2 axes, flattened          -> MLP encoder
+#: discrete  Discrete(n), one-hot                    -> OneHot, MLP encoder
+#: image     images [C, H, W]                        -> Nature CNN
+#: image_hwc images [H, W, C] (channels last)        -> ChannelsFirst, Nature CNN
+#: maze      the library's mazes [C, H, W]           -> the paper's maze CNN
+OBSERVATION_KINDS = ("flat", "discrete", "image", "image_hwc", "maze")
+SUPPORTED = (
+    "supported: Discrete (one-hot), a Box of up to 2 axes (flattened), images [C, H, W] or "
+    "[H, W, C] of at least {size}x{size}"
+)
+#: The smallest image side the Nature CNN's convolutions accept.
+MIN_IMAGE_SIZE = 36
+
+
+@dataclass(frozen=True)
+class Spaces:
+    """What an agent is built from: one observation's shape as the env gives it, how it is read
+    (`kind`, one of OBSERVATION_KINDS), the number of states of a Discrete observation space (0
+    otherwise) and the number of actions."""
+
+    obs_shape: tuple[int, ...]
+    kind: str
+    num_actions: int
+    states: int = 0
+
+    @property
+    def flat_size(self) -> int:
+        """The MLP encoder's input width: n for Discrete(n), else the flattened observation."""
+        return self.states if self.kind == "discrete" else int(np.prod(self.obs_shape))
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """[C, H, W] of image observations, whichever layout the env gives them in."""
+        if self.kind == "image_hwc":
+            height, width, channels = self.obs_shape
+            return channels, height, width
+        channels, height, width = self.obs_shape
+        return channels, height, width
+
+
+def classify(
+    env_id: str, obs_space: gym.Space, action_space: gym.Space
+) -> Spaces:
+    """The `Spaces` of an env with these spaces, or one UserError saying what is supported:
+    discrete actions only; observations as OBSERVATION_KINDS lists them."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise UserError(f"{env_id} has {type(action_space).__name__} actions; XLVIN and its "
+                        "baselines need Discrete actions (continuous actions are not supported)")
+    actions = int(action_space.n)
+    if isinstance(obs_space, gym.spaces.Discrete):
+        return Spaces((), "discrete", actions, states=int(obs_space.n))
+    supported = SUPPORTED.format(size=MIN_IMAGE_SIZE)
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise UserError(f"{env_id} has {type(obs_space).__name__} observations; {supported}")
+    shape = tuple(int(n) for n in obs_space.shape)
+    if is_maze_env(env_id):
+        return Spaces(shape, "maze", actions)
+    if len(shape) <= 1 or (len(shape) == 2 and obs_space.dtype != np.uint8):
+        return Spaces(shape, "flat", actions)
+    if len(shape) != 3:
+        ale = env_id.startswith("ALE/")
+        hint = "; xlvin/<Game>-v5 is ALE preprocessed to [4, 84, 84]" if ale else ""
+        raise UserError(f"{env_id} has observations of shape {shape}; {supported}{hint}")
+    spaces = Spaces(shape, "image_hwc" if shape[2] < shape[0] else "image", actions)
+    _, height, width = spaces.image_shape
+    if min(height, width) < MIN_IMAGE_SIZE:
+        raise UserError(
+            f"{env_id} has images of {height}x{width}; the Nature CNN needs at least "
+            f"{MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE}"
+        )
+    return spaces
+
+
+def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Spaces:
+    """The `Spaces` of `gym.make(env_id, **env_kwargs)`, checked for support (`classify`). Only ids
+    in gymnasium's registry are made: an id naming a module to import (`module:Env`) is refused,
+    so a config file never runs code (a user's own envs come from `--gym-packages`)."""
+    ensure_registered(env_id)
+    if env_id not in gym.registry:
+        raise UserError(
+            f"unknown environment {env_id!r}: not in gymnasium's registry (ids that name a module "
+            "to import, module:Env, are refused; register it in a module and pass --gym-packages "
+            "MODULE)"
+        )
+    try:
+        env = gym.make(env_id, **(env_kwargs or {}))
+    except (gym.error.Error, TypeError) as err:
+        raise UserError(f"cannot make environment {env_id!r}: {one_line(err)}") from None
+    obs_space, action_space = env.observation_space, env.action_space
+    env.close()
+    return classify(env_id, obs_space, action_space)
