@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,15 @@ def executor_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("exec") / "executor.safetensors"
     save_executor(path, VIExecutor(hidden=16, aggregation="max", layer_norm=True), {"family": "test"})
     return path
+
+
+@pytest.fixture
+def tiny_default_executors(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`--executor random` (and cartpole) pre-trained on 4 graphs for 1 epoch, cached in a
+    fresh folder: for code that uses the default executors, fast (not for their quality)."""
+    from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS
+
+    for kind in ("random", "cartpole"):
+        monkeypatch.setitem(DEFAULT_EXECUTORS, kind, dataclasses.replace(
+            DEFAULT_EXECUTORS[kind], train_graphs=4, epochs=1))
+    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path_factory.mktemp("cache")))

@@ -1,0 +1,86 @@
+"""Every script in examples/ and the README's Python block run as written (with a tiny budget),
+so neither can go stale."""
+
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+from xlvin.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def run_example(name: str, *args: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", [name, *args])
+    runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+
+
+def test_examples_folder_holds_the_three_examples() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == [
+        "cartpole_api.py", "corridor.py", "own_executor.py"]
+
+
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_cartpole_api_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    run_example("cartpole_api.py", "--tiny", "--out", str(tmp_path / "cp"), monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert re.search(r"action [01], V\(s\) = -?\d", out) and "over 10 episodes" in out
+    # the example's run directory is an `xlvin evaluate` one
+    assert main(["evaluate", str(tmp_path / "cp"), "--episodes", "2"]) == 0
+
+
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_corridor_example_and_its_module_from_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    run_example("corridor.py", "--tiny", "--out", str(tmp_path / "api"), monkeypatch=monkeypatch)
+    assert "greedy return" in capsys.readouterr().out
+    monkeypatch.chdir(EXAMPLES)  # the module the user names is found in the current folder
+    monkeypatch.delitem(sys.modules, "corridor", raising=False)
+    out = tmp_path / "cli"
+    assert main(["train", "--gym-packages", "corridor", "--env", "Corridor-v0", "--env-kwargs",
+                 "length=5", "--agent", "ppo", "--num-envs", "2", "--num-steps", "16",
+                 "--total-steps", "64", "--quiet", "--out", str(out)]) == 0
+    assert main(["evaluate", str(out), "--gym-packages", "corridor", "--episodes", "3"]) == 0
+    assert "over 3 episodes" in capsys.readouterr().out
+    sys.modules.pop("corridor")
+
+
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_own_executor_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    run_example("own_executor.py", "--tiny", "--family", "grid", "--out", str(tmp_path / "grid"),
+                monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert "held-out policy accuracy" in out and "greedy return" in out
+    executor = tmp_path / "grid-executor.safetensors"
+    assert executor.is_file()
+    # ... and with a file instead of pre-training
+    run_example("own_executor.py", "--tiny", "--executor", str(executor),
+                "--out", str(tmp_path / "file"), monkeypatch=monkeypatch)
+    assert "held-out" not in capsys.readouterr().out
+
+
+def readme_python_block() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Python API"):]
+    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+
+
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_readme_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The block itself, with its 50,000 steps cut to 256 (and the pre-training to a few
+    episodes): the only edits made to it."""
+    code = readme_python_block()
+    assert "total_steps=50_000" in code and "depth=2, seed=0)" in code
+    code = code.replace("total_steps=50_000", "total_steps=256").replace(
+        "depth=2, seed=0)", "depth=2, seed=0, num_envs=2, num_steps=32, transe_episodes=5, "
+        "transe_epochs=1)")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "readme.py").write_text(code)
+    runpy.run_path(str(tmp_path / "readme.py"), run_name="__main__")
+    assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0
+    assert (tmp_path / "runs" / "cp" / "model.safetensors").is_file()
