@@ -82,6 +82,7 @@ def _registered_id(make: Callable[..., gym.Env]) -> str:
     name = getattr(make, "__qualname__", None) or type(make).__qualname__
     env_id = "api/" + re.sub(r"[^\w.-]", "_", f"{module}.{name}")
     if env_id not in gym.registry or gym.registry[env_id].entry_point is not make:
+        gym.registry.pop(env_id, None)  # a new callable of the same name replaces the old one
         gym.register(env_id, entry_point=make, disable_env_checker=True)
     return env_id
 

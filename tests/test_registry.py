@@ -1,0 +1,109 @@
+"""One place builds every agent: the registry (`xlvin.train.agents`), the architecture derived
+once from the config (`xlvin.train.run_config.architecture`), and the discount reaching every
+agent that uses it."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from xlvin import PPO, Model, UserError, build_encoder, register_agent
+from xlvin.cli import build_parser, main
+from xlvin.commands.train import run_config
+from xlvin.nn.heads import ActorCriticHeads
+from xlvin.nn.policy import ActorCritic
+from xlvin.train.agents import AGENTS
+from xlvin.train.run import load_run
+
+
+def cli_model(*flags: str) -> Model:
+    """The model `xlvin train FLAGS` trains (built, not trained)."""
+    args = build_parser().parse_args(["train", "--out", "unused", *flags])
+    return Model.from_config(run_config(args))
+
+
+@pytest.mark.parametrize("gamma", [0.9, 0.5])
+def test_gamma_reaches_the_xlvin_edge_features(gamma: float, executor_path: Path) -> None:
+    """XLVIN's edge feature of action a is Linear([one-hot(a), gamma]) (paper 3.2): --gamma
+    changes it, and only through its gamma column."""
+    flags = ["--agent", "xlvin", "--executor", str(executor_path), "--seed", "0"]
+    default, changed = cli_model(*flags), cli_model(*flags, "--gamma", str(gamma))
+    assert changed.architecture.gamma == gamma and default.architecture.gamma == 0.99
+    a, b = default._policy(), changed._policy()
+    assert torch.equal(a.edge_input[:, :-1], b.edge_input[:, :-1])
+    assert torch.all(b.edge_input[:, -1] == gamma) and torch.all(a.edge_input[:, -1] == 0.99)
+    b.load_state_dict(a.state_dict())  # the same weights: only gamma differs
+    with torch.no_grad():
+        delta = b.edge_features() - a.edge_features()  # [A, H]
+        expected = (gamma - 0.99) * b.edge_projection.weight[:, -1]  # the gamma column's share
+        torch.testing.assert_close(delta, expected.expand_as(delta), rtol=1e-5, atol=1e-6)
+        obs = torch.randn(8, 4)
+        assert not torch.allclose(a(obs)[0], b(obs)[0])
+
+
+def test_gamma_reaches_the_atreec_backup() -> None:
+    """ATreeC at depth 1: Q(x, a) = r(x, a) + gamma V(x'_a) (TreeQN eq. 5), with --gamma's
+    gamma."""
+    default = cli_model("--agent", "atreec", "--depth", "1")
+    changed = cli_model("--agent", "atreec", "--depth", "1", "--gamma", "0.9")
+    a, b = default._policy(), changed._policy()
+    assert (a.gamma, b.gamma) == (0.99, 0.9)
+    b.load_state_dict(a.state_dict())
+    x = nn.functional.normalize(torch.randn(6, a.value.in_features), dim=-1)
+    with torch.no_grad():
+        reward = a.reward(x)  # [B, A]
+        ratio = (b.q_values(x) - reward) / (a.q_values(x) - reward)
+    torch.testing.assert_close(ratio, torch.full_like(ratio, 0.9 / 0.99))
+
+
+class LinearAgent(ActorCritic):
+    """A user's agent: the registered encoder, then the actor and critic heads."""
+
+    def __init__(self, encoder: nn.Module, k: int, num_actions: int) -> None:
+        super().__init__()
+        self.num_actions = num_actions
+        self.encoder = encoder
+        self.heads = ActorCriticHeads(k, num_actions)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.heads(self.encoder(obs))
+
+
+def build_linear(arch, spaces, processor) -> ActorCritic:
+    return LinearAgent(build_encoder(arch, spaces), arch.embedding_dim, spaces.num_actions)
+
+
+def test_a_registered_agent_trains_from_python_and_the_command_line(tmp_path: Path) -> None:
+    register_agent("linear-test", build_linear)
+    register_agent("linear-test", build_linear)  # the same builder again: a no-op
+    with pytest.raises(UserError, match="already registered"):
+        register_agent("linear-test", lambda a, s, p: build_linear(a, s, p))
+    model = Model("CartPole-v1", agent="linear-test", hidden=16, num_envs=2, num_steps=16)
+    assert model.architecture.hidden == 16
+    model.learn(total_steps=32, out=tmp_path / "api", progress=False)
+    assert isinstance(model.policy, LinearAgent)
+    assert main(["train", "--agent", "linear-test", "--hidden", "16", "--num-envs", "2",
+                 "--num-steps", "16", "--total-steps", "32", "--quiet",
+                 "--out", str(tmp_path / "cli")]) == 0
+    agent, cfg = load_run(tmp_path / "cli")
+    assert isinstance(agent, LinearAgent) and cfg.train.agent == "linear-test"
+    assert type(Model.load(tmp_path / "cli")) is Model
+    AGENTS.pop("linear-test")
+
+
+def test_built_in_agents_are_registered_with_what_runs_check() -> None:
+    assert list(AGENTS)[:3] == ["xlvin", "ppo", "atreec"]
+    assert AGENTS["xlvin"].executor and AGENTS["xlvin"].transe and AGENTS["xlvin"].prune
+    assert AGENTS["atreec"].min_depth == 1 and AGENTS["vin"].maze_only
+    with pytest.raises(UserError, match="needs --depth >= 1"):
+        Model("CartPole-v1", agent="atreec", depth=0)
+
+
+def test_architecture_is_derived_once_and_frozen() -> None:
+    arch = PPO("Acrobot-v1").architecture
+    assert (arch.hidden, arch.embedding_dim, arch.gamma, arch.tree_nodes) == (32, 50, 0.99, 1)
+    tree = Model("CartPole-v1", agent="atreec", depth=3).architecture
+    assert tree.tree_nodes == 1 + 2 + 4 + 8
+    with pytest.raises(AttributeError):
+        arch.hidden = 8  # type: ignore[misc]
