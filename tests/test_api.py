@@ -119,8 +119,7 @@ def test_api_save_and_cli_evaluate_agree_and_the_reverse(
     model = XLVIN("CartPole-v1", executor=str(executor_path), seed=0, **TINY)
     model.learn(total_steps=64, progress=False)
     saved = model.save(tmp_path / "api")
-    assert sorted(p.name for p in saved.iterdir()) == sorted(
-        p.name for p in model.run_dir.iterdir() if p.name != ".lock")
+    assert sorted(p.name for p in saved.iterdir()) == sorted(p.name for p in model.run_dir.iterdir())
     assert main(["evaluate", str(saved), "--episodes", "5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == model.evaluate(episodes=5)
     loaded = XLVIN.load(saved)
@@ -231,3 +230,25 @@ def test_gym_packages_are_recorded_and_asked_for_never_imported(
     done = subprocess.run([*evaluate, "--gym-packages", "my_line_envs"], check=False,
                           capture_output=True, text=True)
     assert done.returncode == 0 and "over 2 episodes" in done.stdout
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--env-kwargs", "is_slippery"], "expected key=value, got 'is_slippery'"),
+    (["--gym-packages", "no_such_env_module"], "--gym-packages no_such_env_module: cannot import"),
+    (["--env", "FrozenLake-v1", "--env-kwargs", "size=3"], "cannot make environment 'FrozenLake-v1'"),
+])
+def test_bad_env_flags_are_one_line_errors_and_create_nothing(
+    flags: list[str], message: str, tmp_path: Path, capsys
+) -> None:
+    assert main(["train", "--agent", "ppo", *flags, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and not (tmp_path / "r").exists()
+
+
+def test_an_untrained_model_saves_a_run_the_command_line_evaluates(tmp_path: Path, capsys) -> None:
+    model = PPO("CartPole-v1", seed=4)
+    model.save(tmp_path / "init")
+    assert main(["evaluate", str(tmp_path / "init"), "--episodes", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == model.evaluate(episodes=3)
+    with pytest.raises(UserError, match="not to a ChannelsLast instance"):
+        PPO(ChannelsLast(), env_kwargs={"size": 3})

@@ -36,6 +36,7 @@ from xlvin.io.run_dir import (
     MODEL,
     SUMMARY,
     check_new_run_dir,
+    claim_run_dir,
     create_run_dir,
     read_json_object,
 )
@@ -116,6 +117,9 @@ def resolve_env(env: EnvLike, env_kwargs: dict[str, Any] | None) -> tuple[str, d
         spec = env.spec
         if spec is not None and spec.id in gym.registry and not spec.additional_wrappers:
             return spec.id, {**_spec_kwargs(spec), **kwargs}, None
+        if kwargs:
+            raise UserError("env_kwargs apply to an env id or a callable that makes the env, not "
+                            f"to a {type(env).__name__} instance made without gym.make")
 
         def copies(**_: Any) -> gym.Env:
             return copy.deepcopy(env)
@@ -284,14 +288,15 @@ class Model:
         if self.run_dir is not None and path.resolve() == self.run_dir.resolve():
             return path
         check_new_run_dir(path)
-        if self.run_dir is not None:
-            shutil.copytree(self.run_dir, path, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns(LOCK))
-            return path
         policy = self._policy()
-        create_run_dir(path, self.config.to_json())
-        save_weights(path / MODEL, policy, {"config": self.config.to_json(),
-                                            "executor": self._executor_meta})
+        with claim_run_dir(path) as run_dir:
+            if self.run_dir is not None:
+                shutil.copytree(self.run_dir, run_dir, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns(LOCK))
+            else:
+                create_run_dir(run_dir, self.config.to_json())
+                save_weights(run_dir / MODEL, policy, {"config": self.config.to_json(),
+                                                       "executor": self._executor_meta})
         return path
 
     @classmethod

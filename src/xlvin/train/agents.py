@@ -185,5 +185,7 @@ def _maze_planner(readout: str | None) -> AgentBuilder:
 register_agent("xlvin", _xlvin, executor=True, tree=True, prune=True, transe=True)
 register_agent("ppo", _ppo)
 register_agent("atreec", _atreec, tree=True, min_depth=1)
-for _name, _readout in (("vin", "slice"), ("vin_mean", "mean"), ("vin_max", "max"), ("gvin", None)):
-    register_agent(_name, _maze_planner(_readout), maze_only=True)
+register_agent("vin", _maze_planner("slice"), maze_only=True)
+register_agent("vin_mean", _maze_planner("mean"), maze_only=True)
+register_agent("vin_max", _maze_planner("max"), maze_only=True)
+register_agent("gvin", _maze_planner(None), maze_only=True)
