@@ -184,6 +184,9 @@ def test_paper_budgets_and_settings_are_the_authors() -> None:
         t = cfg.train
         assert (t.init, t.executor_layer_norm, t.executor_messages, t.executor_projections,
                 t.ppo_transe, t.transe_weight) == ("pytorch", True, "linear", True, True, 1e-3)
+        # TransE.contrastive_loss: negatives are next states drawn with replacement, both in
+        # pre-training and in the term added to PPO
+        assert t.transe_negatives == "next_states"
 
 
 def test_linear_messages_keep_negative_values() -> None:

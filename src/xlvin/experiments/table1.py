@@ -138,10 +138,11 @@ PAPER_TRANSE = {"CartPole-v0": (50_000, 10), "Acrobot-v1": (4_000, 5),
 
 #: The authors' policy network: PyTorch's default initialisation, the executor with LayerNorm
 #: and linear messages (--layernorm True, --activation False), a Linear before and after it
-#: (--transe2gnn 1, --gnn_decoder 1), and the TransE term for the PPO baseline as well.
+#: (--transe2gnn 1, --gnn_decoder 1), the TransE term for the PPO baseline as well, its negatives
+#: the batch's next states drawn with replacement (TransE.contrastive_loss).
 PAPER_ARCHITECTURE = {"init": "pytorch", "executor_layer_norm": True,
                       "executor_messages": "linear", "executor_projections": True,
-                      "ppo_transe": True}
+                      "ppo_transe": True, "transe_negatives": "next_states"}
 
 
 def paper_config(env: str, train: TrainConfig) -> RunConfig:
@@ -327,7 +328,8 @@ def prepare(cells: Iterable[Cell], jobs: int = 1) -> list[Path]:
         needs.setdefault(json.dumps(["executor", t.executor, t.executor_layer_norm,
                                      t.executor_messages]), ("executor", cell))
         if cfg.transe.shared:
-            needs.setdefault(json.dumps(["transe", t.env, t.init, dataclasses.asdict(cfg.transe)]),
+            needs.setdefault(json.dumps(["transe", t.env, t.init, t.transe_negatives,
+                                         dataclasses.asdict(cfg.transe)]),
                              ("transe", cell))
     return sorted(map_jobs(_produce, list(needs.values()), jobs))
 

@@ -38,6 +38,7 @@ class PPOAgent(ActorCritic):
         num_actions: int,
         transition: TransitionModel | None = None,
         transe_weight: float = 1e-3,
+        transe_negatives: str = "states",
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
@@ -45,6 +46,7 @@ class PPOAgent(ActorCritic):
         self.heads = ActorCriticHeads(embedding_dim, num_actions)
         self.transition = transition
         self.transe_weight = transe_weight
+        self.transe_negatives = transe_negatives
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A], values [B]."""
@@ -54,7 +56,8 @@ class PPOAgent(ActorCritic):
         """The TransE loss (eq. 2) times `transe_weight`, when there is a transition model."""
         if self.transition is None:
             return {}
-        return weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch)
+        return weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch,
+                                    self.transe_negatives)
 
 
 class XLVINAgent(ActorCritic):
@@ -64,7 +67,8 @@ class XLVINAgent(ActorCritic):
     frozen pre-trained processor X runs K times over it (messages from child to parent, edge
     features = a trainable projection of [one-hot(a), gamma]); chi_s is the root's executed
     embedding and pi(a|s) = A(h_s, chi_s), V(s) = V(h_s, chi_s). The transition model gets the PPO
-    gradient plus the TransE loss (paper eq. 2) with weight `transe_weight` (0.001 in the paper).
+    gradient plus the TransE loss (paper eq. 2) with weight `transe_weight` (0.001 in the paper),
+    its negatives drawn as `transe_negatives` says (`xlvin.nn.transe.NEGATIVES`).
 
     When the embedding width k differs from the executor's H (pixel encoders, k = 512), or with
     `projections`, a trainable `node_projection` Linear(k -> H) maps every node of the tree into
@@ -92,6 +96,7 @@ class XLVINAgent(ActorCritic):
         transe_weight: float = 1e-3,
         projections: bool = False,
         prune: int = 0,
+        transe_negatives: str = "states",
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
@@ -99,6 +104,7 @@ class XLVINAgent(ActorCritic):
         self.prune = prune
         self.gamma = gamma
         self.transe_weight = transe_weight
+        self.transe_negatives = transe_negatives
         self.encoder = encoder
         self.transition = transition
         self.processor = processor.requires_grad_(False)
@@ -165,7 +171,8 @@ class XLVINAgent(ActorCritic):
     def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         """The TransE loss (paper eq. 2) on the batch's transitions, times `transe_weight`, and
         the rollout policy's distillation loss (a pruned tree only)."""
-        losses = weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch)
+        losses = weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch,
+                                      self.transe_negatives)
         if self.rollout_policy is not None:
             h = self.encoder(batch.obs)
             logits, _ = self.heads(torch.cat([h, self.plan(h)], dim=-1))
@@ -184,7 +191,7 @@ class XLVINAgent(ActorCritic):
         z, z_next = self.encoder(torch.cat([batch.obs, batch.next_obs])).chunk(2)  # [B, k] x2
         logits, values = self.heads(torch.cat([z, self.plan(z)], dim=-1))
         predicted = self.transition.next_embedding(z, batch.actions)
-        loss = transe_objective(z, predicted, z_next)
+        loss = transe_objective(z, predicted, z_next, negatives=self.transe_negatives)
         return logits, values, {"transe": self.transe_weight * loss,
                                 **self.distillation_loss(z, logits)}
 

@@ -42,6 +42,7 @@ from xlvin.nn.encoders import MazeCNN, MLPEncoder, NatureCNN
 from xlvin.nn.executor import MESSAGES, MessagePassing
 from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic, TransitionBatch
+from xlvin.nn.transe import NEGATIVES
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vin import VINAgent
 from xlvin.process import seed_everything, set_threads
@@ -96,6 +97,11 @@ class TrainConfig:
         "executor: H = 10, LayerNorm always on) or a .safetensors file"
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
+    transe_negatives: str = option(
+        "states", "negatives of the TransE loss, in pre-training and in the term added to PPO: "
+        "a permutation of the batch's states (ours) or its next states drawn with replacement "
+        "(next_states: the authors' code)", choices=NEGATIVES,
+    )
     executor_layer_norm: bool = option(
         False, "default executors ('random', 'cartpole'): LayerNorm after every message-passing "
         "step (the authors' code: on)"
@@ -407,6 +413,8 @@ def shared_transe_file(
         "actions": num_actions, "hidden": hidden_width(t), "k": embedding_width(t, obs_shape),
         "init": t.init, "transe": to_dict(cfg.transe),
         **({"env_kwargs": env_kwargs} if env_kwargs else {}),
+        # the default is left out, so files made before the option existed keep their names
+        **({"negatives": t.transe_negatives} if t.transe_negatives != "states" else {}),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir() / "transe" / f"transe-{t.env.replace('/', '_')}-{digest}.safetensors"
@@ -422,7 +430,8 @@ def shared_transe_file(
     # Deterministic: processes producing the same file at once may share its checkpoint.
     epochs = Checkpointer(path.with_name(path.stem + ".checkpoint.safetensors"), 1)
     stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
-                            progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs)
+                            progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs,
+                            negatives=t.transe_negatives)
     save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
     Path(epochs.path).unlink(missing_ok=True)
     return path
@@ -453,7 +462,8 @@ def build_agent(
     agent: ActorCritic
     if cfg.agent == "ppo":
         transition = TransitionModel(k, num_actions, hidden_width(cfg)) if cfg.ppo_transe else None
-        agent = PPOAgent(encoder, k, num_actions, transition, cfg.transe_weight)
+        agent = PPOAgent(encoder, k, num_actions, transition, cfg.transe_weight,
+                         cfg.transe_negatives)
     elif cfg.agent == "atreec":
         agent = ATreeCAgent(encoder, k, num_actions, depth=cfg.depth)
     else:
@@ -468,6 +478,7 @@ def build_agent(
             transe_weight=cfg.transe_weight,
             projections=cfg.executor_projections,
             prune=cfg.prune,
+            transe_negatives=cfg.transe_negatives,
         )
     if cfg.init == "pytorch":
         pytorch_init(agent)
@@ -545,6 +556,7 @@ def _train_claimed(
         summary["transe"] = pretrain_transe(
             agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress,
             accelerate=cfg.ppo.accelerate and not strict, checkpoint=epochs,
+            negatives=t.transe_negatives,
         )
         summary["transe_transitions"] = 0 if strict else len(data.obs)
 
