@@ -187,6 +187,11 @@ def test_paper_budgets_and_settings_are_the_authors() -> None:
         # TransE.contrastive_loss: negatives are next states drawn with replacement, both in
         # pre-training and in the term added to PPO
         assert t.transe_negatives == "next_states"
+        # --gnn_steps 1: XLVIN's tree and executor at depth 1 (the paper's text says K = 2);
+        # ATreeC, which their code does not have, keeps the library's depth
+        assert t.depth == 1
+        assert table1.Cell("paper", env, "xlvin-cp", 0).config().train.depth == 1
+        assert table1.Cell("paper", env, "atreec", 0).config().train.depth == 2
 
 
 def test_linear_messages_keep_negative_values() -> None:

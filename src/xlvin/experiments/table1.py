@@ -143,13 +143,17 @@ PAPER_TRANSE = {"CartPole-v0": (50_000, 10), "Acrobot-v1": (4_000, 5),
 PAPER_ARCHITECTURE = {"init": "pytorch", "executor_layer_norm": True,
                       "executor_messages": "linear", "executor_projections": True,
                       "ppo_transe": True, "transe_negatives": "next_states"}
+#: The authors' tree depth and executor steps for XLVIN on classic control: --gnn_steps 1 (their
+#: default, and the value of their README's command), where the paper's text says K = 2.
+PAPER_XLVIN_DEPTH = 1
 
 
 def paper_config(env: str, train: TrainConfig) -> RunConfig:
     rounds, episodes, updates, envs = PAPER_LOOP[env]
     transe_episodes, transe_epochs = PAPER_TRANSE[env]
+    depth = PAPER_XLVIN_DEPTH if train.agent == "xlvin" else train.depth
     return RunConfig(
-        train=dataclasses.replace(train, **PAPER_ARCHITECTURE),
+        train=dataclasses.replace(train, depth=depth, **PAPER_ARCHITECTURE),
         ppo=PAPER_PPO,
         transe=TransEConfig(episodes=transe_episodes, max_transitions=10**9, epochs=transe_epochs,
                             shared=True),
