@@ -328,3 +328,15 @@ def test_a_variant_with_a_dot_keeps_its_whole_name(tmp_path: Path) -> None:
         table1.write_results(records, tmp_path, wall_seconds=None)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [f"table1-paper-kl-0.0{i}.{ext}" for i in (1, 3) for ext in ("json", "md", "png")]
+
+
+def test_executor_ablation_variants_change_what_they_name() -> None:
+    """The arms of the executor ablation, under both protocols."""
+    for protocol in ("paper", "ours"):
+        def train(agent: str, variant: str, protocol: str = protocol) -> TrainConfig:
+            return table1.Cell(protocol, "CartPole-v0", agent, 0, variant=variant).config().train
+        base = train("xlvin-r", "")
+        assert train("xlvin-r", "untrained-executor") == dataclasses.replace(base, executor="untrained")
+        assert train("xlvin-r", "zero-chi") == dataclasses.replace(base, zero_chi=True)
+        assert train("xlvin-r", "depth-1").depth == 1 and train("xlvin-r", "depth-2").depth == 2
+        assert train("ppo", "ppo-transe").ppo_transe and not train("ppo", "no-ppo-transe").ppo_transe

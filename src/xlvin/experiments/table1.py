@@ -177,6 +177,10 @@ def _low(**changes: Any) -> Callable[[RunConfig], RunConfig]:
     return lambda cfg: dataclasses.replace(cfg, low_data=dataclasses.replace(cfg.low_data, **changes))
 
 
+def _train(**changes: Any) -> Callable[[RunConfig], RunConfig]:
+    return lambda cfg: dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **changes))
+
+
 def _ppo(**changes: Any) -> Callable[[RunConfig], RunConfig]:
     return lambda cfg: dataclasses.replace(cfg, ppo=dataclasses.replace(cfg.ppo, **changes))
 
@@ -192,15 +196,19 @@ VARIANTS: dict[str, Callable[[RunConfig], RunConfig]] = {
     "kl-0.03": _ppo(target_kl=0.03),
     # our update instead of the authors' (4 epochs x 4 minibatches: ~16 Adam steps an update, not 2)
     "epochs-4x4": _ppo(update_epochs=4, num_minibatches=4, minibatch_size=0),
-    "orthogonal-init": lambda cfg: dataclasses.replace(
-        cfg, train=dataclasses.replace(cfg.train, init="orthogonal")),
-    "relu-messages": lambda cfg: dataclasses.replace(
-        cfg, train=dataclasses.replace(cfg.train, executor_messages="relu")),
-    "no-layernorm": lambda cfg: dataclasses.replace(
-        cfg, train=dataclasses.replace(cfg.train, executor_layer_norm=False)),
-    "relu-messages-no-layernorm": lambda cfg: dataclasses.replace(
-        cfg, train=dataclasses.replace(cfg.train, executor_messages="relu",
-                                       executor_layer_norm=False)),
+    "orthogonal-init": _train(init="orthogonal"),
+    "relu-messages": _train(executor_messages="relu"),
+    "no-layernorm": _train(executor_layer_norm=False),
+    "relu-messages-no-layernorm": _train(executor_messages="relu", executor_layer_norm=False),
+    # what the executor contributes (beyond the paper): PPO with and without the TransE term;
+    # XLVIN with its executor frozen at its initial weights, with zeros in place of chi, and
+    # at depth 1 and 2
+    "ppo-transe": _train(ppo_transe=True),
+    "no-ppo-transe": _train(ppo_transe=False),
+    "untrained-executor": _train(executor="untrained"),
+    "zero-chi": _train(zero_chi=True),
+    "depth-1": _train(depth=1),
+    "depth-2": _train(depth=2),
 }
 
 

@@ -76,6 +76,9 @@ class XLVINAgent(ActorCritic):
     (`expand_projected_tree`). `projections` also adds a trainable Linear(H -> H) on chi before
     the heads (`chi_projection`): the authors' code has both layers ("transe2gnn", "gnn_decoder").
 
+    `zero_chi` (an ablation, not the paper's) gives the heads zeros in place of chi_s: the
+    same network without any planning, the transition model trained by the TransE term alone.
+
     `prune` > 0 (ours, not the paper's) grows a pruned tree instead (`expand_pruned_tree`): below
     depth 1 each node expands only the `prune` actions that a rollout policy ranks highest. The
     rollout policy, a Linear(k -> A) on a node's embedding, is distilled from the agent's own
@@ -97,10 +100,12 @@ class XLVINAgent(ActorCritic):
         projections: bool = False,
         prune: int = 0,
         transe_negatives: str = "states",
+        zero_chi: bool = False,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
         self.depth = depth
+        self.zero_chi = zero_chi
         self.prune = prune
         self.gamma = gamma
         self.transe_weight = transe_weight
@@ -128,7 +133,10 @@ class XLVINAgent(ActorCritic):
 
     def plan(self, h: torch.Tensor) -> torch.Tensor:
         """chi_s [B, H] from h_s [B, k]: expand the latent tree to depth K (paper 3.2, step 3)
-        and run the executor K times over it (step 4), then `chi_projection` if there is one."""
+        and run the executor K times over it (step 4), then `chi_projection` if there is one;
+        zeros [B, H] with `zero_chi`."""
+        if self.zero_chi:
+            return h.new_zeros(h.shape[0], self.edge_projection.out_features)
         if self.rollout_policy is None:
             chi = self.plan_full(h)
         else:

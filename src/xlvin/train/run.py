@@ -94,9 +94,14 @@ class TrainConfig:
     )
     executor: str = option(
         "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
-        "executor: H = 10, LayerNorm always on) or a .safetensors file"
+        "executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
+        "ablation) or a .safetensors file"
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
+    zero_chi: bool = option(
+        False, "XLVIN ablation: the heads read zeros in place of the executor's chi_s (no "
+        "planning; the transition is trained by the TransE term alone)"
+    )
     transe_negatives: str = option(
         "states", "negatives of the TransE loss, in pre-training and in the term added to PPO: "
         "a permutation of the batch's states (ours) or its next states drawn with replacement "
@@ -479,6 +484,7 @@ def build_agent(
             projections=cfg.executor_projections,
             prune=cfg.prune,
             transe_negatives=cfg.transe_negatives,
+            zero_chi=cfg.zero_chi,
         )
     if cfg.init == "pytorch":
         pytorch_init(agent)
