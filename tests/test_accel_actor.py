@@ -112,3 +112,19 @@ def test_unsupported_policies_have_no_actor() -> None:
     assert make_actor(cnn_xlvin) is None
     assert make_actor(PPOAgent(MLPEncoder(4, 16, 8), 8, 3).double()) is None
     assert make_actor(PPOAgent(MLPEncoder(4, 16, 8), 8, 3).to("meta")) is None  # not on CPU
+
+
+@pytest.mark.parametrize("variant", [{"prune": 1}, {"zero_chi": True}])
+def test_xlvin_without_the_full_executed_tree_has_no_actor(variant: dict) -> None:
+    """The NumPy actor computes the full tree and its executed chi: a pruned tree or the
+    zero-chi ablation acts through the policy itself, which gives other actions."""
+    torch.manual_seed(0)
+    full = XLVINAgent(MLPEncoder(4, 16, 8), 8, 3, TransitionModel(8, 3, 16), MessagePassing(8),
+                      depth=2)
+    other = XLVINAgent(MLPEncoder(4, 16, 8), 8, 3, TransitionModel(8, 3, 16), MessagePassing(8),
+                       depth=2, **variant)
+    other.load_state_dict(full.state_dict(), strict=False)
+    assert make_actor(other) is None
+    obs = torch.randn(16, 4)
+    with torch.no_grad():
+        assert not torch.allclose(other(obs)[0], full(obs)[0])

@@ -120,3 +120,18 @@ def test_projected_agent_plans_like_projecting_every_level_and_keeps_transe() ->
     torch.manual_seed(1)  # the same negatives
     direct = transe_loss(agent.encoder, agent.transition, obs, actions, next_obs)
     torch.testing.assert_close(aux, agent.transe_weight * direct)
+
+
+def test_zero_chi_heads_see_only_the_embedding() -> None:
+    """The ablation: chi is zeros, so the logits equal the heads on [h, 0] and no gradient
+    reaches the transition model through the policy."""
+    torch.manual_seed(0)
+    agent = XLVINAgent(MLPEncoder(4, 16, 8), 8, 2, TransitionModel(8, 2, 16), MessagePassing(8),
+                       depth=2, zero_chi=True)
+    obs = torch.randn(5, 4)
+    logits, values = agent(obs)
+    h = agent.encoder(obs)
+    expected = agent.heads(torch.cat([h, torch.zeros(5, 8)], dim=-1))
+    torch.testing.assert_close(logits, expected[0])
+    (logits.sum() + values.sum()).backward()
+    assert all(p.grad is None for p in agent.transition.parameters())

@@ -104,6 +104,21 @@ def test_pretraining_is_reproducible_from_the_seed(trained: tuple[VIExecutor, di
         torch.testing.assert_close(again.state_dict()[name], tensor, rtol=0, atol=0)
 
 
+def test_zero_epochs_is_the_untrained_initialisation(trained: tuple[VIExecutor, dict]) -> None:
+    """epochs = 0 (the 'untrained' ablation executor): the seed's initial weights, unlike the
+    trained executor of the same seed; a negative count is one UserError."""
+    untrained, stats = pretrain_executor(dataclasses.replace(SMALL, epochs=0), progress=False)
+    torch.manual_seed(SMALL.seed)
+    fresh = VIExecutor(SMALL.hidden, SMALL.aggregation, SMALL.layer_norm, SMALL.messages)
+    for name, tensor in untrained.state_dict().items():
+        torch.testing.assert_close(tensor, fresh.state_dict()[name], rtol=0, atol=0)
+    assert not torch.equal(untrained.processor.message_fn.weight,
+                           trained[0].processor.message_fn.weight)
+    assert stats["optimiser_steps"] == 0
+    with pytest.raises(UserError, match="epochs must be >= 0"):
+        pretrain_executor(dataclasses.replace(SMALL, epochs=-1), progress=False)
+
+
 def test_default_executor_rejects_unknown_kind(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="cartpole"):
         default_executor("nope", tmp_path)

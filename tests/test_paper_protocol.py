@@ -186,6 +186,14 @@ def test_paper_budgets_and_settings_are_the_authors() -> None:
         t = cfg.train
         assert (t.init, t.executor_layer_norm, t.executor_messages, t.executor_projections,
                 t.ppo_transe, t.transe_weight) == ("pytorch", True, "linear", True, True, 1e-3)
+        # TransE.contrastive_loss: negatives are next states drawn with replacement, both in
+        # pre-training and in the term added to PPO
+        assert t.transe_negatives == "next_states"
+        # --gnn_steps 1: XLVIN's tree and executor at depth 1 (the paper's text says K = 2);
+        # ATreeC, which their code does not have, keeps the library's depth
+        assert t.depth == 1
+        assert table1.Cell("paper", env, "xlvin-cp", 0).config().train.depth == 1
+        assert table1.Cell("paper", env, "atreec", 0).config().train.depth == 2
 
 
 def test_linear_messages_keep_negative_values() -> None:
@@ -323,3 +331,15 @@ def test_a_variant_with_a_dot_keeps_its_whole_name(tmp_path: Path) -> None:
         table1.write_results(records, tmp_path, wall_seconds=None)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [f"table1-paper-kl-0.0{i}.{ext}" for i in (1, 3) for ext in ("json", "md", "png")]
+
+
+def test_executor_ablation_variants_change_what_they_name() -> None:
+    """The arms of the executor ablation, under both protocols."""
+    for protocol in ("paper", "ours"):
+        def train(agent: str, variant: str, protocol: str = protocol) -> TrainConfig:
+            return table1.Cell(protocol, "CartPole-v0", agent, 0, variant=variant).config().train
+        base = train("xlvin-r", "")
+        assert train("xlvin-r", "untrained-executor") == dataclasses.replace(base, executor="untrained")
+        assert train("xlvin-r", "zero-chi") == dataclasses.replace(base, zero_chi=True)
+        assert train("xlvin-r", "depth-1").depth == 1 and train("xlvin-r", "depth-2").depth == 2
+        assert train("ppo", "ppo-transe").ppo_transe and not train("ppo", "no-ppo-transe").ppo_transe

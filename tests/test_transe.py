@@ -2,10 +2,11 @@
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 from xlvin.nn.encoders import MLPEncoder
-from xlvin.nn.transe import energy, transe_loss
+from xlvin.nn.transe import energy, transe_loss, transe_objective
 from xlvin.nn.transition import TransitionModel
 from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
 from xlvin.train.random_data import random_transitions
@@ -51,3 +52,23 @@ def test_transe_separates_positives_from_negatives_on_cartpole() -> None:
     assert stats["after/positive_energy"] < 0.1 * stats["after/negative_energy"]
     assert stats["after/hits_at_1"] > 0.5
     assert stats["after/hits_at_1"] > stats["before/hits_at_1"] + 0.2
+
+
+@pytest.mark.parametrize("negatives", ["states", "next_states"])
+def test_negatives_are_drawn_where_the_option_says(negatives: str) -> None:
+    """'states': a permutation of z(s) (ours); 'next_states': B draws with replacement from
+    z(s') (the authors' code), both compared with z(s') in the hinge term."""
+    g = torch.Generator().manual_seed(0)
+    z, predicted, z_next = (torch.randn(6, 3, generator=g) for _ in range(3))
+    hinge, sigma = 50.0, 0.5  # a hinge so large that every negative term is active
+    loss = transe_objective(z, predicted, z_next, hinge, sigma,
+                            torch.Generator().manual_seed(1), negatives)
+    draw = torch.Generator().manual_seed(1)
+    if negatives == "states":
+        sampled = z[torch.randperm(6, generator=draw)]
+    else:
+        sampled = z_next[torch.randint(0, 6, (6,), generator=draw)]
+    expected = (energy(predicted, z_next, sigma) + hinge - energy(sampled, z_next, sigma)).mean()
+    torch.testing.assert_close(loss, expected)
+    with pytest.raises(ValueError, match="negatives must be one of"):
+        transe_objective(z, predicted, z_next, negatives="actions")

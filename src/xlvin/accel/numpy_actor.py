@@ -9,7 +9,7 @@ rounding (tests/test_accel_actor.py); timings in benchmarks/notes.md.
 
 Supported: `PPOAgent` and `XLVINAgent` with an `MLPEncoder`, float32 weights on the CPU (XLVIN at
 any depth, either aggregation, ReLU or linear messages, with or without LayerNorm or the node
-and chi projections). `make_actor`
+and chi projections; the full tree only, not `prune` nor the `zero_chi` ablation). `make_actor`
 returns None for any other policy; the caller then uses the policy itself.
 """
 
@@ -40,7 +40,8 @@ def make_actor(policy: nn.Module) -> Actor | None:
         return None
     if type(policy) is PPOAgent and type(policy.encoder) is MLPEncoder:
         return PPOActor(policy)
-    if type(policy) is XLVINAgent and type(policy.encoder) is MLPEncoder:
+    if (type(policy) is XLVINAgent and type(policy.encoder) is MLPEncoder
+            and not policy.prune and not policy.zero_chi):
         return XLVINActor(policy)
     return None
 

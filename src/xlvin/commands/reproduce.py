@@ -1,5 +1,6 @@
-"""`xlvin reproduce classic|maze|contextual-maze|atari`: the paper's Table 1, its maze figures
-and its Atari figures 4 and 6, every cell, resumable, into results/."""
+"""`xlvin reproduce classic|executor-ablation|maze|contextual-maze|atari`: the paper's Table 1
+(and an ablation of its executor), its maze figures and its Atari figures 4 and 6, every cell,
+resumable, into results/."""
 
 import argparse
 import time
@@ -8,8 +9,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from xlvin.config import csv_choices
 from xlvin.errors import UserError
-from xlvin.experiments import atari, maze, table1
+from xlvin.experiments import atari, executor_ablation, maze, table1
 from xlvin.experiments.jobs import deadline_after
 
 
@@ -51,6 +53,28 @@ def _classic(args: argparse.Namespace) -> None:
     print(md)
     stem = args.results / table1.results_stem(args.protocol, args.variant)
     print(f"wrote {stem}.md, .json, .png; runs under {args.runs}")
+
+
+def _executor_ablation(args: argparse.Namespace) -> None:
+    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
+        raise UserError("--seeds and --jobs must be >= 1, --first-seed >= 0")
+    protocols = csv_choices(args.protocols, table1.PROTOCOLS, "protocol")
+    envs = csv_choices(args.envs, table1.ENVS, "environment")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    cells = executor_ablation.cells(protocols, envs, seeds)
+    if not args.finished_only:
+        _with_progress(
+            lambda done: table1.run_cells(cells, args.runs, args.jobs, on_done=done), len(cells),
+            "executor ablation cells",
+            lambda r: f"{r['protocol']} {r['env']} {r['agent']} {r['variant'] or '-'} "
+            f"s{r['seed']}: {r['final_return']:.1f}",
+        )
+    records = executor_ablation.finished_records(args.runs, protocols, envs)
+    if not records:
+        raise UserError(f"no cell of the ablation has finished under {args.runs}")
+    print(executor_ablation.write_results(records, args.results))
+    print(f"wrote {args.results}/executor.md, .json, .png from {len(records)} finished cells "
+          f"(every finished seed under {args.runs}); runs under {args.runs}")
 
 
 def _maze(args: argparse.Namespace) -> None:
@@ -142,6 +166,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     table1.add_cell_options(c)
     _output_options(c, "runs/table1", FINISHED_HELP)
     c.set_defaults(func=_classic)
+    e = which.add_parser(
+        "executor-ablation",
+        help="beyond the paper: Table 1's setting with the executor taken apart",
+        description=executor_ablation.__doc__,
+    )
+    _seed_options(e, 10)
+    e.add_argument("--protocols", default=",".join(table1.PROTOCOLS),
+                   help=f"comma-separated protocols (default {','.join(table1.PROTOCOLS)})")
+    e.add_argument("--envs", default="CartPole-v0,Acrobot-v1",
+                   help="comma-separated environments (default CartPole-v0,Acrobot-v1)")
+    _output_options(e, "runs/table1", "train nothing: write the results of every finished cell")
+    e.set_defaults(func=_executor_ablation, results=Path("results/ablation"))
     for name, (env, _) in maze.EXPERIMENTS.items():
         m = which.add_parser(
             name, help=f"the continual maze on {env}, held-out success after each level",

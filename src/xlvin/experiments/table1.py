@@ -132,17 +132,22 @@ PAPER_TRANSE = {"CartPole-v0": (50_000, 10), "Acrobot-v1": (4_000, 5),
 
 #: The authors' policy network: PyTorch's default initialisation, the executor with LayerNorm
 #: and linear messages (--layernorm True, --activation False), a Linear before and after it
-#: (--transe2gnn 1, --gnn_decoder 1), and the TransE term for the PPO baseline as well.
+#: (--transe2gnn 1, --gnn_decoder 1), the TransE term for the PPO baseline as well, its negatives
+#: the batch's next states drawn with replacement (TransE.contrastive_loss).
 PAPER_ARCHITECTURE = {"init": "pytorch", "executor_layer_norm": True,
                       "executor_messages": "linear", "executor_projections": True,
-                      "ppo_transe": True}
+                      "ppo_transe": True, "transe_negatives": "next_states"}
+#: The authors' tree depth and executor steps for XLVIN on classic control: --gnn_steps 1 (their
+#: default, and the value of their README's command), where the paper's text says K = 2.
+PAPER_XLVIN_DEPTH = 1
 
 
 def paper_config(env: str, train: TrainConfig) -> RunConfig:
     rounds, episodes, updates, envs = PAPER_LOOP[env]
     transe_episodes, transe_epochs = PAPER_TRANSE[env]
+    depth = PAPER_XLVIN_DEPTH if train.agent == "xlvin" else train.depth
     return RunConfig(
-        train=dataclasses.replace(train, **PAPER_ARCHITECTURE),
+        train=dataclasses.replace(train, depth=depth, **PAPER_ARCHITECTURE),
         ppo=PAPER_PPO,
         transe=TransEConfig(episodes=transe_episodes, max_transitions=10**9, epochs=transe_epochs,
                             shared=True),
@@ -166,6 +171,10 @@ def _low(**changes: Any) -> Callable[[RunConfig], RunConfig]:
     return lambda cfg: dataclasses.replace(cfg, low_data=dataclasses.replace(cfg.low_data, **changes))
 
 
+def _train(**changes: Any) -> Callable[[RunConfig], RunConfig]:
+    return lambda cfg: dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **changes))
+
+
 def _ppo(**changes: Any) -> Callable[[RunConfig], RunConfig]:
     return lambda cfg: dataclasses.replace(cfg, ppo=dataclasses.replace(cfg.ppo, **changes))
 
@@ -181,15 +190,19 @@ VARIANTS: dict[str, Callable[[RunConfig], RunConfig]] = {
     "kl-0.03": _ppo(target_kl=0.03),
     # our update instead of the authors' (4 epochs x 4 minibatches: ~16 Adam steps an update, not 2)
     "epochs-4x4": _ppo(update_epochs=4, num_minibatches=4, minibatch_size=0),
-    "orthogonal-init": lambda cfg: dataclasses.replace(
-        cfg, train=dataclasses.replace(cfg.train, init="orthogonal")),
-    "relu-messages": lambda cfg: dataclasses.replace(
-        cfg, train=dataclasses.replace(cfg.train, executor_messages="relu")),
-    "no-layernorm": lambda cfg: dataclasses.replace(
-        cfg, train=dataclasses.replace(cfg.train, executor_layer_norm=False)),
-    "relu-messages-no-layernorm": lambda cfg: dataclasses.replace(
-        cfg, train=dataclasses.replace(cfg.train, executor_messages="relu",
-                                       executor_layer_norm=False)),
+    "orthogonal-init": _train(init="orthogonal"),
+    "relu-messages": _train(executor_messages="relu"),
+    "no-layernorm": _train(executor_layer_norm=False),
+    "relu-messages-no-layernorm": _train(executor_messages="relu", executor_layer_norm=False),
+    # what the executor contributes (beyond the paper): PPO with and without the TransE term;
+    # XLVIN with its executor frozen at its initial weights, with zeros in place of chi, and
+    # at depth 1 and 2
+    "ppo-transe": _train(ppo_transe=True),
+    "no-ppo-transe": _train(ppo_transe=False),
+    "untrained-executor": _train(executor="untrained"),
+    "zero-chi": _train(zero_chi=True),
+    "depth-1": _train(depth=1),
+    "depth-2": _train(depth=2),
 }
 
 
@@ -321,7 +334,8 @@ def prepare(cells: Iterable[Cell], jobs: int = 1) -> list[Path]:
         needs.setdefault(json.dumps(["executor", t.executor, t.executor_layer_norm,
                                      t.executor_messages]), ("executor", cell))
         if cfg.transe.shared:
-            needs.setdefault(json.dumps(["transe", t.env, t.init, dataclasses.asdict(cfg.transe)]),
+            needs.setdefault(json.dumps(["transe", t.env, t.init, t.transe_negatives,
+                                         dataclasses.asdict(cfg.transe)]),
                              ("transe", cell))
     return sorted(map_jobs(_produce, list(needs.values()), jobs))
 

@@ -38,6 +38,7 @@ class PPOAgent(ActorCritic):
         num_actions: int,
         transition: TransitionModel | None = None,
         transe_weight: float = 1e-3,
+        transe_negatives: str = "states",
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
@@ -45,6 +46,7 @@ class PPOAgent(ActorCritic):
         self.heads = ActorCriticHeads(embedding_dim, num_actions)
         self.transition = transition
         self.transe_weight = transe_weight
+        self.transe_negatives = transe_negatives
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A], values [B]."""
@@ -54,7 +56,8 @@ class PPOAgent(ActorCritic):
         """The TransE loss (eq. 2) times `transe_weight`, when there is a transition model."""
         if self.transition is None:
             return {}
-        return weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch)
+        return weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch,
+                                    self.transe_negatives)
 
 
 class XLVINAgent(ActorCritic):
@@ -64,13 +67,17 @@ class XLVINAgent(ActorCritic):
     frozen pre-trained processor X runs K times over it (messages from child to parent, edge
     features = a trainable projection of [one-hot(a), gamma]); chi_s is the root's executed
     embedding and pi(a|s) = A(h_s, chi_s), V(s) = V(h_s, chi_s). The transition model gets the PPO
-    gradient plus the TransE loss (paper eq. 2) with weight `transe_weight` (0.001 in the paper).
+    gradient plus the TransE loss (paper eq. 2) with weight `transe_weight` (0.001 in the paper),
+    its negatives drawn as `transe_negatives` says (`xlvin.nn.transe.NEGATIVES`).
 
     When the embedding width k differs from the executor's H (pixel encoders, k = 512), or with
     `projections`, a trainable `node_projection` Linear(k -> H) maps every node of the tree into
     the executor's width; the tree is then grown directly in that width
     (`expand_projected_tree`). `projections` also adds a trainable Linear(H -> H) on chi before
     the heads (`chi_projection`): the authors' code has both layers ("transe2gnn", "gnn_decoder").
+
+    `zero_chi` (an ablation, not the paper's) gives the heads zeros in place of chi_s: the
+    same network without any planning, the transition model trained by the TransE term alone.
 
     `prune` > 0 (ours, not the paper's) grows a pruned tree instead (`expand_pruned_tree`): below
     depth 1 each node expands only the `prune` actions that a rollout policy ranks highest. The
@@ -92,13 +99,17 @@ class XLVINAgent(ActorCritic):
         transe_weight: float = 1e-3,
         projections: bool = False,
         prune: int = 0,
+        transe_negatives: str = "states",
+        zero_chi: bool = False,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
         self.depth = depth
+        self.zero_chi = zero_chi
         self.prune = prune
         self.gamma = gamma
         self.transe_weight = transe_weight
+        self.transe_negatives = transe_negatives
         self.encoder = encoder
         self.transition = transition
         self.processor = processor.requires_grad_(False)
@@ -122,7 +133,10 @@ class XLVINAgent(ActorCritic):
 
     def plan(self, h: torch.Tensor) -> torch.Tensor:
         """chi_s [B, H] from h_s [B, k]: expand the latent tree to depth K (paper 3.2, step 3)
-        and run the executor K times over it (step 4), then `chi_projection` if there is one."""
+        and run the executor K times over it (step 4), then `chi_projection` if there is one;
+        zeros [B, H] with `zero_chi`."""
+        if self.zero_chi:
+            return h.new_zeros(h.shape[0], self.edge_projection.out_features)
         if self.rollout_policy is None:
             chi = self.plan_full(h)
         else:
@@ -165,7 +179,8 @@ class XLVINAgent(ActorCritic):
     def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         """The TransE loss (paper eq. 2) on the batch's transitions, times `transe_weight`, and
         the rollout policy's distillation loss (a pruned tree only)."""
-        losses = weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch)
+        losses = weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch,
+                                      self.transe_negatives)
         if self.rollout_policy is not None:
             h = self.encoder(batch.obs)
             logits, _ = self.heads(torch.cat([h, self.plan(h)], dim=-1))
@@ -184,7 +199,7 @@ class XLVINAgent(ActorCritic):
         z, z_next = self.encoder(torch.cat([batch.obs, batch.next_obs])).chunk(2)  # [B, k] x2
         logits, values = self.heads(torch.cat([z, self.plan(z)], dim=-1))
         predicted = self.transition.next_embedding(z, batch.actions)
-        loss = transe_objective(z, predicted, z_next)
+        loss = transe_objective(z, predicted, z_next, negatives=self.transe_negatives)
         return logits, values, {"transe": self.transe_weight * loss,
                                 **self.distillation_loss(z, logits)}
 

@@ -6,6 +6,11 @@ from torch import nn
 from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transition import TransitionModel
 
+#: Where the TransE loss draws its negatives s~ (paper eq. 2 compares z(s~) with z(s')):
+#: "states", a permutation of the batch's states (ours); "next_states", the batch's next states
+#: drawn with replacement (the authors' code: dransyhe/CNAP, TransE.contrastive_loss).
+NEGATIVES = ("states", "next_states")
+
 
 def energy(x: torch.Tensor, y: torch.Tensor, sigma: float = 0.5) -> torch.Tensor:
     """d(x, y) = ||x - y||^2 / (2 sigma^2), row-wise: [B, k], [B, k] -> [B]."""
@@ -21,27 +26,31 @@ def transe_loss(
     hinge: float = 1.0,
     sigma: float = 0.5,
     generator: torch.Generator | None = None,
+    negatives: str = "states",
 ) -> torch.Tensor:
     """Paper eq. 2, averaged over the batch:
 
     L = d(z(s) + T(z(s), a), z(s')) + max(0, xi - d(z(s~), z(s'))),
 
-    with negatives s~ drawn by permuting the batch. The paper compares the negative with z(s');
-    one public version compares it with z(s). We follow the paper.
+    with negatives s~ drawn from the batch as `negatives` says (`NEGATIVES`). The paper
+    compares the negative with z(s'); one public version compares it with z(s). We follow the
+    paper.
     """
     z, z_next = encoder(torch.cat([obs, next_obs])).chunk(2)  # [B, k] each, one encoder pass
     predicted = z + transition(z, actions)
-    return transe_objective(z, predicted, z_next, hinge, sigma, generator)
+    return transe_objective(z, predicted, z_next, hinge, sigma, generator, negatives)
 
 
 def weighted_transe_loss(
-    encoder: nn.Module, transition: TransitionModel, weight: float, batch: TransitionBatch
+    encoder: nn.Module, transition: TransitionModel, weight: float, batch: TransitionBatch,
+    negatives: str = "states",
 ) -> dict[str, torch.Tensor]:
     """{"transe": weight * transe_loss(...)} on a batch of real transitions, or {} at weight 0:
     the auxiliary term an agent with a transition model adds to PPO's loss (paper section 3.3)."""
     if weight == 0:
         return {}
-    loss = transe_loss(encoder, transition, batch.obs, batch.actions, batch.next_obs)
+    loss = transe_loss(encoder, transition, batch.obs, batch.actions, batch.next_obs,
+                       negatives=negatives)
     return {"transe": weight * loss}
 
 
@@ -52,14 +61,22 @@ def transe_objective(
     hinge: float = 1.0,
     sigma: float = 0.5,
     generator: torch.Generator | None = None,
+    negatives: str = "states",
 ) -> torch.Tensor:
     """`transe_loss` from its embeddings: z(s), the prediction z(s) + T(z(s), a) and z(s'), each
     [B, k] (for a caller that already has some of them, e.g. XLVIN's tree holds the prediction
-    for every action). Draws one permutation of the batch from `generator` (torch's global RNG
-    when None) for the negatives."""
-    negatives = z[torch.randperm(z.shape[0], generator=generator)]
+    for every action). The negatives are drawn from `generator` (torch's global RNG when None):
+    "states", one permutation of z(s); "next_states", B indices into z(s') with replacement
+    (`torch.randint(0, B, (B,))`, the very draw of the authors' code)."""
+    batch = z.shape[0]
+    if negatives == "states":
+        sampled = z[torch.randperm(batch, generator=generator)]  # [B, k]
+    elif negatives == "next_states":
+        sampled = z_next[torch.randint(0, batch, (batch,), generator=generator)]  # [B, k]
+    else:
+        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
     positive = energy(predicted, z_next, sigma)
-    negative = torch.clamp(hinge - energy(negatives, z_next, sigma), min=0.0)
+    negative = torch.clamp(hinge - energy(sampled, z_next, sigma), min=0.0)
     return (positive + negative).mean()
 
 

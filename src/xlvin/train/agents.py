@@ -46,6 +46,8 @@ class Architecture:
     tree_nodes: int  # latent states per observation: 1 + A + ... (1 without a tree)
     gamma: float  # the discount: XLVIN's edge feature, ATreeC's backup
     transe_weight: float
+    transe_negatives: str  # how the TransE loss draws negatives (xlvin.nn.transe.NEGATIVES)
+    zero_chi: bool  # XLVIN ablation: zeros in place of chi_s
     executor_projections: bool
     ppo_transe: bool
     init: str  # "orthogonal" or "pytorch"
@@ -149,7 +151,7 @@ def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorC
     encoder = build_encoder(arch, spaces)
     k, actions = arch.embedding_dim, spaces.num_actions
     transition = TransitionModel(k, actions, arch.hidden) if arch.ppo_transe else None
-    return PPOAgent(encoder, k, actions, transition, arch.transe_weight)
+    return PPOAgent(encoder, k, actions, transition, arch.transe_weight, arch.transe_negatives)
 
 
 def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None) -> ActorCritic:
@@ -161,6 +163,7 @@ def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None)
         encoder, k, actions, TransitionModel(k, actions, arch.hidden), processor,
         depth=arch.depth, gamma=arch.gamma, transe_weight=arch.transe_weight,
         projections=arch.executor_projections, prune=arch.prune,
+        transe_negatives=arch.transe_negatives, zero_chi=arch.zero_chi,
     )
 
 

@@ -70,7 +70,7 @@ class ExecutorConfig:
         "relu", "message function: Linear then ReLU, or linear (no activation: the authors' code)",
         MESSAGES,
     )
-    epochs: int = option(10, "passes over all (MDP, VI step) pairs")
+    epochs: int = option(10, "passes over all (MDP, VI step) pairs (0: the initial weights)")
     batch_graphs: int = option(4, "MDPs per minibatch")
     batch_steps: int = option(8, "VI steps per MDP per minibatch")
     lr: float = option(
@@ -82,11 +82,13 @@ class ExecutorConfig:
 
 
 def _check(cfg: ExecutorConfig) -> None:
-    positive = ("states", "actions", "train_graphs", "hidden", "epochs", "batch_graphs",
-                "batch_steps", "lr", "tol")
+    positive = ("states", "actions", "train_graphs", "hidden", "batch_graphs", "batch_steps",
+                "lr", "tol")
     bad = [name for name in positive if getattr(cfg, name) <= 0]
     if bad:
         raise UserError(f"executor config: {', '.join(bad)} must be positive")
+    if cfg.epochs < 0:
+        raise UserError(f"executor config: epochs must be >= 0 (0: untrained), got {cfg.epochs}")
     if not 0.0 <= cfg.gamma < 1.0:
         raise UserError(f"executor config: gamma must lie in [0, 1), got {cfg.gamma}")
     if cfg.seed < 0:
@@ -311,9 +313,12 @@ def pretrain_and_save(
 #: XLVIN-CP (CartPole trees; their training loss has converged after about 3 epochs), H = 50
 #: like the classic-control latents; and the maze executor (paper section 4.1): the graphs of
 #: 1,000 training 8x8 mazes, H = 10 like the maze latent (the authors' later code: executor
-#: width 10), LayerNorm after every step.
+#: width 10), LayerNorm after every step. "untrained" is XLVIN-R's executor before any
+#: pre-training (its initial weights, frozen like the others): an ablation of what the
+#: pre-training on value iteration adds.
 DEFAULT_EXECUTORS = {
     "random": ExecutorConfig(family="random_deterministic", states=20, actions=8),
+    "untrained": ExecutorConfig(family="random_deterministic", states=20, actions=8, epochs=0),
     "cartpole": ExecutorConfig(family="cartpole_tree", epochs=5),
     "maze": ExecutorConfig(family=MAZE_FAMILY, train_graphs=1000, hidden=10, layer_norm=True),
 }

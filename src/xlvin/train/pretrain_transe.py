@@ -111,9 +111,11 @@ def pretrain_transe(
     progress: bool = True,
     accelerate: bool = True,
     checkpoint: Checkpointer | None = None,
+    negatives: str = "states",
 ) -> dict[str, float]:
-    """Minimise the TransE loss (paper eq. 2) on `data` with Adam (on CPU, with `accelerate`, the
-    flat Adam of `xlvin.accel.flat_adam`); return held-out metrics before and after.
+    """Minimise the TransE loss (paper eq. 2, its negatives drawn as `negatives` says:
+    `xlvin.nn.transe.NEGATIVES`) on `data` with Adam (on CPU, with `accelerate`, the flat Adam
+    of `xlvin.accel.flat_adam`); return held-out metrics before and after.
 
     `checkpoint`: saved after every epoch; when its file exists, pre-training continues after
     the epoch it holds and ends as an uninterrupted pre-training would (a run killed every few
@@ -139,7 +141,7 @@ def pretrain_transe(
             idx = order[start : start + cfg.batch_size]
             loss = transe_loss(
                 encoder, transition, train.obs[idx], train.actions[idx], train.next_obs[idx],
-                hinge=cfg.hinge, sigma=cfg.sigma, generator=generator,
+                hinge=cfg.hinge, sigma=cfg.sigma, generator=generator, negatives=negatives,
             )
             optimizer.zero_grad()
             loss.backward()

@@ -78,6 +78,8 @@ def shared_transe_file(cfg: RunConfig, spaces: Spaces, arch: Architecture, progr
         "actions": spaces.num_actions, "hidden": arch.hidden, "k": arch.embedding_dim,
         "init": t.init, "transe": to_dict(cfg.transe),
         **({"env_kwargs": env_kwargs} if env_kwargs else {}),
+        # the default is left out, so files made before the option existed keep their names
+        **({"negatives": t.transe_negatives} if t.transe_negatives != "states" else {}),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = cache_dir() / "transe" / f"transe-{t.env.replace('/', '_')}-{digest}.safetensors"
@@ -93,7 +95,8 @@ def shared_transe_file(cfg: RunConfig, spaces: Spaces, arch: Architecture, progr
     # Deterministic: processes producing the same file at once may share its checkpoint.
     epochs = Checkpointer(path.with_name(path.stem + ".checkpoint.safetensors"), 1)
     stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
-                            progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs)
+                            progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs,
+                            negatives=t.transe_negatives)
     save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
     Path(epochs.path).unlink(missing_ok=True)
     return path

@@ -117,6 +117,7 @@ def _train_claimed(
         summary["transe"] = pretrain_transe(
             agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress,
             accelerate=cfg.ppo.accelerate and not strict, checkpoint=epochs,
+            negatives=t.transe_negatives,
         )
         summary["transe_transitions"] = 0 if strict else len(data.obs)
 

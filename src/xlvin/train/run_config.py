@@ -18,6 +18,7 @@ from xlvin.envs.packages import require_gym_packages
 from xlvin.errors import UserError
 from xlvin.nn.executor import MESSAGES, MessagePassing
 from xlvin.nn.policy import ActorCritic
+from xlvin.nn.transe import NEGATIVES
 from xlvin.train.agents import Architecture, agent_spec, build_agent
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
@@ -73,9 +74,19 @@ class TrainConfig:
     )
     executor: str = option(
         "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
-        "executor: H = 10, LayerNorm always on) or a .safetensors file"
+        "executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
+        "ablation) or a .safetensors file"
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
+    zero_chi: bool = option(
+        False, "XLVIN ablation: the heads read zeros in place of the executor's chi_s (no "
+        "planning; the transition is trained by the TransE term alone)"
+    )
+    transe_negatives: str = option(
+        "states", "negatives of the TransE loss, in pre-training and in the term added to PPO: "
+        "a permutation of the batch's states (ours) or its next states drawn with replacement "
+        "(next_states: the authors' code)", choices=NEGATIVES,
+    )
     executor_layer_norm: bool = option(
         False, "default executors ('random', 'cartpole'): LayerNorm after every message-passing "
         "step (the authors' code: on)"
@@ -266,8 +277,9 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
             )
     return Architecture(
         agent=t.agent, hidden=f, embedding_dim=k, depth=t.depth, prune=t.prune, tree_nodes=nodes,
-        gamma=cfg.ppo.gamma, transe_weight=t.transe_weight,
-        executor_projections=t.executor_projections, ppo_transe=t.ppo_transe, init=t.init,
+        gamma=cfg.ppo.gamma, transe_weight=t.transe_weight, transe_negatives=t.transe_negatives,
+        zero_chi=t.zero_chi, executor_projections=t.executor_projections,
+        ppo_transe=t.ppo_transe, init=t.init,
     )
 
 

@@ -1,0 +1,133 @@
+"""Our statistics over the logs of the authors' CartPole runs (`run.sh` writes them).
+
+    .venv/bin/python benchmarks/authors_code/parse_logs.py LOGS --results results/authors-code \
+        [--ours results/table1-paper.json ...]
+
+Their `training/classic_control.py` prints one line per update, after a greedy evaluation of at
+least 100 episodes on 15 parallel envs (`Rollout 0 : Total rewards ... (Average: X)`), and at
+the end `Largest average reward = M`, the statistic the paper reports. Per run this takes: the
+maximum over the evaluations (theirs, checked against their own printed maximum), the last
+evaluation (the final policy: the closest their code comes to our headline) and the mean of the
+last 10. Per agent: IQM with its 95 % bootstrap interval, mean +- std, and P(XLVIN-R > PPO) on
+each statistic. `--ours` adds the CartPole-v0 PPO and XLVIN-R rows of our `xlvin reproduce
+classic` results (`table1-*.json`), on the same statistics, labelled by file.
+Writes RESULTS/table1.json and RESULTS/table1.md.
+"""
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+
+EVAL_LINE = re.compile(r"^Rollout \d+ : Total rewards \S+ from total episodes (\d+) \(Average: (\S+)\)")
+MAX_LINE = re.compile(r"Largest average reward =\s+(\S+)")
+LOG_NAME = re.compile(r"^cartpole-(ppo|xlvin-r)-seed(\d+)\.txt$")
+STATISTICS = {"max": "max over evaluations (the authors' statistic)",
+              "last": "last evaluation (final policy)", "last10": "mean of the last 10 evaluations"}
+#: The paper's Table 1 (mean +- std over 5 seeds).
+PAPER = {"ppo": "104.6 +- 48.5", "xlvin-r": "199.2 +- 1.6"}
+
+
+def parse_log(path: Path) -> dict:
+    """One run's evaluations and statistics; a log without its final line is an error."""
+    evals, episodes, printed, wall = [], [], None, None
+    for line in path.read_text(errors="replace").splitlines():
+        if m := EVAL_LINE.match(line):
+            episodes.append(int(m.group(1)))
+            evals.append(float(m.group(2)))
+        elif m := MAX_LINE.search(line):
+            printed = float(m.group(1))
+        elif line.startswith("wall_s "):
+            wall = float(line.split()[1])
+    if printed is None or not evals:
+        raise ValueError(f"{path}: not a finished run (no evaluations or no final maximum)")
+    if abs(max(evals) - printed) > 1e-3 * max(1.0, abs(printed)):
+        raise ValueError(f"{path}: the maximum of the evaluations {max(evals)} differs from the "
+                         f"printed one {printed}")
+    return {"evaluations": evals, "episodes_per_evaluation": episodes, "max": max(evals),
+            "last": evals[-1], "last10": float(np.mean(evals[-10:])), "wall_s": wall}
+
+
+def ours_runs(path: Path) -> dict[str, list[dict]]:
+    """CartPole-v0 PPO and XLVIN-R runs of one of our table1 JSON files, as {agent: [run]}."""
+    data = json.loads(path.read_text())
+    out: dict[str, list[dict]] = {}
+    for run in data["runs"]:
+        if run["env"] == "CartPole-v0" and run["agent"] in PAPER:
+            progress = [p["eval_return"] for p in run["progress"]]
+            out.setdefault(run["agent"], []).append({
+                "seed": run.get("seed"), "max": max(progress), "last": progress[-1],
+                "last10": float(np.mean(progress[-10:])), "final_fresh": run["final_return"]})
+    return out
+
+
+def rows_for(source: str, runs: dict[str, list[dict]]) -> list[dict]:
+    rows = []
+    for agent in ("ppo", "xlvin-r"):
+        if agent not in runs:
+            continue
+        row = {"source": source, "agent": agent, "seeds": len(runs[agent]),
+               "paper": PAPER[agent]}
+        for stat in STATISTICS:
+            row[stat] = summarize([r[stat] for r in runs[agent]])
+            if agent != "ppo" and "ppo" in runs:
+                row[f"{stat}_over_ppo"] = improvement_over([r[stat] for r in runs[agent]],
+                                                           [r[stat] for r in runs["ppo"]])
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict], theirs: dict[str, list[dict]]) -> str:
+    head = ("| code | agent | seeds | paper (mean +- std) | "
+            + " | ".join(f"{label}: IQM [95 % CI]" for label in STATISTICS.values())
+            + " | max: mean +- std | P(XLVIN-R > PPO), max | P(XLVIN-R > PPO), last |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for row in rows:
+        cells = [row["source"], row["agent"], str(row["seeds"]), row["paper"]]
+        cells += [interval_text(row[s]["iqm"], row[s]["iqm_low"], row[s]["iqm_high"], 1)
+                  for s in STATISTICS]
+        cells.append(f"{row['max']['mean']:.1f} +- {row['max']['std']:.1f}")
+        cells += [improvement_text(row.get("max_over_ppo")),
+                  improvement_text(row.get("last_over_ppo"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Per seed (the authors' code): max over evaluations / last evaluation.")
+    lines.append("")
+    for agent, runs in theirs.items():
+        per_seed = ", ".join(f"{r['seed']}: {r['max']:.1f} / {r['last']:.1f}" for r in runs)
+        lines.append(f"- {agent}: {per_seed}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("logs", type=Path)
+    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--ours", type=Path, nargs="*", default=[])
+    args = parser.parse_args(argv)
+    theirs: dict[str, list[dict]] = {}
+    for path in sorted(args.logs.glob("cartpole-*-seed*.txt"),
+                       key=lambda p: int(LOG_NAME.match(p.name).group(2))):
+        agent, seed = LOG_NAME.match(path.name).groups()
+        theirs.setdefault(agent, []).append({"seed": int(seed), **parse_log(path)})
+    if not theirs:
+        print(f"parse_logs: no finished run logs in {args.logs}", file=sys.stderr)
+        return 1
+    rows = rows_for("authors' code (dransyhe/CNAP)", theirs)
+    for path in args.ours:
+        rows += rows_for(f"ours, `paper` protocol ({path.name})", ours_runs(path))
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "table1.json").write_text(json.dumps(
+        {"rows": rows, "runs": theirs, "statistics": STATISTICS}, indent=1) + "\n")
+    (args.results / "table1.md").write_text(markdown(rows, theirs))
+    print(markdown(rows, theirs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

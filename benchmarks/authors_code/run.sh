@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The authors' own XLVIN code (dransyhe/CNAP), run beside ours on CartPole-v0 (Table 1).
+#
+#   bash benchmarks/authors_code/run.sh --cnap PATH [--out DIR] [--seeds "1 2 ... 10"] [--jobs N]
+#
+# PATH is a checkout of https://github.com/dransyhe/CNAP (commit e303fc5; see README.md here).
+# Four steps, each skipped when its output is already complete, so a second call resumes:
+#   1. an isolated virtual environment in DIR/venv (not ours: gym 0.19, numpy<2, SB3 1.3.0,
+#      a current torch, the torch_scatter stand-in of this folder), their package editable;
+#   2. their executor pre-training and their CartPole TransE pre-training, their settings;
+#   3. their CartPole XLVIN-R and PPO for every seed, N at a time, one log per run;
+#   4. our parser (run with this project's .venv) over those logs, into
+#      results/authors-code/table1.{md,json}.
+# DIR defaults to ~/xlvin-runs/authors-code. Nothing of their code enters this repository.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cnap="" out="$HOME/xlvin-runs/authors-code" seeds="1 2 3 4 5 6 7 8 9 10" jobs=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cnap) cnap=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --seeds, --jobs)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$cnap" ] || { echo "run.sh: --cnap PATH is required (a checkout of dransyhe/CNAP)" >&2; exit 2; }
+cnap=$(cd "$cnap" 2>/dev/null && pwd) || { echo "run.sh: --cnap $cnap is not a folder" >&2; exit 2; }
+[ -f "$cnap/cnap/training/classic_control.py" ] ||
+  { echo "run.sh: $cnap is not a CNAP checkout (no cnap/training/classic_control.py)" >&2; exit 2; }
+for s in $seeds; do
+  # CNAP's set_seed(seed) and make_env seed nothing when the seed is 0.
+  [[ "$s" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: seeds must be positive integers (CNAP seeds nothing for 0), got $s" >&2; exit 2; }
+done
+mkdir -p "$out/logs" "$out/models/transe/trained_transe" "$out/work/cnap/models/executor/trained_executor"
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+
+# 1. Their environment. Every pin is a compatibility fix for Python 3.11 (README.md lists them).
+venv="$out/venv"
+stamp="$venv/.cnap-setup"
+want=$(cat "$here/run.sh" "$here"/torch_scatter_standin/torch_scatter/__init__.py | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  python3.11 -m venv "$venv"
+  pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+  "${pip[@]}" "torch==2.13.0" "numpy<2" "wheel<0.40"
+  "${pip[@]}" "setuptools<66"                        # gym 0.19's setup.py needs the old setuptools
+  "${pip[@]}" --no-build-isolation "gym==0.19.0"     # builds against that setuptools
+  "${pip[@]}" --no-deps "stable_baselines3==1.3.0"   # its torch pin would pull an old CUDA torch
+  "${pip[@]}" "pandas<2.2" "matplotlib<3.9" networkx scipy "cloudpickle>=2.2"  # gym pins <1.7: fails on 3.11
+  "${pip[@]}" safetensors                            # fixtures.py's output only
+  "${pip[@]}" "$here/torch_scatter_standin"
+  "${pip[@]}" --no-deps --no-build-isolation -e "$cnap"
+  echo "$want" > "$stamp"
+fi
+py="$venv/bin/python"
+
+# 2. Pre-training, with their defaults. Paths are relative to the working folder in their code:
+#    the TransE script writes trained_transe/ under its cwd, classic_control reads
+#    ../models/transe/trained_transe/ and cnap/models/executor/trained_executor/ from its cwd.
+executor="$out/work/cnap/models/executor/trained_executor/erdos-renyi-gnnstep1-actFalse-lnTrue.pt"
+if [ ! -f "$out/logs/executor.done" ]; then
+  echo "$(date +%T) executor pre-training (their defaults: 500 Erdos-Renyi MDPs, 20 states, 8 actions)"
+  start=$SECONDS
+  (cd "$out/work" && "$py" -m cnap.models.executor.train > "$out/logs/executor.txt" 2>&1)
+  echo "$((SECONDS - start))" > "$out/logs/executor.done"
+fi
+transe="$out/models/transe/trained_transe/transe_cartpole.pt"
+if [ ! -f "$out/logs/transe_cartpole.done" ]; then
+  echo "$(date +%T) TransE pre-training (their defaults: 50,000 random CartPole-v0 episodes, 10 epochs)"
+  start=$SECONDS
+  (cd "$out/models/transe" && "$py" -m cnap.models.transe.train --env cartpole > "$out/logs/transe_cartpole.txt" 2>&1)
+  echo "$((SECONDS - start))" > "$out/logs/transe_cartpole.done"
+fi
+[ -f "$executor" ] && [ -f "$transe" ] || { echo "run.sh: pre-training left no weights; see $out/logs" >&2; exit 1; }
+
+# 3. Their CartPole runs. XLVIN-R: the README's flags; PPO: the same command without the
+#    executor and the TransE weights (their classic_control names that run "ppo").
+run_one() {
+  local agent=$1 seed=$2 log="$out/logs/cartpole-$1-seed$2.txt"
+  grep -q "Largest average reward" "$log" 2>/dev/null && return 0
+  local flags=(--env=cartpole --seed="$seed" --graph_type=erdos-renyi --gnn_steps=1 --lr=0.001
+               --log_dir="$out/monitor/$agent-seed$seed")
+  [ "$agent" = xlvin-r ] && flags+=(--include_transe=True --include_executor=True)
+  local start=$SECONDS
+  (cd "$out/work" && "$venv/bin/classic" "${flags[@]}" > "$log.part" 2>&1) || { echo "failed: $agent seed $seed ($log.part)" >&2; return 1; }
+  echo "wall_s $((SECONDS - start))" >> "$log.part"
+  mv "$log.part" "$log"
+  echo "$(date +%T) done: $agent seed $seed"
+}
+export -f run_one
+export out venv
+for seed in $seeds; do for agent in xlvin-r ppo; do echo "$agent $seed"; done; done |
+  xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1"'
+
+# 4. Our statistics over their logs.
+"$repo/.venv/bin/python" "$here/parse_logs.py" "$out/logs" --results "$repo/results/authors-code"

@@ -1,0 +1,158 @@
+"""What the executor contributes (beyond the paper): Table 1's low-data setting with the planner
+taken apart, under both protocols of `xlvin.experiments.table1`.
+
+Arms, each a Table-1 agent with a `--variant` (cells are shared with `xlvin reproduce classic`
+where they coincide):
+
+- PPO without and with the TransE term (the `paper` protocol's PPO has it; `ours` has not);
+- XLVIN-R with its executor frozen at its *initial* weights (no value-iteration pre-training);
+- XLVIN-R with zeros in place of the executor's output chi (the heads see no planning);
+- XLVIN-R as the protocol runs it;
+- XLVIN-R at depth K = 1 and K = 2 (one of them is the protocol's own XLVIN-R).
+
+Per (protocol, environment, arm): the final policy's and the max-over-evaluations' IQM with its
+95 % bootstrap interval and P(arm > PPO) on each (PPO: the protocol's own PPO arm), from every
+finished seed; RESULTS/executor.{md,json,png}, the figure with one point per seed.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlvin.experiments import table1
+from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
+from xlvin.io.run_dir import write_json
+from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+
+#: arm -> protocol -> (Table-1 agent, variant).
+ARMS: dict[str, dict[str, tuple[str, str]]] = {
+    "PPO (no TransE term)": {"paper": ("ppo", "no-ppo-transe"), "ours": ("ppo", "")},
+    "PPO + TransE term": {"paper": ("ppo", ""), "ours": ("ppo", "ppo-transe")},
+    "XLVIN-R, untrained executor": {p: ("xlvin-r", "untrained-executor") for p in table1.PROTOCOLS},
+    "XLVIN-R, chi = 0": {p: ("xlvin-r", "zero-chi") for p in table1.PROTOCOLS},
+    "XLVIN-R": {p: ("xlvin-r", "") for p in table1.PROTOCOLS},
+    "XLVIN-R, K = 1": {"paper": ("xlvin-r", ""), "ours": ("xlvin-r", "depth-1")},
+    "XLVIN-R, K = 2": {"paper": ("xlvin-r", "depth-2"), "ours": ("xlvin-r", "")},
+}
+#: The arm every other is compared with: the protocol's own PPO.
+BASELINE = {"paper": "PPO + TransE term", "ours": "PPO (no TransE term)"}
+STATISTICS = {"final": "final_return", "max_eval": "max_eval_return"}
+
+
+def cells(protocols: list[str], envs: list[str], seeds: list[int]) -> list[Cell]:
+    """Every distinct cell of the arms (arms that coincide share their cells)."""
+    unique = {Cell(protocol, env, agent, seed, variant=variant)
+              for protocol in protocols for env in envs for arm in ARMS.values()
+              for agent, variant in [arm[protocol]] for seed in seeds}
+    return sorted(unique, key=lambda c: (c.protocol, c.env, c.agent, c.variant, c.seed))
+
+
+def finished_records(root: Path, protocols: list[str], envs: list[str]) -> list[dict[str, Any]]:
+    """The records of every finished cell of the arms under `root`, whatever its seed, each
+    labelled with its arm(s)."""
+    records = []
+    for protocol in protocols:
+        for env in envs:
+            for arm, by_protocol in ARMS.items():
+                agent, variant = by_protocol[protocol]
+                seeds_dir = Cell(protocol, env, agent, 0, variant=variant).run_dir(root).parent
+                for run_dir in sorted(seeds_dir.glob("seed*")):
+                    seed = run_dir.name.removeprefix("seed")
+                    if seed.isdigit() and table1.is_finished(run_dir):
+                        cell = Cell(protocol, env, agent, int(seed), variant=variant)
+                        records.append({**table1.cell_record(cell, run_dir), "arm": arm})
+    return records
+
+
+def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["protocol"], r["env"], r["arm"]), []).append(r)
+    rows = []
+    for (protocol, env, arm), group in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], list(ARMS).index(kv[0][2]))):
+        group = sorted(group, key=lambda r: r["seed"])
+        ppo = groups.get((protocol, env, BASELINE[protocol]))
+        row: dict[str, Any] = {"protocol": protocol, "env": env, "arm": arm,
+                               "agent": group[0]["agent"], "variant": group[0]["variant"],
+                               "seeds": [r["seed"] for r in group]}
+        for name, field in STATISTICS.items():
+            runs = [r[field] for r in group]
+            row[name] = {**summarize(np.array(runs)), "per_seed": runs}
+            if ppo and arm != BASELINE[protocol]:
+                row[f"{name}_over_ppo"] = improvement_over(runs, [r[field] for r in ppo])
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = []
+    for protocol in table1.PROTOCOLS:
+        part = [r for r in rows if r["protocol"] == protocol]
+        if not part:
+            continue
+        lines += [f"### {PROTOCOL_LABELS[protocol]}", "",
+                  ("| env | arm | seeds | final policy: IQM [95 % CI] | P(> PPO), final | max over "
+                  "evaluations (authors'): IQM [95 % CI] | P(> PPO), max |"),
+                  "|---|---|---|---|---|---|---|"]
+        for r in part:
+            final, best = r["final"], r["max_eval"]
+            lines.append(
+                f"| {r['env']} | {r['arm']} | {len(r['seeds'])} | "
+                f"**{interval_text(final['iqm'], final['iqm_low'], final['iqm_high'], 1)}** | "
+                f"{improvement_text(r.get('final_over_ppo'))} | "
+                f"{interval_text(best['iqm'], best['iqm_low'], best['iqm_high'], 1)} | "
+                f"{improvement_text(r.get('max_eval_over_ppo'))} |")
+        lines.append("")
+    lines.append(
+        "Final policy: greedy, 100 fresh episodes (seeds 1,000,000+). Max over evaluations: the "
+        "best of the 100-episode greedy evaluations after every update (the authors' statistic). "
+        "IQM over training seeds with its 95 % stratified bootstrap interval; P(> PPO): "
+        "probability that a run of the arm beats a run of the protocol's own PPO arm (`paper`: "
+        "PPO with the TransE term, as the authors' code trains it; `ours`: without), with its "
+        "bootstrap interval. `xlvin reproduce executor-ablation`; see "
+        "`xlvin.experiments.executor_ablation`.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """One panel per (protocol, env) and statistic: every seed as a point per arm, the IQM as
+    a bar with its interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["protocol"], r["env"]) for r in rows})
+    fig, axes = plt.subplots(len(panels), 2, figsize=(13, 3.6 * len(panels)), squeeze=False)
+    arms = list(ARMS)
+    for (protocol, env), ax_row in zip(panels, axes):
+        part = {r["arm"]: r for r in rows if (r["protocol"], r["env"]) == (protocol, env)}
+        for ax, (name, title) in zip(ax_row, (("final", "final policy"),
+                                              ("max_eval", "max over evaluations"))):
+            for i, arm in enumerate(arms):
+                if arm not in part:
+                    continue
+                stat = part[arm][name]
+                jitter = np.linspace(-0.2, 0.2, len(stat["per_seed"]))
+                ax.scatter(i + jitter, stat["per_seed"], s=10, alpha=0.6)
+                ax.errorbar(i, stat["iqm"], yerr=[[stat["iqm"] - stat["iqm_low"]],
+                                                  [stat["iqm_high"] - stat["iqm"]]],
+                            fmt="_", color="black", markersize=18, capsize=4)
+            ax.set_xticks(range(len(arms)), [a.replace(", ", ",\n") for a in arms], fontsize=7)
+            ax.set_title(f"{env}, protocol {protocol}: {title}", fontsize=9)
+            ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_results(records: list[dict[str, Any]], results: Path) -> str:
+    rows = aggregate(records)
+    results.mkdir(parents=True, exist_ok=True)
+    md = markdown(rows)
+    (results / "executor.md").write_text(md)
+    write_json(results / "executor.json", {"arms": ARMS, "rows": rows})
+    plot(rows, results / "executor.png")
+    return md

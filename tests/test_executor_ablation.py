@@ -1,0 +1,50 @@
+"""The executor ablation (`xlvin reproduce executor-ablation`): its arms, its cells, its table."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xlvin.cli import main
+from xlvin.experiments import executor_ablation as ablation
+from xlvin.experiments import table1
+
+
+def test_arms_share_cells_where_they_coincide() -> None:
+    cells = ablation.cells(["paper", "ours"], ["CartPole-v0"], [0, 1])
+    # 7 arms per protocol, one of which (K = 1 under paper, K = 2 under ours) is XLVIN-R itself
+    assert len(cells) == 2 * 6 * 2
+    assert table1.Cell("paper", "CartPole-v0", "xlvin-r", 0) in cells
+    assert table1.Cell("ours", "CartPole-v0", "xlvin-r", 1, variant="depth-1") in cells
+    for cell in cells:
+        assert cell.variant in table1.VARIANTS  # every arm is a real Table-1 variant
+
+
+def record(protocol: str, arm: str, seed: int, final: float, best: float) -> dict:
+    agent, variant = ablation.ARMS[arm][protocol]
+    return {"protocol": protocol, "env": "CartPole-v0", "agent": agent, "variant": variant,
+            "seed": seed, "arm": arm, "final_return": final, "max_eval_return": best}
+
+
+def test_rows_compare_each_arm_with_the_protocols_own_ppo(tmp_path: Path) -> None:
+    records = [record("paper", "PPO + TransE term", s, 10.0 + s, 50.0) for s in range(4)]
+    records += [record("paper", "XLVIN-R", s, 100.0 + s, 200.0) for s in range(4)]
+    records += [record("paper", "XLVIN-R, chi = 0", s, float(s), 20.0) for s in range(4)]
+    md = ablation.write_results(records, tmp_path)
+    rows = {r["arm"]: r for r in json.loads((tmp_path / "executor.json").read_text())["rows"]}
+    assert rows["XLVIN-R"]["final_over_ppo"]["p"] == 1.0
+    assert rows["XLVIN-R, chi = 0"]["final_over_ppo"]["p"] == 0.0
+    assert rows["XLVIN-R, chi = 0"]["max_eval_over_ppo"]["p"] == 0.0
+    assert "final_over_ppo" not in rows["PPO + TransE term"]  # the baseline itself
+    assert rows["XLVIN-R"]["final"]["per_seed"] == [100.0, 101.0, 102.0, 103.0]
+    assert rows["XLVIN-R"]["final"]["iqm"] == pytest.approx(101.5)
+    assert "| CartPole-v0 | XLVIN-R | 4 | **101.5" in md
+    assert (tmp_path / "executor.png").stat().st_size > 0
+
+
+def test_finished_only_with_nothing_finished_is_one_line(tmp_path: Path, capsys) -> None:
+    code = main(["reproduce", "executor-ablation", "--finished-only", "--runs", str(tmp_path),
+                 "--results", str(tmp_path / "results")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("xlvin: error: no cell of the ablation has finished")
+    assert not (tmp_path / "results").exists()
