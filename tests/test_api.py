@@ -24,15 +24,15 @@ TINY_FLAGS = ["--num-envs", "2", "--num-steps", "16", "--transe-episodes", "4",
 
 
 class ChannelsLast(gym.Env):
-    """uint8 images [36, 36, 3] (channels last, as SB3's envs give them); reward 1 when the
-    action names the bright channel."""
+    """uint8 images [36, 44, 3] (channels last, as SB3's envs give them, and not square);
+    reward 1 when the action names the bright channel."""
 
-    observation_space = gym.spaces.Box(0, 255, (36, 36, 3), np.uint8)
+    observation_space = gym.spaces.Box(0, 255, (36, 44, 3), np.uint8)
     action_space = gym.spaces.Discrete(3)
 
     def _obs(self) -> np.ndarray:
         self.bright = int(self.np_random.integers(0, 3))
-        obs = np.zeros((36, 36, 3), np.uint8)
+        obs = np.zeros((36, 44, 3), np.uint8)
         obs[..., self.bright] = 200
         return obs
 
@@ -193,11 +193,11 @@ def test_discrete_observations_train_one_hot(tmp_path: Path, capsys) -> None:
 
 def test_channels_last_images_train_channels_first(tmp_path: Path, executor_path: Path) -> None:
     model = XLVIN(ChannelsLast, executor=str(executor_path), **TINY)
-    assert model.spaces.kind == "image_hwc" and model.spaces.image_shape == (3, 36, 36)
+    assert model.spaces.kind == "image_hwc" and model.spaces.image_shape == (3, 36, 44)
     model.learn(total_steps=32, out=tmp_path / "img", progress=False)
     first, cnn = model.policy.encoder
     assert isinstance(first, ChannelsFirst) and isinstance(cnn, NatureCNN)
-    frames = np.random.default_rng(0).integers(0, 256, (4, 36, 36, 3), dtype=np.uint8)
+    frames = np.random.default_rng(0).integers(0, 256, (4, 36, 44, 3), dtype=np.uint8)
     with torch.no_grad():
         direct = cnn(torch.from_numpy(frames).permute(0, 3, 1, 2))
         adapted = model.policy.encoder(torch.from_numpy(frames))

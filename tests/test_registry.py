@@ -13,7 +13,7 @@ from xlvin.cli import build_parser, main
 from xlvin.commands.train import run_config
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.agents import AGENTS
+from xlvin.train.agents import AGENTS, ENCODERS, register_encoder
 from xlvin.train.run import load_run
 
 
@@ -107,3 +107,13 @@ def test_architecture_is_derived_once_and_frozen() -> None:
     assert tree.tree_nodes == 1 + 2 + 4 + 8
     with pytest.raises(AttributeError):
         arch.hidden = 8  # type: ignore[misc]
+
+
+def test_a_registered_encoder_replaces_the_built_in_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(ENCODERS, "flat", ENCODERS["flat"])  # the built-in one comes back after
+    register_encoder("flat", lambda a, s: nn.Linear(s.flat_size, a.embedding_dim))
+    model = PPO("CartPole-v1", embedding_dim=7)
+    assert model.predict(torch.zeros(3, 4))[0].shape == (3,)
+    assert isinstance(model.policy.encoder, nn.Linear) and model.policy.encoder.out_features == 7
+    with pytest.raises(UserError, match="unknown observation kind 'graph'"):
+        register_encoder("graph", lambda a, s: nn.Identity())

@@ -42,14 +42,17 @@ class MLPEncoder(nn.Module):
 
 
 class NatureCNN(nn.Module):
-    """The DQN / PPO Atari encoder (Mnih et al. 2015): uint8 frames [B, C, 84, 84] -> [B, k].
+    """The DQN / PPO Atari encoder (Mnih et al. 2015): uint8 frames [B, C, 84, 84] -> [B, k]
+    (`size`: the frames' side, or their (height, width)).
 
     /255, Conv(C -> 32, 8, stride 4) -> ReLU -> Conv(32 -> 64, 4, stride 2) -> ReLU ->
     Conv(64 -> 64, 3, stride 1) -> ReLU -> flatten (3136) -> Linear(3136 -> k) -> ReLU. The same
     network as Stable-Baselines3's `NatureCNN` feature extractor and CleanRL's Atari agent.
     """
 
-    def __init__(self, in_channels: int = 4, embedding_dim: int = 512, size: int = 84) -> None:
+    def __init__(
+        self, in_channels: int = 4, embedding_dim: int = 512, size: int | tuple[int, int] = 84
+    ) -> None:
         super().__init__()
         self.embedding_dim = embedding_dim
         self.convs = nn.Sequential(
@@ -62,7 +65,8 @@ class NatureCNN(nn.Module):
             nn.Flatten(),
         )
         with torch.no_grad():
-            flat = self.convs(torch.zeros(1, in_channels, size, size)).shape[1]
+            height, width = (size, size) if isinstance(size, int) else size  # the image's sides
+            flat = self.convs(torch.zeros(1, in_channels, height, width)).shape[1]
         self.linear = nn.Linear(flat, embedding_dim)
         orthogonal_init(self)
 

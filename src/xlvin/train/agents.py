@@ -30,7 +30,7 @@ from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vin import VINAgent
-from xlvin.train.spaces import Spaces
+from xlvin.train.spaces import OBSERVATION_KINDS, Spaces
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,11 @@ def register_agent(name: str, builder: AgentBuilder, **spec: bool | int) -> None
 
 
 def register_encoder(kind: str, builder: EncoderBuilder) -> None:
-    """The encoder (with its observation adapter) for observations of `kind`, replacing the
-    built-in one."""
+    """The encoder (with its observation adapter) for observations of `kind` (one of
+    `OBSERVATION_KINDS`), replacing the built-in one."""
+    if kind not in OBSERVATION_KINDS:
+        raise UserError(f"unknown observation kind {kind!r}; choose one of "
+                        f"{', '.join(OBSERVATION_KINDS)}")
     ENCODERS[kind] = builder
 
 
@@ -134,12 +137,12 @@ register_encoder(
 )
 register_encoder(
     "image",
-    lambda a, s: NatureCNN(s.image_shape[0], a.embedding_dim, size=s.image_shape[1]),
+    lambda a, s: NatureCNN(s.image_shape[0], a.embedding_dim, size=s.image_shape[1:]),
 )
 register_encoder(
     "image_hwc",
     lambda a, s: nn.Sequential(
-        ChannelsFirst(), NatureCNN(s.image_shape[0], a.embedding_dim, size=s.image_shape[1])
+        ChannelsFirst(), NatureCNN(s.image_shape[0], a.embedding_dim, size=s.image_shape[1:])
     ),
 )
 register_encoder("maze", lambda a, s: MazeCNN(s.obs_shape[0], a.hidden, a.embedding_dim))
