@@ -165,6 +165,11 @@ def test_learn_resume_continues_exactly(tmp_path: Path) -> None:
     assert summary["stopped_at_deadline"] and not (tmp_path / "cut" / "model.safetensors").exists()
     with pytest.raises(UserError, match="needs out=DIR"):
         cut.learn(total_steps=96, resume=True)
+    # a run saved before fields existed (their defaults then implied) resumes all the same
+    saved = json.loads((tmp_path / "cut" / "config.json").read_text())
+    for field in ("zero_chi", "transe_negatives"):
+        del saved["train"][field]
+    (tmp_path / "cut" / "config.json").write_text(json.dumps(saved))
     cut.learn(total_steps=96, out=tmp_path / "cut", resume=True, progress=False)
     a = load_file(tmp_path / "full" / "model.safetensors")
     b = load_file(tmp_path / "cut" / "model.safetensors")

@@ -16,6 +16,7 @@ refused. Loading parses JSON and raw tensors only: no code runs.
 """
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -54,13 +55,15 @@ class Checkpointer:
 
     `extra` is the run-level record saved alongside (the caller keeps updating the same dict);
     `restore` updates it in place with the saved record. `run` is the run's config: saved, and
-    compared on restore (a checkpoint saved without one is not compared).
+    compared on restore (a checkpoint saved without one is not compared), after `normalize`
+    (as `xlvin.io.run_dir.open_run_dir` compares configs).
     """
 
     path: Path
     every: int
     extra: dict[str, Any] = field(default_factory=dict)
     run: dict[str, Any] | None = None
+    normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def due(self, update: int) -> bool:
         """A checkpoint after `update` updates? At 0 (before any update) and every `every`."""
@@ -109,7 +112,10 @@ class Checkpointer:
         """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
         _check_format(Path(self.path), meta)
-        if None not in (meta.get("run"), self.run) and meta["run"] != self.run:
+        saved = meta.get("run")
+        if saved is not None and self.normalize is not None:
+            saved = self.normalize(saved)
+        if None not in (saved, self.run) and saved != self.run:
             raise UserError(f"checkpoint {self.path} was saved by another run; not resuming")
         try:
             policy.load_state_dict(section(tensors, "model/"), strict=True)

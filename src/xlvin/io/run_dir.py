@@ -17,7 +17,7 @@ import fcntl
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -119,12 +119,19 @@ def require_run_dir(path: Path) -> Path:
     return path
 
 
-def open_run_dir(path: Path, config: dict[str, Any]) -> Path:
-    """The unfinished run in `path` to resume: it must have been started with `config`."""
+def open_run_dir(
+    path: Path, config: dict[str, Any],
+    normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> Path:
+    """The unfinished run in `path` to resume: it must have been started with `config`
+    (compared after `normalize`, which reads a saved config as the current code would, so a
+    run saved before a field existed compares equal when it holds that field's default)."""
     path = Path(path)
     if not (path / CONFIG).is_file():
         raise UserError(f"--resume: {path} holds no run to resume ({CONFIG} is missing)")
     saved = read_json_object(path / CONFIG)
+    if normalize is not None:
+        saved = normalize(saved)
     if saved != config:
         diff = sorted(
             f"{section}.{key}"

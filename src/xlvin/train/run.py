@@ -46,6 +46,12 @@ from xlvin.train.random_data import random_transitions
 from xlvin.train.run_config import RunConfig, check_run, on_cpu
 
 
+def saved_config(data: dict[str, Any]) -> dict[str, Any]:
+    """A run's saved config (config.json, a checkpoint's) as this code reads it: fields added
+    since it was saved hold their defaults, so such a run still resumes."""
+    return RunConfig.from_json(data, "the run's saved config").to_json()
+
+
 def train_run(
     cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False,
     deadline: float | None = None,
@@ -71,7 +77,7 @@ def train_run(
     config = cfg.to_json()
     spaces, arch = check_run(cfg)
     if resume:
-        open_run_dir(out, config)
+        open_run_dir(out, config, saved_config)
     else:
         check_new_run_dir(out)
     t = cfg.train
@@ -86,7 +92,7 @@ def train_run(
         wants_transe and cfg.transe.shared and not strict) else None
     with claim_run_dir(out) as run_dir:
         if resume:
-            open_run_dir(run_dir, config)
+            open_run_dir(run_dir, config, saved_config)
         else:
             create_run_dir(run_dir, config)
         seed_everything(t.seed)  # the initial weights; the loop seeds training itself
@@ -107,7 +113,7 @@ def _train_claimed(
     start = time.perf_counter()
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0}
     checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary,
-                              run=cfg.to_json())
+                              run=cfg.to_json(), normalize=saved_config)
     resuming = resume and checkpoint.exists()
     rewind_to = checkpoint.log_step() if resume else None
 
@@ -131,7 +137,8 @@ def _train_claimed(
         data = random_transitions(t.env, cfg.transe.episodes, seed=t.seed + 10_000,
                                   max_transitions=cfg.transe.max_transitions,
                                   env_kwargs=transe_env_kwargs(cfg))
-        pretrain(data, Checkpointer(run_dir / TRANSE_CHECKPOINT, 1, run=cfg.to_json()))
+        pretrain(data, Checkpointer(run_dir / TRANSE_CHECKPOINT, 1, run=cfg.to_json(),
+                                    normalize=saved_config))
     summary["pretrain_seconds"] = time.perf_counter() - start
     logger = MetricsLogger(run_dir, rewind_to=rewind_to)
     try:

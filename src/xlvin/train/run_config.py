@@ -33,8 +33,8 @@ MAZE_CHANNELS = 128
 INITS = ("orthogonal", "pytorch")
 #: Training seeds: [0, MAX_SEED] (NumPy's legacy global seeding takes 32 bits).
 MAX_SEED = 2**32 - 1
-#: TrainConfig fields written to config.json only when set: the config of a run without them
-#: reads exactly as before they existed (so older runs still resume).
+#: TrainConfig fields written to config.json (and the weights' header) only when set: a run
+#: without them writes exactly the config it wrote before they existed.
 WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages")
 
 
