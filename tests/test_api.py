@@ -47,7 +47,7 @@ class ChannelsLast(gym.Env):
         return self._obs(), reward, False, self.t >= 8, {}
 
 
-def test_every_train_flag_is_a_keyword_argument_of_the_same_name() -> None:
+def test_every_train_flag_is_a_keyword_argument_of_the_same_name(tmp_path: Path) -> None:
     parser = build_parser()
     train = parser._subparsers._group_actions[0].choices["train"]
     flags = {a.option_strings[-1][2:].replace("-", "_") for a in train._actions if a.option_strings}
@@ -55,6 +55,11 @@ def test_every_train_flag_is_a_keyword_argument_of_the_same_name() -> None:
     model = PPO("CartPole-v1", lr=1e-3, transe_epochs=3, low_data_episodes=7, seed=5)
     assert (model.config.ppo.lr, model.config.transe.epochs) == (1e-3, 3)
     assert (model.config.low_data.episodes, model.config.train.seed) == (7, 5)
+    # --config FILE is config=FILE, keyword arguments over it as flags over the file
+    (tmp_path / "c.json").write_text(json.dumps({"train": {"depth": 1}, "ppo": {"lr": 0.01}}))
+    model = XLVIN(config=tmp_path / "c.json", lr=0.02)
+    assert (model.config.train.depth, model.config.ppo.lr, model.config.train.env) == (
+        1, 0.02, "CartPole-v1")
 
 
 @pytest.mark.parametrize("options, message", [
