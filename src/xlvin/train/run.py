@@ -39,7 +39,7 @@ from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
 from xlvin.nn.encoders import MazeCNN, MLPEncoder, NatureCNN
-from xlvin.nn.executor import MESSAGES, MessagePassing
+from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MessagePassing
 from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transe import NEGATIVES
@@ -95,7 +95,8 @@ class TrainConfig:
     executor: str = option(
         "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
         "executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
-        "ablation) or a .safetensors file"
+        "ablation), 'authors-random' (the XLVIN-R executor of the authors' later code) or a "
+        ".safetensors file"
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
     zero_chi: bool = option(
@@ -114,6 +115,11 @@ class TrainConfig:
     executor_messages: str = option(
         "relu", "default executors: messages Linear then ReLU, or linear (the authors' code)",
         choices=MESSAGES,
+    )
+    executor_aggregation: str = option(
+        "", "XLVIN: the aggregation the agent runs its executor with; empty: the one it was "
+        "pre-trained with (the authors' code pre-trains with sum and runs with max)",
+        choices=("", *AGGREGATIONS),
     )
     executor_projections: bool = option(
         False, "XLVIN: trainable Linear layers before (k -> H) and after (H -> H) the executor "
@@ -473,6 +479,8 @@ def build_agent(
         agent = ATreeCAgent(encoder, k, num_actions, depth=cfg.depth)
     else:
         assert processor is not None
+        if cfg.executor_aggregation:  # run it otherwise than it was pre-trained
+            processor.aggregation = cfg.executor_aggregation
         agent = XLVINAgent(
             encoder,
             k,
