@@ -174,3 +174,21 @@ def test_cli_pretrain_refuses_to_overwrite(
                  "--threads", "1"]) == 2
     assert "--force" in capsys.readouterr().err
     assert out.read_bytes() == b"keep me"
+
+
+def test_constant_learning_rate_stays_at_lr() -> None:
+    """lr_schedule 'constant' (the authors' executor training) never anneals."""
+    cfg = dataclasses.replace(SMALL, lr_schedule="constant", epochs=1)
+    seen = []
+    step = torch.optim.Adam.step
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return step(self, *args, **kwargs)
+
+    torch.optim.Adam.step = spy
+    try:
+        pretrain_executor(cfg, progress=False)
+    finally:
+        torch.optim.Adam.step = step
+    assert seen and all(lr == cfg.lr for lr in seen)

@@ -124,3 +124,16 @@ def test_cartpole_far_from_root_fails_more() -> None:
             centred.append(mdp.R[s, step % 2])
             s = targets[s, step % 2]
     assert np.mean(centred) > np.mean(far)
+
+
+def test_weighted_erdos_renyi_is_the_authors_undirected_random_weights() -> None:
+    """Per action an undirected G(S, 0.5) without self-loops, stochastic P on its edges (so
+    P(s'|s, a) > 0 exactly when P(s|s', a) > 0), rewards in [0, 1)."""
+    mdp = family("erdos_renyi_weighted")(20, 8, np.random.default_rng(0), 0.9)
+    support = mdp.P > 0  # [S, A, S']
+    assert np.array_equal(support, support.transpose(2, 1, 0))
+    assert not support[np.arange(20), :, np.arange(20)].any()
+    assert np.allclose(mdp.P.sum(axis=2), 1.0)
+    assert 0.3 < support.mean() < 0.7  # edge probability 0.5
+    assert len(np.unique(mdp.P[support])) > 100  # random weights, not uniform over neighbours
+    assert (mdp.R >= 0).all() and (mdp.R < 1).all()

@@ -192,6 +192,8 @@ def test_paper_budgets_and_settings_are_the_authors() -> None:
         # --gnn_steps 1: XLVIN's tree and executor at depth 1 (the paper's text says K = 2);
         # ATreeC, which their code does not have, keeps the library's depth
         assert t.depth == 1
+        # XLVIN-R's executor: their Erdos-Renyi pre-training (sum), run with max
+        assert (t.executor, t.executor_aggregation) == ("authors-random", "max")
         assert table1.Cell("paper", env, "xlvin-cp", 0).config().train.depth == 1
         assert table1.Cell("paper", env, "atreec", 0).config().train.depth == 2
 
@@ -343,3 +345,23 @@ def test_executor_ablation_variants_change_what_they_name() -> None:
         assert train("xlvin-r", "zero-chi") == dataclasses.replace(base, zero_chi=True)
         assert train("xlvin-r", "depth-1").depth == 1 and train("xlvin-r", "depth-2").depth == 2
         assert train("ppo", "ppo-transe").ppo_transe and not train("ppo", "no-ppo-transe").ppo_transe
+
+
+def test_executor_aggregation_runs_the_executor_otherwise_than_pre_trained() -> None:
+    """--executor-aggregation max on an executor pre-trained with sum (the authors' XLVIN-R):
+    the agent's tree aggregates with max, which changes chi; empty keeps the file's."""
+    torch.manual_seed(0)
+    processor = MessagePassing(16, "sum", layer_norm=True, messages="linear")
+    cartpole = Spaces((4,), "flat", 2)
+    kept = agent_of(RunConfig(train=TrainConfig(agent="xlvin", hidden=16, embedding_dim=16,
+                                                depth=1)), cartpole, processor)
+    assert kept.processor.aggregation == "sum"
+    h = torch.randn(3, 16)
+    with torch.no_grad():
+        chi_sum = kept.plan(h)
+        other = agent_of(RunConfig(train=TrainConfig(
+            agent="xlvin", hidden=16, embedding_dim=16, depth=1, executor_aggregation="max")),
+            cartpole, processor)
+        other.load_state_dict(kept.state_dict())
+        assert other.processor.aggregation == "max"
+        assert not torch.allclose(other.plan(h), chi_sum)

@@ -140,14 +140,23 @@ PAPER_ARCHITECTURE = {"init": "pytorch", "executor_layer_norm": True,
 #: The authors' tree depth and executor steps for XLVIN on classic control: --gnn_steps 1 (their
 #: default, and the value of their README's command), where the paper's text says K = 2.
 PAPER_XLVIN_DEPTH = 1
+#: XLVIN-R's executor in the authors' code: their Erdos-Renyi pre-training (`authors-random`,
+#: pre-trained with sum aggregation), run by the policy with max aggregation
+#: (--neighbour_aggregation max), where the paper's text pre-trains on random deterministic graphs.
+PAPER_EXECUTORS = {"random": "authors-random"}
+PAPER_EXECUTOR_AGGREGATION = "max"
 
 
 def paper_config(env: str, train: TrainConfig) -> RunConfig:
     rounds, episodes, updates, envs = PAPER_LOOP[env]
     transe_episodes, transe_epochs = PAPER_TRANSE[env]
-    depth = PAPER_XLVIN_DEPTH if train.agent == "xlvin" else train.depth
+    if train.agent == "xlvin":
+        train = dataclasses.replace(
+            train, depth=PAPER_XLVIN_DEPTH,
+            executor=PAPER_EXECUTORS.get(train.executor, train.executor),
+            executor_aggregation=PAPER_EXECUTOR_AGGREGATION)
     return RunConfig(
-        train=dataclasses.replace(train, depth=depth, **PAPER_ARCHITECTURE),
+        train=dataclasses.replace(train, **PAPER_ARCHITECTURE),
         ppo=PAPER_PPO,
         transe=TransEConfig(episodes=transe_episodes, max_transitions=10**9, epochs=transe_epochs,
                             shared=True),

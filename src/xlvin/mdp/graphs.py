@@ -77,6 +77,29 @@ def erdos_renyi(
     return MDP(_uniform_over_neighbours(adjacency), r, gamma, _no_terminals(num_states))
 
 
+def erdos_renyi_weighted(
+    num_states: int, num_actions: int, rng: np.random.Generator, gamma: float = 0.9,
+    edge_prob: float = 0.5,
+) -> MDP:
+    """The authors' later "Erdos-Renyi" MDPs (dransyhe/CNAP, models/executor/data.py, the
+    executor of their XLVIN-R runs): per action an independent *undirected* G(|S|, edge_prob)
+    without self-loops; P(s'|s, a) proportional to U(0, 1) weights on the edges of s; R(s, a) ~
+    U(0, 1). A draw in which some state has no neighbour in some action's graph is discarded
+    and drawn again, as theirs is (its probabilities would be 0 / 0).
+    """
+    _check_sizes(num_states, num_actions)
+    upper = np.triu(np.ones((num_states, num_states), dtype=bool), k=1)
+    while True:
+        coin = (rng.random((num_actions, num_states, num_states)) < edge_prob) & upper
+        adjacency = coin | coin.transpose(0, 2, 1)  # [A, S, S], symmetric, no self-loops
+        weights = rng.random((num_actions, num_states, num_states)) * adjacency
+        if (weights.sum(axis=2) > 0).all():
+            break
+    p = weights / weights.sum(axis=2, keepdims=True)  # [A, S, S']
+    r = rng.random((num_states, num_actions))
+    return MDP(p.transpose(1, 0, 2), r, gamma, _no_terminals(num_states))
+
+
 def _barabasi_albert_adjacency(n: int, m: int, rng: np.random.Generator) -> np.ndarray:
     """An undirected Barabasi-Albert graph: node t >= m links to m distinct earlier nodes drawn
     with probability proportional to their degree (uniformly among the m seed nodes for t = m).
@@ -221,6 +244,7 @@ def cartpole_tree(
 FAMILIES: dict[str, Callable[[int, int, np.random.Generator, float], MDP]] = {
     "random_deterministic": random_deterministic,
     "erdos_renyi": erdos_renyi,
+    "erdos_renyi_weighted": erdos_renyi_weighted,
     "barabasi_albert": barabasi_albert,
     "grid": grid,
     "cartpole_tree": lambda states, actions, rng, gamma=0.9: cartpole_tree(rng, gamma=gamma),

@@ -48,6 +48,7 @@ class Architecture:
     transe_weight: float
     transe_negatives: str  # how the TransE loss draws negatives (xlvin.nn.transe.NEGATIVES)
     zero_chi: bool  # XLVIN ablation: zeros in place of chi_s
+    executor_aggregation: str  # XLVIN runs its executor with it ("": as it was pre-trained)
     executor_projections: bool
     ppo_transe: bool
     init: str  # "orthogonal" or "pytorch"
@@ -160,6 +161,8 @@ def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorC
 def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None) -> ActorCritic:
     """XLVIN (paper section 3.2) around the frozen, pre-trained processor."""
     assert processor is not None
+    if arch.executor_aggregation:  # run it otherwise than it was pre-trained
+        processor.aggregation = arch.executor_aggregation
     encoder = build_encoder(arch, spaces)
     k, actions = arch.embedding_dim, spaces.num_actions
     return XLVINAgent(

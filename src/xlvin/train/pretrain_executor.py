@@ -44,6 +44,7 @@ EVAL_EDGE_BUDGET = 400_000
 #: Every graph family the executor can be trained and evaluated on: the synthetic families and
 #: the mazes of `xlvin/Maze-v0`.
 GRAPH_FAMILIES = (*FAMILIES, MAZE_FAMILY)
+LR_SCHEDULES = ("cosine", "constant")
 #: The maze sides that have generated mazes.
 MAZE_SIZES = (8, 16)
 
@@ -76,6 +77,10 @@ class ExecutorConfig:
     lr: float = option(
         2e-3, "initial Adam learning rate, cosine-annealed to 0 (the authors use 5e-3, constant)"
     )
+    lr_schedule: str = option(
+        "cosine", "learning rate over training: cosine-annealed to 0, or constant (the authors')",
+        LR_SCHEDULES,
+    )
     gamma: float = option(0.9, "discount factor of the synthetic MDPs")
     tol: float = option(1e-4, "VI stops when max |V_{t+1} - V_t| < tol")
     seed: int = option(0, "seed of the training graphs and the initial weights")
@@ -96,6 +101,8 @@ def _check(cfg: ExecutorConfig) -> None:
     if cfg.family not in GRAPH_FAMILIES:
         raise UserError(f"executor config: unknown graph family {cfg.family!r}; valid: "
                         f"{', '.join(GRAPH_FAMILIES)}")
+    if cfg.lr_schedule not in LR_SCHEDULES:
+        raise UserError(f"executor config: lr_schedule must be one of {', '.join(LR_SCHEDULES)}")
     if cfg.maze_size not in MAZE_SIZES:
         raise UserError(f"executor config: maze_size must be one of {MAZE_SIZES}, got {cfg.maze_size}")
 
@@ -152,7 +159,8 @@ def pretrain_executor(
     cfg: ExecutorConfig, progress: bool = True
 ) -> tuple[VIExecutor, dict[str, Any]]:
     """Train a `VIExecutor` on `cfg.train_graphs` MDPs, teacher-forced on every VI step (MSE on
-    V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine.
+    V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine (or
+    constant: `cfg.lr_schedule`).
 
     Returns the executor (eval mode) and training statistics (loss per epoch, wall time).
     """
@@ -170,7 +178,8 @@ def pretrain_executor(
     optimiser = torch.optim.Adam(executor.parameters(), lr=cfg.lr)
     rng = np.random.default_rng([SHUFFLE_STREAM, cfg.seed])
     per_epoch = sum(-(-max(r.steps for r in rs) // cfg.batch_steps) for _, rs in groups)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, cfg.epochs * per_epoch)
+    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, cfg.epochs * per_epoch)
+                if cfg.lr_schedule == "cosine" else torch.optim.lr_scheduler.ConstantLR(optimiser, 1.0))
     losses: list[float] = []
     bar = tqdm(range(cfg.epochs), desc="pre-training executor", disable=not progress)
     for _ in bar:
@@ -315,10 +324,17 @@ def pretrain_and_save(
 #: 1,000 training 8x8 mazes, H = 10 like the maze latent (the authors' later code: executor
 #: width 10), LayerNorm after every step. "untrained" is XLVIN-R's executor before any
 #: pre-training (its initial weights, frozen like the others): an ablation of what the
-#: pre-training on value iteration adds.
+#: pre-training on value iteration adds. "authors-random" is the executor of the authors' later
+#: XLVIN-R code (dransyhe/CNAP, models/executor/train.py with its defaults): their Erdos-Renyi
+#: MDPs, 500 of them, one Adam step at a constant 5e-3 per VI step, one pass, sum aggregation
+#: (their policy then runs it with max: `--executor-aggregation`), LayerNorm, linear messages.
 DEFAULT_EXECUTORS = {
     "random": ExecutorConfig(family="random_deterministic", states=20, actions=8),
     "untrained": ExecutorConfig(family="random_deterministic", states=20, actions=8, epochs=0),
+    "authors-random": ExecutorConfig(
+        family="erdos_renyi_weighted", states=20, actions=8, train_graphs=500, epochs=1,
+        batch_graphs=1, batch_steps=1, lr=5e-3, lr_schedule="constant", aggregation="sum",
+        layer_norm=True, messages="linear"),
     "cartpole": ExecutorConfig(family="cartpole_tree", epochs=5),
     "maze": ExecutorConfig(family=MAZE_FAMILY, train_graphs=1000, hidden=10, layer_norm=True),
 }
@@ -343,6 +359,8 @@ def default_executor(
     key = {"format": FORMAT, **to_dict(cfg)}
     if cfg.family != MAZE_FAMILY:  # the field only matters to maze executors: others keep
         del key["maze_size"]  # the file names they had before it existed
+    if cfg.lr_schedule == "cosine":  # likewise for the default schedule
+        del key["lr_schedule"]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     path = Path(cache_dir) / f"executor-{kind}-seed{seed}-{digest}.safetensors"
     if not path.exists():

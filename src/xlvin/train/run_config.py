@@ -16,7 +16,7 @@ from xlvin.config import described, from_dict, names, option, to_dict
 from xlvin.envs.maze import is_maze_env
 from xlvin.envs.packages import require_gym_packages
 from xlvin.errors import UserError
-from xlvin.nn.executor import MESSAGES, MessagePassing
+from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MessagePassing
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transe import NEGATIVES
 from xlvin.train.agents import Architecture, agent_spec, build_agent
@@ -75,7 +75,8 @@ class TrainConfig:
     executor: str = option(
         "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
         "executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
-        "ablation) or a .safetensors file"
+        "ablation), 'authors-random' (the XLVIN-R executor of the authors' later code) or a "
+        ".safetensors file"
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
     zero_chi: bool = option(
@@ -94,6 +95,11 @@ class TrainConfig:
     executor_messages: str = option(
         "relu", "default executors: messages Linear then ReLU, or linear (the authors' code)",
         choices=MESSAGES,
+    )
+    executor_aggregation: str = option(
+        "", "XLVIN: the aggregation the agent runs its executor with; empty: the one it was "
+        "pre-trained with (the authors' code pre-trains with sum and runs with max)",
+        choices=("", *AGGREGATIONS),
     )
     executor_projections: bool = option(
         False, "XLVIN: trainable Linear layers before (k -> H) and after (H -> H) the executor "
@@ -278,7 +284,8 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
     return Architecture(
         agent=t.agent, hidden=f, embedding_dim=k, depth=t.depth, prune=t.prune, tree_nodes=nodes,
         gamma=cfg.ppo.gamma, transe_weight=t.transe_weight, transe_negatives=t.transe_negatives,
-        zero_chi=t.zero_chi, executor_projections=t.executor_projections,
+        zero_chi=t.zero_chi, executor_aggregation=t.executor_aggregation,
+        executor_projections=t.executor_projections,
         ppo_transe=t.ppo_transe, init=t.init,
     )
 
