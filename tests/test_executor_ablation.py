@@ -48,3 +48,22 @@ def test_finished_only_with_nothing_finished_is_one_line(tmp_path: Path, capsys)
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("xlvin: error: no cell of the ablation has finished")
     assert not (tmp_path / "results").exists()
+
+
+def test_results_use_the_seeds_every_arm_has_finished(tmp_path: Path) -> None:
+    """Seeds that only some arms have (Table 1's own cells, say) are left out of every arm."""
+    def finish(cell: table1.Cell) -> None:
+        run_dir = cell.run_dir(tmp_path)
+        run_dir.mkdir(parents=True)
+        progress = [{"updates": 1, "episodes": 10, "transitions": 300, "eval_return": 50.0}]
+        (run_dir / "summary.json").write_text(json.dumps({
+            "ppo": {"progress": progress, "episode_returns": [20.0]}, "ppo_episodes": 10,
+            "ppo_transitions": 300, "transe_transitions": 0, "wall_seconds": 1.0}))
+        (run_dir / table1.EVAL_FILE).write_text(json.dumps({"mean": 40.0, "std": 0.0}))
+
+    for cell in ablation.cells(["paper"], ["CartPole-v0"], [0, 1]):
+        finish(cell)
+    finish(table1.Cell("paper", "CartPole-v0", "xlvin-r", 7))  # a seed of one arm only
+    records = ablation.finished_records(tmp_path, ["paper"], ["CartPole-v0"])
+    assert {r["seed"] for r in records} == {0, 1}
+    assert len(records) == 2 * len(ablation.ARMS)

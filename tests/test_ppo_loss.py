@@ -118,6 +118,28 @@ def test_flat_adam_rebinds_gradients_another_optimizer_cut_off() -> None:
     assert not torch.equal(net.weight, before)
 
 
+def test_flat_adam_release_leaves_each_weight_its_own_storage() -> None:
+    """After training (release), every parameter is a tensor of its own, not a view into the
+    flat buffer: later steps of the optimizer no longer reach it, and it computes exactly as a
+    copy of the same weights loaded into a fresh module."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    flat = FlatAdam(net.parameters(), lr=0.1)
+    net(torch.randn(8, 4)).sum().backward()
+    flat.step()
+    flat.release()
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    fresh.load_state_dict(net.state_dict())
+    for p, q in zip(net.parameters(), fresh.parameters()):
+        assert p.untyped_storage().data_ptr() != flat.flat.untyped_storage().data_ptr()
+        assert p.grad is None and torch.equal(p, q)
+    x = torch.randn(64, 4)
+    assert torch.equal(net(x), fresh(x))
+    before = [p.detach().clone() for p in net.parameters()]
+    flat.step()
+    assert all(torch.equal(p, b) for p, b in zip(net.parameters(), before))
+
+
 def test_flat_adam_clips_like_clip_grad_norm() -> None:
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Linear(7, 3))

@@ -120,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = rows_for("authors' code (dransyhe/CNAP)", theirs)
     for path in args.ours:
-        rows += rows_for(f"ours, `paper` protocol ({path.name})", ours_runs(path))
+        runs = ours_runs(path)
+        seeds = sorted(r["seed"] for agent_runs in runs.values() for r in agent_runs)
+        rows += rows_for(f"ours, `paper` protocol, seeds {seeds[0]}-{seeds[-1]}", runs)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "table1.json").write_text(json.dumps(
         {"rows": rows, "runs": theirs, "statistics": STATISTICS}, indent=1) + "\n")

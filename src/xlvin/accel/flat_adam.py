@@ -60,6 +60,15 @@ class FlatAdam:
         self.exp_avg, self.exp_avg_sq = torch.zeros_like(flat), torch.zeros_like(flat)
         self.zero_grad()
 
+    def release(self) -> None:
+        """Give every parameter its own storage again (a copy of its slice of the flat buffer)
+        and no gradient: after training, the module then computes exactly as the same weights
+        loaded from a file do. A view at an offset into the flat buffer can take another kernel
+        path than a tensor of its own (seen: logits 3.7e-9 apart on an AMD EPYC)."""
+        for p in self.params:
+            p.data = p.data.clone()
+            p.grad = None
+
     def zero_grad(self) -> None:
         """Zero the flat gradient in place and make every parameter's `.grad` its view again
         (another optimizer, e.g. a pre-training phase on some of the same parameters, may have

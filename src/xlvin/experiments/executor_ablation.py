@@ -48,20 +48,27 @@ def cells(protocols: list[str], envs: list[str], seeds: list[int]) -> list[Cell]
     return sorted(unique, key=lambda c: (c.protocol, c.env, c.agent, c.variant, c.seed))
 
 
+def finished_seeds(root: Path, protocol: str, env: str, agent: str, variant: str) -> set[int]:
+    """The seeds of the cell (protocol, env, agent, variant) that have finished under `root`."""
+    seeds_dir = Cell(protocol, env, agent, 0, variant=variant).run_dir(root).parent
+    return {int(d.name[4:]) for d in seeds_dir.glob("seed*")
+            if d.name[4:].isdigit() and table1.is_finished(d)}
+
+
 def finished_records(root: Path, protocols: list[str], envs: list[str]) -> list[dict[str, Any]]:
-    """The records of every finished cell of the arms under `root`, whatever its seed, each
-    labelled with its arm(s)."""
+    """The records of the arms under `root`, each labelled with its arm, on the seeds that every
+    arm of its (protocol, env) has finished: every comparison is on the same seeds, whichever
+    other seeds some cells (Table 1's own, say) have."""
     records = []
     for protocol in protocols:
         for env in envs:
-            for arm, by_protocol in ARMS.items():
-                agent, variant = by_protocol[protocol]
-                seeds_dir = Cell(protocol, env, agent, 0, variant=variant).run_dir(root).parent
-                for run_dir in sorted(seeds_dir.glob("seed*")):
-                    seed = run_dir.name.removeprefix("seed")
-                    if seed.isdigit() and table1.is_finished(run_dir):
-                        cell = Cell(protocol, env, agent, int(seed), variant=variant)
-                        records.append({**table1.cell_record(cell, run_dir), "arm": arm})
+            arms = {arm: by_protocol[protocol] for arm, by_protocol in ARMS.items()}
+            common = set.intersection(*(finished_seeds(root, protocol, env, *cell)
+                                        for cell in arms.values()))
+            for arm, (agent, variant) in arms.items():
+                for seed in sorted(common):
+                    cell = Cell(protocol, env, agent, seed, variant=variant)
+                    records.append({**table1.cell_record(cell, cell.run_dir(root)), "arm": arm})
     return records
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import torch
 from tqdm import tqdm
 
+from xlvin.accel.flat_adam import FlatAdam
 from xlvin.errors import UserError, one_line
 from xlvin.io.checkpoint import Checkpointer, section
 from xlvin.nn.policy import ActorCritic, TransitionBatch
@@ -304,6 +305,8 @@ def train(
         if evaluator is not None:
             evaluator.close()
         data.close()
+    if isinstance(optimizer, FlatAdam):
+        optimizer.release()  # the trained policy computes as the saved one will when loaded
     if averaged and not result.stopped_at_deadline:
         count = min(average_last, total)
         policy.load_state_dict({name: (value / count).to(value.dtype) if value.is_floating_point()
