@@ -74,7 +74,7 @@ def _executor_ablation(args: argparse.Namespace) -> None:
         raise UserError(f"no cell of the ablation has finished under {args.runs}")
     print(executor_ablation.write_results(records, args.results))
     print(f"wrote {args.results}/executor.md, .json, .png from {len(records)} finished cells "
-          f"(every finished seed under {args.runs}); runs under {args.runs}")
+          f"(the seeds every arm of a protocol and env has finished)")
 
 
 def _maze(args: argparse.Namespace) -> None:
