@@ -132,12 +132,23 @@ def _field_value(value: Any, hint: Any, field: dataclasses.Field, source: str) -
     return value
 
 
+#: The largest JSON file a user may hand over (a config is a few kB): more is refused unread.
+MAX_JSON_BYTES = 1 << 20
+
+
 def load_json(path: Path) -> dict[str, Any]:
-    """Read a JSON object from `path`, with one clear error for a missing or corrupt file."""
+    """Read a JSON object from `path`, with one clear error for a missing, corrupt or oversized
+    file (at most MAX_JSON_BYTES are read: /dev/zero is refused, not loaded)."""
     try:
-        data = json.loads(Path(path).read_text())
+        with open(path, "rb") as f:
+            raw = f.read(MAX_JSON_BYTES + 1)
+        if len(raw) > MAX_JSON_BYTES:
+            raise UserError(f"{path}: larger than {MAX_JSON_BYTES} bytes; not a config")
+        data = json.loads(raw.decode())
     except FileNotFoundError:
         raise UserError(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a folder, not a JSON file") from None
     except (ValueError, RecursionError) as err:  # bad JSON, bad UTF-8, huge ints, deep nesting
         raise UserError(f"corrupt JSON in {path}: {one_line(err, limit=120)}") from None
     if not isinstance(data, dict):
