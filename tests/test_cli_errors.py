@@ -104,6 +104,10 @@ def test_every_option_has_help(capsys: pytest.CaptureFixture) -> None:
      "--deadline-minutes must be a finite number > 0"),
     (["reproduce", "atari", "--deadline-minutes", "inf", "--seeds", "1"],
      "--deadline-minutes must be a finite number > 0"),
+    (["reproduce", "classic", "--agents", "ppo,ppo", "--seeds", "1"],
+     "agent ppo given more than once"),
+    (["reproduce", "atari", "--games", "Freeway,Freeway", "--seeds", "1"],
+     "game Freeway given more than once"),
 ])
 def test_reproduce_refuses_out_of_range_numbers_before_making_anything(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture

@@ -163,4 +163,7 @@ def csv_choices(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
     bad = [x for x in items if x not in allowed]
     if bad or not items:
         raise UserError(f"unknown {what} {', '.join(bad) or text!r}; choose from {', '.join(allowed)}")
+    repeated = sorted({x for x in items if items.count(x) > 1})
+    if repeated:  # one cell would count twice, and could run twice at once
+        raise UserError(f"{what} {', '.join(repeated)} given more than once in {text!r}")
     return items
