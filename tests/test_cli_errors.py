@@ -93,3 +93,33 @@ def test_every_option_has_help(capsys: pytest.CaptureFixture) -> None:
     text = capsys.readouterr().out
     for flag in ("--env", "--agent", "--depth", "--executor", "--lr", "--transe-episodes", "--low-data-rounds"):
         assert flag in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["reproduce", "classic", "--first-seed", "4294967296", "--seeds", "1"],
+     "training seeds must be <= 4294967295"),
+    (["reproduce", "classic", "--seeds", "100000000000", "--finished-only"],
+     "--seeds must be in [1, 10000]"),
+    (["reproduce", "maze", "--deadline-minutes", "nan", "--seeds", "1"],
+     "--deadline-minutes must be a finite number > 0"),
+    (["reproduce", "atari", "--deadline-minutes", "inf", "--seeds", "1"],
+     "--deadline-minutes must be a finite number > 0"),
+    (["reproduce", "classic", "--agents", "ppo,ppo", "--seeds", "1"],
+     "agent ppo given more than once"),
+    (["reproduce", "atari", "--games", "Freeway,Freeway", "--seeds", "1"],
+     "game Freeway given more than once"),
+])
+def test_reproduce_refuses_out_of_range_numbers_before_making_anything(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    code = main([*argv, "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and "\n" not in err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
+def test_an_endless_config_file_is_refused_unread(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code = main(["train", "--config", "/dev/zero", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "larger than 1048576 bytes" in err
+    assert not (tmp_path / "run").exists()

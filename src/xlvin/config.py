@@ -182,12 +182,23 @@ def _container_value(value: Any, tp: Any, field: dataclasses.Field, source: str)
     return json.loads(text)  # plain JSON types (tuples as lists), as config.json reads back
 
 
+#: The largest JSON file a user may hand over (a config is a few kB): more is refused unread.
+MAX_JSON_BYTES = 1 << 20
+
+
 def load_json(path: Path) -> dict[str, Any]:
-    """Read a JSON object from `path`, with one clear error for a missing or corrupt file."""
+    """Read a JSON object from `path`, with one clear error for a missing, corrupt or oversized
+    file (at most MAX_JSON_BYTES are read: /dev/zero is refused, not loaded)."""
     try:
-        data = json.loads(Path(path).read_text())
+        with open(path, "rb") as f:
+            raw = f.read(MAX_JSON_BYTES + 1)
+        if len(raw) > MAX_JSON_BYTES:
+            raise UserError(f"{path}: larger than {MAX_JSON_BYTES} bytes; not a config")
+        data = json.loads(raw.decode())
     except FileNotFoundError:
         raise UserError(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a folder, not a JSON file") from None
     except (ValueError, RecursionError) as err:  # bad JSON, bad UTF-8, huge ints, deep nesting
         raise UserError(f"corrupt JSON in {path}: {one_line(err, limit=120)}") from None
     if not isinstance(data, dict):
@@ -202,4 +213,7 @@ def csv_choices(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
     bad = [x for x in items if x not in allowed]
     if bad or not items:
         raise UserError(f"unknown {what} {', '.join(bad) or text!r}; choose from {', '.join(allowed)}")
+    repeated = sorted({x for x in items if items.count(x) > 1})
+    if repeated:  # one cell would count twice, and could run twice at once
+        raise UserError(f"{what} {', '.join(repeated)} given more than once in {text!r}")
     return items

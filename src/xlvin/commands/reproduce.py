@@ -13,6 +13,7 @@ from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments import atari, executor_ablation, maze, table1
 from xlvin.experiments.jobs import deadline_after
+from xlvin.train.run_config import MAX_SEED
 
 
 def _with_progress(
@@ -32,9 +33,22 @@ def _with_progress(
     return records, time.perf_counter() - start
 
 
+#: The most training seeds one invocation takes (each is at least one run directory).
+MAX_SEEDS = 10_000
+
+
+def _check_seeds(args: argparse.Namespace) -> None:
+    """--seeds in [1, MAX_SEEDS], --first-seed >= 0, the last seed a valid training seed and
+    --jobs >= 1: checked before any cell is built or any folder made."""
+    if not 1 <= args.seeds <= MAX_SEEDS or args.jobs < 1 or args.first_seed < 0:
+        raise UserError(f"--seeds must be in [1, {MAX_SEEDS}], --jobs >= 1, --first-seed >= 0")
+    last = args.first_seed + args.seeds - 1
+    if last > MAX_SEED:
+        raise UserError(f"--first-seed + --seeds - 1 = {last}: training seeds must be <= {MAX_SEED}")
+
+
 def _classic(args: argparse.Namespace) -> None:
-    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
-        raise UserError("--seeds and --jobs must be >= 1, --first-seed >= 0")
+    _check_seeds(args)
     cells = table1.cells_from_options(args.seeds, args, args.first_seed)
     if args.finished_only:
         records = [table1.cell_record(c, c.run_dir(args.runs)) for c in cells
@@ -56,8 +70,7 @@ def _classic(args: argparse.Namespace) -> None:
 
 
 def _executor_ablation(args: argparse.Namespace) -> None:
-    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
-        raise UserError("--seeds and --jobs must be >= 1, --first-seed >= 0")
+    _check_seeds(args)
     protocols = csv_choices(args.protocols, table1.PROTOCOLS, "protocol")
     envs = csv_choices(args.envs, table1.ENVS, "environment")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -74,12 +87,11 @@ def _executor_ablation(args: argparse.Namespace) -> None:
         raise UserError(f"no cell of the ablation has finished under {args.runs}")
     print(executor_ablation.write_results(records, args.results))
     print(f"wrote {args.results}/executor.md, .json, .png from {len(records)} finished cells "
-          f"(every finished seed under {args.runs}); runs under {args.runs}")
+          f"(the seeds every arm of a protocol and env has finished)")
 
 
 def _maze(args: argparse.Namespace) -> None:
-    if args.jobs < 1:
-        raise UserError("--jobs must be >= 1")
+    _check_seeds(args)
     cells = maze.cells_from_options(args.experiment, args.seeds, args, args.first_seed)
     deadline = deadline_after(args.deadline_minutes)
     if args.finished_only or args.include_running:
@@ -107,8 +119,9 @@ def _maze(args: argparse.Namespace) -> None:
 
 
 def _atari(args: argparse.Namespace) -> None:
-    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0 or args.eval_games < 1:
-        raise UserError("--seeds, --jobs and --eval-games must be >= 1, --first-seed >= 0")
+    _check_seeds(args)
+    if args.eval_games < 1:
+        raise UserError("--eval-games must be >= 1")
     cells = atari.cells_from_options(args.seeds, args, args.first_seed)
     deadline = deadline_after(args.deadline_minutes)
     if args.finished_only:

@@ -44,7 +44,15 @@ from xlvin.config import csv_choices
 from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
 from xlvin.experiments.jobs import map_jobs
-from xlvin.io.run_dir import CONFIG, METRICS, SUMMARY, claim_run_dir, read_metrics, write_json
+from xlvin.io.run_dir import (
+    CONFIG,
+    METRICS,
+    SUMMARY,
+    claim_run_dir,
+    read_metrics,
+    reading_results,
+    write_json,
+)
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
@@ -205,7 +213,10 @@ def run_cell(cell: Cell, root: Path, deadline: float | None = None,
 def _evaluated_at(run_dir: Path) -> int | None:
     """The transitions of the policy DIR/final_eval.json evaluated, or None without one."""
     path = run_dir / EVAL_FILE
-    return json.loads(path.read_text())["transitions"] if path.is_file() else None
+    if not path.is_file():
+        return None
+    with reading_results(run_dir):
+        return int(json.loads(path.read_text())["transitions"])
 
 
 def finished_record(cell: Cell, root: Path) -> dict[str, Any] | None:
@@ -266,6 +277,11 @@ def first_score_at(rows: list[dict[str, float]]) -> int | None:
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """The cell's curve, area, first score, final evaluation, throughput and how far it
     trained."""
+    with reading_results(run_dir):
+        return _cell_record(cell, run_dir)
+
+
+def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     rows = read_metrics(run_dir) if (run_dir / METRICS).is_file() else []
     evaluation = json.loads((run_dir / EVAL_FILE).read_text())
     reached = int(rows[-1]["charts/transitions"]) if rows else 0

@@ -15,6 +15,7 @@ Per (protocol, environment, arm): the final policy's and the max-over-evaluation
 finished seed; RESULTS/executor.{md,json,png}, the figure with one point per seed.
 """
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +132,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = sorted({(r["protocol"], r["env"]) for r in rows})
+    panels = sorted({(r["protocol"], r["env"]) for r in rows},
+                    key=lambda k: (table1.PROTOCOLS.index(k[0]), table1.ENVS.index(k[1])))
     fig, axes = plt.subplots(len(panels), 2, figsize=(13, 3.6 * len(panels)), squeeze=False)
     arms = list(ARMS)
     for (protocol, env), ax_row in zip(panels, axes):
@@ -147,7 +149,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
                 ax.errorbar(i, stat["iqm"], yerr=[[stat["iqm"] - stat["iqm_low"]],
                                                   [stat["iqm_high"] - stat["iqm"]]],
                             fmt="_", color="black", markersize=18, capsize=4)
-            ax.set_xticks(range(len(arms)), [a.replace(", ", ",\n") for a in arms], fontsize=7)
+            ax.set_xticks(range(len(arms)), [textwrap.fill(a, 14) for a in arms], fontsize=7)
             ax.set_title(f"{env}, protocol {protocol}: {title}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

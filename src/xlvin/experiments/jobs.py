@@ -1,5 +1,6 @@
 """Running the cells of an experiment on worker processes."""
 
+import math
 import multiprocessing
 import os
 import time
@@ -43,6 +44,6 @@ def deadline_after(minutes: float | None) -> float | None:
     """The `time.time()` deadline `minutes` from now (None: no deadline)."""
     if minutes is None:
         return None
-    if minutes <= 0:
-        raise UserError(f"--deadline-minutes must be > 0, got {minutes}")
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise UserError(f"--deadline-minutes must be a finite number > 0, got {minutes}")
     return time.time() + 60 * minutes

@@ -34,7 +34,7 @@ from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
 from xlvin.experiments.jobs import map_jobs
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
-from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
+from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
@@ -175,8 +175,9 @@ def run_cell(cell: Cell, root: Path, deadline: float | None = None) -> dict[str,
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """What a cell's curriculum did: each level tried (passed or failed, episodes, steps,
     held-out success after a pass), its totals and wall time."""
-    summary = json.loads((run_dir / SUMMARY).read_text())
-    return _record(cell, summary["curriculum"], summary["ppo"], summary["wall_seconds"], None)
+    with reading_results(run_dir):
+        summary = json.loads((run_dir / SUMMARY).read_text())
+        return _record(cell, summary["curriculum"], summary["ppo"], summary["wall_seconds"], None)
 
 
 def running_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
@@ -330,7 +331,10 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     experiment already in maze.json and not in `records` are kept."""
     results.mkdir(parents=True, exist_ok=True)
     path = results / "maze.json"
-    kept = json.loads(path.read_text())["runs"] if path.is_file() else []
+    kept = []
+    if path.is_file():
+        with reading_results(path):
+            kept = [dict(r) for r in json.loads(path.read_text())["runs"]]
     mine = {(r["experiment"], r["agent"], r["seed"]) for r in records}
     records = [r for r in kept if (r["experiment"], r["agent"], r["seed"]) not in mine] + records
     md = markdown(records, wall_seconds)

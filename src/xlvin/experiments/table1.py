@@ -40,7 +40,7 @@ import numpy as np
 from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments.jobs import map_jobs
-from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
+from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
 from xlvin.train.ppo import PPOConfig
@@ -312,10 +312,15 @@ def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
 
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """The cell's three statistics, its progress curve and its data counts."""
+    with reading_results(run_dir):
+        return _cell_record(cell, run_dir)
+
+
+def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     summary = json.loads((run_dir / SUMMARY).read_text())
     evaluation = json.loads((run_dir / EVAL_FILE).read_text())
     progress = summary["ppo"]["progress"]
-    curve = [p["eval_return"] for p in progress]
+    curve = [float(p["eval_return"]) for p in progress]
     return {
         **dataclasses.asdict(cell),
         "final_return": evaluation["mean"],
@@ -547,8 +552,12 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     write_json(results / f"{stem}.json",
                {"protocol": protocol, "rows": rows, "runs": records, "wall_seconds": wall_seconds})
     plot(rows, records, results / f"{stem}.png")
-    both = [json.loads((results / f"table1-{p}.json").read_text()) for p in PROTOCOLS
-            if (results / f"table1-{p}.json").is_file()]
+    both = []
+    for p in PROTOCOLS:
+        if (results / f"table1-{p}.json").is_file():
+            with reading_results(results / f"table1-{p}.json"):
+                table = json.loads((results / f"table1-{p}.json").read_text())
+                both.append({"rows": list(table["rows"]), "runs": list(table["runs"])})
     if len(both) == len(PROTOCOLS):
         rows = [row for table in both for row in table["rows"]]
         (results / "table1.md").write_text(combined_markdown(rows))

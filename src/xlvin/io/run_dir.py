@@ -24,7 +24,7 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
-from xlvin.errors import UserError
+from xlvin.errors import UserError, one_line
 from xlvin.io.weights import TEMPORARY_SUFFIX, atomic_write_bytes
 
 CONFIG = "config.json"
@@ -154,6 +154,20 @@ def read_json_object(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserError(f"corrupt JSON in {path}: expected an object")
     return data
+
+
+@contextmanager
+def reading_results(where: Path) -> Iterator[None]:
+    """Read a run's or a table's result files inside this: a file that is not the JSON the code
+    wrote (empty, truncated, bytes flipped, another type, a field missing) becomes one UserError
+    naming `where`, not a traceback."""
+    try:
+        yield
+    except UserError:
+        raise
+    except (KeyError, TypeError, IndexError, ValueError) as err:
+        raise UserError(f"corrupt results in {where} ({type(err).__name__}: {one_line(err)}); "
+                        "move it away to produce it again") from None
 
 
 def _section(config: dict[str, Any], name: str) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""Result files that are not what the code wrote (empty, truncated, another type, bytes
+flipped): every reader gives one line on stderr and a non-zero exit, never a traceback."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xlvin.cli import main
+from xlvin.errors import UserError
+from xlvin.experiments import atari, maze, table1
+
+SUMMARY = {"ppo": {"progress": [{"updates": 1, "episodes": 10, "transitions": 300,
+                                 "eval_return": 50.0}], "episode_returns": [20.0]},
+           "ppo_episodes": 10, "ppo_transitions": 300, "transe_transitions": 0,
+           "wall_seconds": 1.0}
+EVAL = {"mean": 40.0, "std": 0.0}
+
+
+def finished_cell(root: Path) -> Path:
+    run_dir = table1.Cell("paper", "CartPole-v0", "ppo", 0).run_dir(root)
+    run_dir.mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps(SUMMARY))
+    (run_dir / table1.EVAL_FILE).write_text(json.dumps(EVAL))
+    return run_dir
+
+
+def reproduce(root: Path, results: Path) -> int:
+    return main(["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0",
+                 "--agents", "ppo", "--seeds", "1", "--finished-only", "--runs", str(root),
+                 "--results", str(results)])
+
+
+def half(text: str) -> str:
+    return text[: len(text) // 2]
+
+
+@pytest.mark.parametrize("name, content", [
+    ("summary.json", ""), ("summary.json", half(json.dumps(SUMMARY))), ("summary.json", "[]"),
+    ("summary.json", json.dumps({**SUMMARY, "ppo": {"progress": [{}]}})),
+    (table1.EVAL_FILE, half(json.dumps(EVAL))),
+])
+def test_a_corrupt_table1_cell_is_one_line(tmp_path: Path, capsys, name: str, content: str) -> None:
+    run_dir = finished_cell(tmp_path / "runs")
+    assert reproduce(tmp_path / "runs", tmp_path / "results") == 0  # the intact cell reads
+    capsys.readouterr()
+    (run_dir / name).write_text(content)
+    assert reproduce(tmp_path / "runs", tmp_path / "results2") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error: corrupt results in") and "\n" not in err
+    assert str(run_dir) in err
+    assert not (tmp_path / "results2").exists()
+
+
+def test_flipped_bytes_in_a_cell_are_one_line(tmp_path: Path, capsys) -> None:
+    run_dir = finished_cell(tmp_path / "runs")
+    (run_dir / "summary.json").write_bytes(b"\xff\xfe" + json.dumps(SUMMARY).encode())
+    assert reproduce(tmp_path / "runs", tmp_path / "results") == 2
+    assert capsys.readouterr().err.startswith("xlvin: error: corrupt results in")
+
+
+def test_a_truncated_table_of_the_other_protocol_is_one_line(tmp_path: Path, capsys) -> None:
+    finished_cell(tmp_path / "runs")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "table1-ours.json").write_text('{"rows": [')
+    assert reproduce(tmp_path / "runs", results) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xlvin: error: corrupt results in") and "table1-ours.json" in err
+
+
+def test_maze_and_atari_records_read_corrupt_files_as_one_error(tmp_path: Path) -> None:
+    (tmp_path / "summary.json").write_text("[]")
+    with pytest.raises(UserError, match="corrupt results in"):
+        maze.cell_record(None, tmp_path)
+    (tmp_path / atari.EVAL_FILE).write_text('{"mean": ')
+    with pytest.raises(UserError, match="corrupt results in"):
+        atari.cell_record(None, tmp_path)
