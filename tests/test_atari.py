@@ -151,7 +151,7 @@ def test_device_must_be_cpu_or_an_available_gpu() -> None:
     (["--transitions", "Freeway=2048"], "names no budget for Alien"),
     (["--games", "Pong"], "unknown game 'Pong'"),
     (["--device", "cuda:99"], "CUDA GPU(s)"),
-    (["--deadline-minutes", "0"], "--deadline-minutes must be > 0"),
+    (["--deadline-minutes", "0"], "--deadline-minutes must be a finite number > 0"),
     (["--eval-games", "0"], "--eval-games must be >= 1"),
 ])
 def test_reproduce_atari_rejects_bad_input_before_creating_anything(

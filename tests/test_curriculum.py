@@ -171,7 +171,7 @@ def test_curriculum_refusals_are_one_line(capsys: pytest.CaptureFixture, tmp_pat
         assert message in err and len(err.splitlines()) == 1, err
         assert not out.exists()
     reproduce_cases = [(["--device", "tpu"], "--device must be"),
-                       (["--deadline-minutes", "0"], "--deadline-minutes must be > 0")]
+                       (["--deadline-minutes", "0"], "--deadline-minutes must be a finite number > 0")]
     if not torch.cuda.is_available():
         reproduce_cases.append((["--device", "cuda"], "CUDA GPU"))
     for args, message in reproduce_cases:

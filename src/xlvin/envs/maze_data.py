@@ -21,6 +21,7 @@ README.
 """
 
 import functools
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,6 +235,41 @@ def _generated_splits(size: int, seed: int) -> tuple[MazeSet, MazeSet]:
 #: The arrays of one split in the VIN / XLVIN npz: images (N, 2, H, W) [walls (1 = wall),
 #: goal (10 at the goal)], start row, start column, action label.
 NPZ_ARRAYS = {"train": ("arr_0", "arr_1", "arr_2", "arr_3"), "test": ("arr_4", "arr_5", "arr_6", "arr_7")}
+#: The most bytes a maze npz may hold once decompressed (the 8x8 set: ~40 MB); a larger archive
+#: (a zip bomb, say) is refused before anything is decompressed.
+MAX_NPZ_BYTES = 1 << 30
+
+
+def _read_npz_split(path: Path, split: str) -> tuple[np.ndarray, ...]:
+    """(images, rows, cols, labels) of `split`, each checked for the layout of a VIN npz:
+    images [N, 2, S, S], the others [N, >= 1] integers (start row, column, action label)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (OSError, zipfile.BadZipFile) as err:
+        raise UserError(f"{path}: not a VIN maze npz (not a zip archive: {err})") from None
+    if unpacked > MAX_NPZ_BYTES:
+        raise UserError(f"{path}: {unpacked} bytes once decompressed, more than the "
+                        f"{MAX_NPZ_BYTES} a maze npz may hold")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            images, rows, cols, labels = (data[name] for name in NPZ_ARRAYS[split])
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as err:
+        raise UserError(f"{path}: not a VIN maze npz ({err})") from None
+    n = len(images) if images.ndim == 4 else -1
+    if images.ndim != 4 or images.shape[1] != 2 or images.shape[2] != images.shape[3] or n == 0:
+        raise UserError(f"{path}: {split} images must be [N, 2, S, S], got {list(images.shape)}")
+    for name, array in (("start rows", rows), ("start columns", cols), ("labels", labels)):
+        if array.ndim != 2 or len(array) != n or array.shape[1] < 1 or array.dtype.kind not in "iuf":
+            raise UserError(f"{path}: {split} {name} must be [{n}, >= 1] numbers, got "
+                            f"{list(array.shape)} {array.dtype}")
+    side = images.shape[2]
+    for name, array, high in (("start rows", rows, side), ("start columns", cols, side),
+                              ("labels", labels, len(MOVES))):
+        if (array[:, 0] < 0).any() or (array[:, 0] >= high).any():
+            raise UserError(f"{path}: {split} {name} must lie in [0, {high}), got "
+                            f"{array[:, 0].min()}..{array[:, 0].max()}")
+    return images, rows.astype(np.int64), cols.astype(np.int64), labels.astype(np.int64)
 
 
 @functools.lru_cache(maxsize=8)
@@ -245,11 +281,7 @@ def load_npz(path: str, split: str) -> MazeSet:
     """
     if split not in SPLITS:
         raise UserError(f"maze split {split!r}: choose one of {', '.join(SPLITS)}")
-    try:
-        with np.load(Path(path)) as data:
-            images, rows, cols, labels = (data[name] for name in NPZ_ARRAYS[split])
-    except (OSError, KeyError, ValueError) as err:
-        raise UserError(f"{path}: not a VIN maze npz ({err})") from None
+    images, rows, cols, labels = _read_npz_split(Path(path), split)
     walls_all = images[:, 0] > 0.5
     goals_all = np.argwhere(images[:, 1] > 0)[:, 1:]
     if len(goals_all) != len(images):

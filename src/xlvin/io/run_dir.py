@@ -193,6 +193,11 @@ class MetricsLogger:
         metrics = self.run_dir / METRICS
         if self.rewind_to is not None and metrics.is_file():
             kept = [row for row in _complete_rows(metrics) if row["step"] <= self.rewind_to]
+            last = kept[-1]["step"] if kept else 0
+            if last != self.rewind_to:  # every update logs a row before its checkpoint is taken
+                raise UserError(
+                    f"{metrics} ends at step {last} but the checkpoint was taken at step "
+                    f"{self.rewind_to}: rows are missing, so the resumed log would have a hole")
             atomic_write_bytes(metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
         self.file = open(metrics, "a")  # noqa: SIM115 (open for the whole run, closed by close)
         purge = None if self.rewind_to is None else self.rewind_to + 1
@@ -228,13 +233,20 @@ def read_metrics(run_dir: Path) -> list[dict[str, float]]:
 
 
 def _complete_rows(path: Path) -> list[dict[str, float]]:
-    """Rows of a metrics file whose writer may have been killed mid-line (that line is dropped)."""
+    """Rows of a metrics file whose writer may have been killed mid-line: that last line is
+    dropped; any other line that is not a row (flipped bytes, say) is one UserError."""
+    try:
+        lines = path.read_bytes().decode().splitlines()
+    except UnicodeDecodeError:
+        raise UserError(f"corrupt metrics file {path}: not UTF-8 text") from None
     rows = []
-    for line in path.read_text().splitlines():
+    for i, line in enumerate(lines):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            row = None
         if isinstance(row, dict) and isinstance(row.get("step"), int):
             rows.append(row)
+        elif i < len(lines) - 1 and line.strip():
+            raise UserError(f"corrupt metrics file {path}: line {i + 1} is not a metrics row")
     return rows

@@ -1,8 +1,12 @@
 """Weights files: safetensors tensors plus a JSON metadata header, written atomically.
 
 Loading never executes code: safetensors holds raw tensors only, metadata is parsed as JSON.
+The header also holds a SHA-256 of the metadata and of every tensor's name, dtype, shape and
+bytes, checked whenever the tensors are loaded: a file whose bytes changed after it was written
+is refused, not silently used (files written before the digest existed load unchecked).
 """
 
+import hashlib
 import json
 import os
 import tempfile
@@ -17,6 +21,7 @@ from torch import nn
 from xlvin.errors import UserError, one_line
 
 METADATA_KEY = "xlvin"
+DIGEST_KEY = "xlvin-sha256"
 #: The suffix of `atomic_write_bytes`'s temporary files (`.NAME.RANDOM.tmp` beside the target).
 TEMPORARY_SUFFIX = ".tmp"
 
@@ -61,8 +66,19 @@ def atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
-    data = save(tensors, metadata={METADATA_KEY: json.dumps(metadata)})
+    header = json.dumps(metadata)
+    data = save(tensors, metadata={METADATA_KEY: header, DIGEST_KEY: digest(header, tensors)})
     atomic_write_bytes(path, data)
+
+
+def digest(header: str, tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of the metadata text and of each tensor (name, dtype, shape, bytes), by name."""
+    h = hashlib.sha256(header.encode())
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def save_weights(path: Path, module: nn.Module, metadata: dict[str, Any]) -> None:
@@ -94,6 +110,9 @@ def _read(path: Path, what: str, tensors: bool) -> tuple[dict[str, torch.Tensor]
         loaded = load_file(str(path)) if tensors else {}
     except (SafetensorError, OSError, KeyError, ValueError, RecursionError) as err:
         raise UserError(f"corrupt {what} file {path}: {one_line(err)}") from None
+    if tensors and DIGEST_KEY in header and digest(header[METADATA_KEY], loaded) != header[DIGEST_KEY]:
+        raise UserError(f"corrupt {what} file {path}: its tensors or metadata changed after it "
+                        "was written (SHA-256 mismatch)")
     if not isinstance(metadata, dict):
         raise UserError(f"corrupt {what} file {path}: metadata is not a JSON object")
     return loaded, metadata
