@@ -38,7 +38,8 @@ def test_unpack_makes_a_directory_hold_exactly_the_archive(tmp_path: Path) -> No
     assert dir_files(target) == [Path("model.safetensors"), Path("tb/events")]
 
 
-@pytest.mark.parametrize("name", ["../escape.txt", "/etc/escape.txt", "a/../../escape.txt"])
+@pytest.mark.parametrize("name", ["../escape.txt", "/etc/escape.txt", "a/../../escape.txt",
+                                  ".lock", "tb/.lock", ".model.safetensors.x1.tmp"])
 def test_an_archive_leaving_its_root_is_refused_before_anything_is_written(
     name: str, tmp_path: Path
 ) -> None:
@@ -52,6 +53,16 @@ def test_an_archive_leaving_its_root_is_refused_before_anything_is_written(
     with pytest.raises(ValueError, match="refusing archive member"):
         unpack_dir(buffer.getvalue(), target)
     assert list(tmp_path.rglob("*escape*")) == [] and list(target.iterdir()) == []
+
+
+def test_an_archive_too_large_once_unpacked_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from xlvin.io import archive
+
+    monkeypatch.setattr(archive, "MAX_UNPACKED_BYTES", 1000)
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "big").write_bytes(bytes(2000))
+    with pytest.raises(ValueError, match="more than 1000 bytes"):
+        unpack_dir(pack_dir(tmp_path / "source"), tmp_path / "target")
 
 
 def test_shared_files_reach_a_node_cache_and_existing_files_are_kept(
@@ -75,3 +86,21 @@ def test_shared_files_reach_a_node_cache_and_existing_files_are_kept(
     sweep.install_shared_files(files)
     assert tree(node) == {"executors/executor-random.safetensors": b"weights",
                           "transe.safetensors": b"same file, already here"}
+
+
+def test_a_stored_lock_is_never_copied_over_the_local_one(tmp_path: Path) -> None:
+    """A --storage copy that holds a lock (or a temporary file): download leaves the local lock
+    as it is, so a second process cannot claim a directory whose lock is held."""
+    from xlvin.io.storage import RunStorage
+
+    pytest.importorskip("pyarrow")
+    stored = tmp_path / "store" / "run"
+    stored.mkdir(parents=True)
+    (stored / "summary.json").write_text("{}")
+    (stored / ".lock").write_text("theirs")
+    (stored / ".summary.json.x1.tmp").write_text("half")
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / ".lock").write_text("held")
+    RunStorage(f"file://{tmp_path / 'store'}").download("run", local)
+    assert tree(local) == {".lock": b"held", "summary.json": b"{}"}

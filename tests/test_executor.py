@@ -192,3 +192,25 @@ def test_constant_learning_rate_stays_at_lr() -> None:
     finally:
         torch.optim.Adam.step = step
     assert seen and all(lr == cfg.lr for lr in seen)
+
+
+def test_pretraining_never_overwrites_a_file_written_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two `pretrain-executor --out E` at once: the second to finish finds E made by the first
+    and leaves it (one line, exit 2) instead of replacing it; no temporary file is left."""
+    import xlvin.train.pretrain_executor as pretrain
+
+    out = tmp_path / "ex.safetensors"
+    real = pretrain.pretrain_executor
+
+    def the_other_process_finishes_first(cfg, progress=True):
+        out.write_bytes(b"the first process's executor")
+        return real(dataclasses.replace(cfg, train_graphs=2, epochs=1), progress)
+
+    monkeypatch.setattr(pretrain, "pretrain_executor", the_other_process_finishes_first)
+    code = main(["pretrain-executor", "--graphs", "random_deterministic", "--states", "4",
+                 "--actions", "2", "--out", str(out), "--quiet", "--eval-count", "2"])
+    assert code == 2 and "written by another process meanwhile" in capsys.readouterr().err
+    assert out.read_bytes() == b"the first process's executor"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ex.safetensors"]

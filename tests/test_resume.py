@@ -241,3 +241,32 @@ def test_a_run_killed_during_transe_pretraining_resumes_from_its_last_epoch(
         assert main(["train", *args, "--out", str(tmp_path / "cut"), "--resume"]) == 0
     assert epochs == [1, 2, 3]  # only the last epoch ran again
     assert_same_run(tmp_path / "full", tmp_path / "cut")
+
+
+@pytest.mark.parametrize("tamper, message", [
+    (lambda attrs: attrs.update(step=1), "which the env does not hold"),
+    (lambda attrs: attrs.update(state={"__array__": "<U250000000", "shape": [1], "data": [0]}),
+     "not a state value"),
+    (lambda attrs: attrs.update(state={"__array__": "|O", "shape": [1], "data": [0]}),
+     "not a state value"),
+    (lambda attrs: attrs.update(state={"__scalar__": "<U9", "value": "x"}), "not a state value"),
+    (lambda attrs: attrs.update(state={"__evil__": "os.system"}), "not a state value"),
+])
+def test_env_state_restore_refuses_undeclared_attributes_and_non_numeric_dtypes(
+    tamper, message: str
+) -> None:
+    """A checkpoint's env state may only set what the env's own state holds, with numbers:
+    nothing is written when one attribute is refused."""
+    from xlvin.train.collect import make_vector_env, reset_envs
+    from xlvin.train.env_state import env_state, restore_env_state
+
+    envs = make_vector_env("CartPole-v1", 2)
+    reset_envs(envs, 0)
+    state = json.loads(json.dumps(env_state(envs)))
+    cartpole = next(o for o in state if o["type"] == "CartPoleEnv")
+    tamper(cartpole["attrs"])
+    state[0]["attrs"]["episode_returns"]["data"] = [7.0, 7.0]  # would be written first
+    before = json.dumps(env_state(envs))
+    with pytest.raises(ValueError, match=message):
+        restore_env_state(envs, state)
+    assert json.dumps(env_state(envs)) == before

@@ -255,6 +255,14 @@ def test_run_directories_are_kept_in_a_pyarrow_storage_and_resumed_from_it(
         {"n": 2, "out": "finished here"}]
     assert (stored / "cell2" / "sub" / "out.txt").read_text() == "finished here"
 
+    # a stored copy that lost a file the local finished run has is uploaded again, whole
+    (tmp_path / "b" / "cell0" / "summary.json").write_text("{}")
+    lines.clear()
+    sweep.run_sweep(preset, [NoteCell(0), NoteCell(1), NoteCell(2)], tmp_path / "b",
+                    lines.append, storage=storage)
+    assert lines[-1] == f"storage file://{stored}: 1 run finished earlier uploaded"
+    assert (stored / "cell0" / "summary.json").read_text() == "{}"
+
 
 def test_a_bad_storage_is_one_line_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture

@@ -66,7 +66,8 @@ def _pretrain(args: argparse.Namespace) -> None:
     cfg = from_args(ExecutorConfig, args, ExecutorConfig(family=args.graphs))
     check_mdps_fit(cfg.states, cfg.actions, max(cfg.train_graphs, args.eval_count))
     set_threads(args.threads)
-    meta = pretrain_and_save(cfg, out, args.eval_count, progress=not args.quiet)
+    meta = pretrain_and_save(cfg, out, args.eval_count, progress=not args.quiet,
+                             overwrite=args.force)
     print(f"saved {out} (trained in {meta['training']['train_seconds']:.0f} s); held-out graphs:")
     print(_table([meta["held_out"]]))
 

@@ -334,8 +334,11 @@ def _upload_missing(
     preset: Preset, cells: list[Any], root: Path, storage: RunStorage,
     report: Callable[[str], None],
 ) -> None:
-    """Upload the finished run directories of `cells` that `storage` does not hold yet."""
-    missing = [c for c in cells if not storage.files(_relative(preset, c, root))]
+    """Upload the finished run directories of `cells` that `storage` does not hold whole: a
+    stored copy that lacks any of the local run's files (it lost summary.json, say) is
+    uploaded again."""
+    missing = [c for c in cells if not {p.as_posix() for p in dir_files(preset.run_dir(c, root))}
+               <= set(storage.files(_relative(preset, c, root)))]
     for cell in missing:
         with claim_run_dir(preset.run_dir(cell, root)) as run_dir:
             storage.upload(run_dir, _relative(preset, cell, root))

@@ -15,8 +15,9 @@ from xlvin.io.run_dir import LOCK
 from xlvin.io.weights import TEMPORARY_SUFFIX, atomic_write_bytes
 
 
-def _kept(relative: Path) -> bool:
-    """Whether a file belongs in the archive: not the lock, not a temporary file."""
+def is_run_file(relative: Path) -> bool:
+    """Whether a file belongs to a run directory's contents (archives, stored copies): not the
+    lock, not a temporary file."""
     name = relative.name
     return name != LOCK and not (name.startswith(".") and name.endswith(TEMPORARY_SUFFIX))
 
@@ -27,7 +28,7 @@ def dir_files(path: Path) -> list[Path]:
     if not path.is_dir():
         return []
     return sorted(p.relative_to(path) for p in path.rglob("*")
-                  if p.is_file() and _kept(p.relative_to(path)))
+                  if p.is_file() and is_run_file(p.relative_to(path)))
 
 
 def pack_dir(path: Path) -> bytes:
@@ -50,15 +51,28 @@ def pack_dir(path: Path) -> bytes:
     return buffer.getvalue()
 
 
+#: The most bytes an archive's files may hold once unpacked (a run directory with Atari
+#: checkpoints: tens of MB); more is refused before any file is read.
+MAX_UNPACKED_BYTES = 1 << 31
+
+
 def archive_files(data: bytes) -> dict[str, bytes]:
     """An archive's regular files: relative POSIX path -> contents. A member that is not a plain
-    file or directory, or whose path leaves the archive's root, is a ValueError."""
+    file or directory, whose path leaves the archive's root, or that a packed directory never
+    holds (a lock, which would replace the one a process holds, or a temporary file), and files
+    over MAX_UNPACKED_BYTES in all, are a ValueError."""
     files = {}
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        for member in tar.getmembers():
-            parts = PurePosixPath(member.name).parts
-            if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
+        members = tar.getmembers()
+        for member in members:
+            path = PurePosixPath(member.name)
+            if (member.name.startswith("/") or ".." in path.parts
+                    or not (member.isfile() or member.isdir())
+                    or (member.isfile() and not is_run_file(Path(path)))):
                 raise ValueError(f"refusing archive member {member.name!r}")
+        if sum(m.size for m in members if m.isfile()) > MAX_UNPACKED_BYTES:
+            raise ValueError(f"refusing an archive of more than {MAX_UNPACKED_BYTES} bytes")
+        for member in members:
             if member.isfile():
                 files[member.name] = tar.extractfile(member).read()
     return files

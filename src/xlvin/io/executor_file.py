@@ -17,8 +17,11 @@ FORMAT = "xlvin-executor/2"
 MAX_HIDDEN = 4096
 
 
-def save_executor(path: Path, executor: VIExecutor, meta: dict[str, Any]) -> None:
-    """Write the weights and `meta` (JSON-serialisable) plus the architecture to `path`."""
+def save_executor(
+    path: Path, executor: VIExecutor, meta: dict[str, Any], overwrite: bool = True
+) -> None:
+    """Write the weights and `meta` (JSON-serialisable) plus the architecture to `path` (without
+    `overwrite`: only if no file is there by then)."""
     header = {
         "format": FORMAT,
         "hidden": executor.hidden,
@@ -27,7 +30,7 @@ def save_executor(path: Path, executor: VIExecutor, meta: dict[str, Any]) -> Non
         "messages": executor.processor.messages,
         **meta,
     }
-    save_weights(path, executor, header)
+    save_weights(path, executor, header, overwrite)
 
 
 def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -9,7 +9,7 @@ back from the cluster. pyarrow is imported only when a storage is named.
 from pathlib import Path, PurePosixPath
 
 from xlvin.errors import UserError
-from xlvin.io.archive import dir_files
+from xlvin.io.archive import dir_files, is_run_file
 from xlvin.io.weights import atomic_write_bytes
 
 INSTALL_HINT = "--storage needs pyarrow: pip install pyarrow"
@@ -43,8 +43,10 @@ class RunStorage:
 
     def download(self, relative: str, local: Path) -> None:
         """Make the local run directory `local` hold exactly the files of the stored run
-        directory `relative` (its lock stays); each file is written atomically."""
-        names = self.files(relative)
+        directory `relative` (its lock stays); each file is written atomically. A stored lock or
+        temporary file (never uploaded from here) is left where it is, never copied over the
+        local lock."""
+        names = [name for name in self.files(relative) if is_run_file(Path(name))]
         for stale in dir_files(local):
             if stale.as_posix() not in names:
                 (Path(local) / stale).unlink()

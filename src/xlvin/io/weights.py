@@ -33,10 +33,11 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = True) -> None:
     """Write `data` to a temporary file beside `path`, then rename: a crash never leaves half a
     file. The file gets the permissions a plain `open` would give it (0666 less the umask), not the
-    temporary file's 0600. An OSError names `path`."""
+    temporary file's 0600. An OSError names `path`. Without `overwrite`, the file is linked into
+    place only if `path` does not exist by then (a UserError if another process made it first)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
     try:
@@ -45,7 +46,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if path exists: no check-then-write race
+            Path(tmp).unlink()
+    except FileExistsError:
+        Path(tmp).unlink(missing_ok=True)
+        raise UserError(f"{path} was written by another process meanwhile; left as it is "
+                        "(pass --force to overwrite it)") from None
     except OSError as err:  # a full disk, say: named after the file it could not write
         Path(tmp).unlink(missing_ok=True)
         raise OSError(err.errno, err.strerror, str(path)) from None
@@ -59,7 +68,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         os.close(directory)
 
 
-def atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any]) -> None:
+def atomic_save_tensors(
+    path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any], overwrite: bool = True
+) -> None:
     """Save tensors and JSON-serialisable `metadata` to one safetensors file, atomically: a unique
     temporary file, fsync, then rename (a kill never leaves half a file; concurrent writers never
     interleave)."""
@@ -68,7 +79,7 @@ def atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: 
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
     header = json.dumps(metadata)
     data = save(tensors, metadata={METADATA_KEY: header, DIGEST_KEY: digest(header, tensors)})
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, data, overwrite)
 
 
 def digest(header: str, tensors: dict[str, torch.Tensor]) -> str:
@@ -81,9 +92,12 @@ def digest(header: str, tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def save_weights(path: Path, module: nn.Module, metadata: dict[str, Any]) -> None:
-    """Save `module`'s state dict and `metadata` to one safetensors file, atomically."""
-    atomic_save_tensors(path, module.state_dict(), metadata)
+def save_weights(
+    path: Path, module: nn.Module, metadata: dict[str, Any], overwrite: bool = True
+) -> None:
+    """Save `module`'s state dict and `metadata` to one safetensors file, atomically (without
+    `overwrite`: only if no file is there by then)."""
+    atomic_save_tensors(path, module.state_dict(), metadata, overwrite)
 
 
 def load_weights(

@@ -118,12 +118,76 @@ def env_state(envs: VectorEnv) -> list[dict[str, Any]]:
     return objects
 
 
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _numeric(dtype: Any) -> bool:
+    """A dtype string naming a number of at most 8 bytes (never text, objects or records)."""
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError):
+        return False
+    return dt.kind in "biuf" and dt.itemsize <= 8
+
+
+def _well_formed(saved: Any) -> bool:
+    """An encoded value made only of what `_encode` writes: plain values, numeric arrays and
+    scalars, frames, deques, tuples, lists, bit generator states and ALE states. An env's own
+    attributes change kind as it runs (MountainCar's `state`: an array after reset, a tuple
+    after a step), so the kind is not compared with the env's; the dtype is, with `_numeric`,
+    so no checkpoint makes NumPy allocate text or objects."""
+    if _plain(saved):
+        return True
+    if isinstance(saved, list):
+        return all(map(_well_formed, saved))
+    if not isinstance(saved, dict) or not saved:
+        return False
+    tag = next(iter(saved))
+    if tag == "__array__":
+        shape = saved.get("shape")
+        return (_numeric(saved["__array__"]) and isinstance(shape, list)
+                and all(type(n) is int and n >= 0 for n in shape)
+                and isinstance(saved.get("data"), list) and all(map(_plain, saved["data"])))
+    if tag == "__scalar__":
+        return _numeric(saved["__scalar__"]) and _plain(saved.get("value"))
+    if tag in ("__bytes__", "__ale__"):
+        return isinstance(saved[tag], str)
+    if tag == "__deque__":
+        maxlen = saved.get("maxlen")
+        return ((maxlen is None or type(maxlen) is int) and isinstance(saved[tag], list)
+                and all(map(_well_formed, saved[tag])))
+    if tag in ("__tuple__",):
+        return isinstance(saved[tag], list) and all(map(_well_formed, saved[tag]))
+    if tag in ("__rng__", "__dict__"):
+        inner = saved[tag] if tag == "__dict__" else saved[tag].get("__dict__")
+        return isinstance(inner, dict) and all(map(_well_formed, inner.values()))
+    return False
+
+
 def restore_env_state(envs: VectorEnv, state: list[dict[str, Any]]) -> None:
-    """Write `env_state(...)` of an env of the same id and size into `envs` (already reset)."""
+    """Write `env_state(...)` of an env of the same id and size into `envs` (already reset).
+
+    Only attributes the env's own state declares are written, and only well-formed values
+    (`_well_formed`): a checkpoint cannot set another attribute or make NumPy allocate text or
+    objects. Anything else is a ValueError, before any attribute is written."""
     chain = list(_chain(envs))
     types = [type(obj).__qualname__ for obj in chain]
-    if types != [o["type"] for o in state]:
-        raise ValueError(f"env state was saved for {[o['type'] for o in state]}, not {types}")
+    try:
+        saved_types = [o["type"] for o in state]
+    except (TypeError, KeyError):
+        raise ValueError("env state is not a list of objects") from None
+    if types != saved_types:
+        raise ValueError(f"env state was saved for {saved_types}, not {types}")
+    for own, saved in zip(env_state(envs), state):
+        attrs = saved.get("attrs")
+        if not isinstance(attrs, dict):
+            raise ValueError(f"env state of {own['type']} has no attributes")  # noqa: TRY004
+        for name, data in attrs.items():
+            if name not in own["attrs"]:
+                raise ValueError(f"env state sets {own['type']}.{name}, which the env does not hold")
+            if not _well_formed(data):
+                raise ValueError(f"env state of {own['type']}.{name} is not a state value")
     for obj, saved in zip(chain, state):
         for name, data in saved["attrs"].items():
             setattr(obj, name, _decode(data, getattr(obj, name, None)))

@@ -304,17 +304,19 @@ def evaluate_executor(
 
 
 def pretrain_and_save(
-    cfg: ExecutorConfig, out: Path, eval_count: int = 40, progress: bool = True
+    cfg: ExecutorConfig, out: Path, eval_count: int = 40, progress: bool = True,
+    overwrite: bool = True,
 ) -> dict[str, Any]:
     """Pre-train, evaluate on `eval_count` held-out graphs of the training family and size, and
     write the executor with its description (config, training stats, held-out metrics) to `out`
-    (atomically, see `save_weights`). Returns that description.
+    (atomically, see `save_weights`; without `overwrite`, only if no file is there by then).
+    Returns that description.
     """
     executor, stats = pretrain_executor(cfg, progress)
     held_out = evaluate_executor(executor, cfg.family, cfg.states, cfg.actions, eval_count,
                                  cfg.seed, cfg.gamma, cfg.tol, cfg.maze_size)
     meta = {**to_dict(cfg), "training": stats, "held_out": held_out}
-    save_executor(out, executor, meta)
+    save_executor(out, executor, meta, overwrite)
     return meta
 
 
