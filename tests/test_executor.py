@@ -214,3 +214,13 @@ def test_pretraining_never_overwrites_a_file_written_meanwhile(
     assert code == 2 and "written by another process meanwhile" in capsys.readouterr().err
     assert out.read_bytes() == b"the first process's executor"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ex.safetensors"]
+
+
+def test_an_empty_cache_variable_is_the_default_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """XLVIN_CACHE="" (issue: it made ./executors in the current folder) means unset."""
+    from xlvin.train.pretrained import cache_dir
+
+    monkeypatch.setenv("XLVIN_CACHE", "")
+    assert cache_dir() == Path.home() / ".cache" / "xlvin"
+    monkeypatch.setenv("XLVIN_CACHE", "/somewhere")
+    assert cache_dir() == Path("/somewhere")

@@ -27,8 +27,9 @@ from xlvin.train.spaces import Spaces
 
 
 def cache_dir() -> Path:
-    """Where default executors are cached: $XLVIN_CACHE or ~/.cache/xlvin."""
-    return Path(os.environ.get("XLVIN_CACHE", Path.home() / ".cache" / "xlvin"))
+    """Where default executors are cached: $XLVIN_CACHE or ~/.cache/xlvin (an empty
+    XLVIN_CACHE counts as unset, as an empty XDG variable does: never the current folder)."""
+    return Path(os.environ.get("XLVIN_CACHE") or Path.home() / ".cache" / "xlvin")
 
 
 def executor_file(spec: str, cfg: TrainConfig | None = None, progress: bool = False) -> Path:
