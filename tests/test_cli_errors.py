@@ -123,3 +123,28 @@ def test_an_endless_config_file_is_refused_unread(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err.strip()
     assert code == 2 and "larger than 1048576 bytes" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_version(capsys: pytest.CaptureFixture) -> None:
+    from xlvin import __version__
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"xlvin {__version__}"
+
+
+@pytest.mark.parametrize("argv, guess", [
+    (["train", "--out", "r", "--total-timesteps", "100"], "did you mean --total-steps?"),
+    (["reproduce", "classic", "--seedz", "3"], "did you mean --seeds?"),
+    (["train", "--out", "r", "--zzzzzz"], None),
+])
+def test_an_unknown_option_names_the_closest_known_one(
+    argv: list[str], guess: str | None, tmp_path: Path, capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Did-you-mean from the options of the command given (not of another command)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error:") and len(err.splitlines()) == 1
+    assert (guess in err) if guess else ("did you mean" not in err)
+    assert not (tmp_path / "r").exists()

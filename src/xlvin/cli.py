@@ -7,18 +7,49 @@ imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handle
 """
 
 import argparse
+import difflib
 import os
 import sys
 import typing
 
+from xlvin import __version__
 from xlvin.errors import UserError, one_line
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (exit 2), like every other error."""
+    """argparse, but a usage error is one line on stderr (exit 2), like every other error, and
+    an unknown option names the known ones closest to it."""
 
     def error(self, message: str) -> typing.NoReturn:
-        self.exit(2, f"xlvin: error: {self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"xlvin: error: {self.prog}: {message}{self._did_you_mean(message)} "
+                     f"(see {self.prog} --help)\n")
+
+    def _did_you_mean(self, message: str) -> str:
+        """'; did you mean --total-steps?' for 'unrecognized arguments: --total-timesteps'."""
+        prefix = "unrecognized arguments: "
+        if not message.startswith(prefix):
+            return ""
+        known = sorted(_option_strings(_command_parser(self, getattr(self, "argv", []))))
+        guesses = []
+        for word in message[len(prefix):].split():
+            name = word.split("=", 1)[0]
+            if name.startswith("--"):
+                guesses += difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        return f"; did you mean {', '.join(guesses)}?" if guesses else ""
+
+
+def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub-)command that `argv` names (argparse reports an unknown option of
+    a sub-command from the top-level parser)."""
+    for word in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and word in subs[0].choices:
+            parser = subs[0].choices[word]
+    return parser
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    return {s for action in parser._actions for s in action.option_strings}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="xlvin",
         description="XLVIN: eXecuted Latent Value Iteration Networks and baselines.",
     )
+    parser.add_argument("--version", action="version", version=f"xlvin {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (executor, train, quickstart, reproduce, sweep, maze):
         module.register(sub)
@@ -73,6 +105,7 @@ def _run(argv: list[str] | None) -> int:
     from xlvin.process import prepare_process
 
     parser = build_parser()
+    parser.argv = sys.argv[1:] if argv is None else list(argv)  # for the did-you-mean
     prepare_process()  # after the imports: some of them reset warning filters
     try:
         args = parser.parse_args(argv)
