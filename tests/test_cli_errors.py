@@ -148,3 +148,17 @@ def test_an_unknown_option_names_the_closest_known_one(
     assert err.startswith("xlvin: error:") and len(err.splitlines()) == 1
     assert (guess in err) if guess else ("did you mean" not in err)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("env, hint", [
+    ("Taxi-v3", "Please use `Taxi-v4` instead"),
+    ("Cartpole-v1", "Did you mean: `CartPole`?"),
+    ("xlvin_never_imported:Env-v0", "not in gymnasium's registry"),
+])
+def test_an_unknown_env_gets_gymnasiums_own_hint_in_one_line(
+    env: str, hint: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["train", "--env", env, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert hint in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r").exists()

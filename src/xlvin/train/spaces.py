@@ -85,6 +85,18 @@ def classify(
     return spaces
 
 
+def registry_hint(env_id: str) -> str:
+    """Gymnasium's own word on an id missing from its registry ("version v3 for `Taxi` is
+    deprecated. Please use `Taxi-v4` instead", "Did you mean: `CartPole`?"), asked only for ids
+    that name no module: gymnasium imports the module of a `module:Env` id."""
+    if ":" not in env_id:
+        try:
+            gym.spec(env_id)
+        except gym.error.Error as err:
+            return " ".join(str(err).split())
+    return "not in gymnasium's registry"
+
+
 def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Spaces:
     """The `Spaces` of `gym.make(env_id, **env_kwargs)`, checked for support (`classify`). Only ids
     in gymnasium's registry are made: an id naming a module to import (`module:Env`) is refused,
@@ -92,7 +104,7 @@ def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Spaces:
     ensure_registered(env_id)
     if env_id not in gym.registry:
         raise UserError(
-            f"unknown environment {env_id!r}: not in gymnasium's registry (ids that name a module "
+            f"unknown environment {env_id!r}: {registry_hint(env_id)} (ids that name a module "
             "to import, module:Env, are refused; register it in a module and pass --gym-packages "
             "MODULE)"
         )
