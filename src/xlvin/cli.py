@@ -11,8 +11,8 @@ import difflib
 import os
 import sys
 import typing
+from importlib.metadata import version
 
-from xlvin import __version__
 from xlvin.errors import UserError, one_line
 
 
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="xlvin",
         description="XLVIN: eXecuted Latent Value Iteration Networks and baselines.",
     )
-    parser.add_argument("--version", action="version", version=f"xlvin {__version__}")
+    parser.add_argument("--version", action="version", version=f"xlvin {version('xlvin')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (executor, train, quickstart, reproduce, sweep, maze):
         module.register(sub)
