@@ -76,7 +76,7 @@ def test_npz_loader_reads_the_papers_levels() -> None:
     train, test = load_npz(str(PAPER_NPZ), "train"), load_npz(str(PAPER_NPZ), "test")
     assert len(train) == 34944 and len(test) == 6034
     assert [train.level_counts()[d] for d in range(1, 11)] == [
-        16451, 9449, 5075, 2451, 1007, 339, 117, 42, 12, 1]  # REFERENCE.md
+        16451, 9449, 5075, 2451, 1007, 339, 117, 42, 12, 1]  # the authors' npz
     assert not train.maze_keys() & test.maze_keys()
     with pytest.raises(UserError, match="not 16x16"):
         maze_split(16, "test", str(PAPER_NPZ))

@@ -22,9 +22,6 @@ from pathlib import Path
 from benchmarks.authors_code.convert import write_executor_file
 from xlvin.experiments import table1
 from xlvin.experiments.jobs import map_jobs
-from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, write_json
-from xlvin.process import quiet_known_warnings
-from xlvin.train.run import evaluate_run, train_run
 
 VARIANT = "their-executor"
 
@@ -35,18 +32,10 @@ def seeds(text: str) -> list[int]:
 
 
 def run(seed: int, root: Path, executor: Path) -> dict:
-    quiet_known_warnings()
-    cell = table1.Cell("paper", "CartPole-v0", "xlvin-r", seed)
-    cfg = cell.config()
+    cell = table1.Cell("paper", "CartPole-v0", "xlvin-r", seed, variant=VARIANT)
+    cfg = table1.Cell("paper", "CartPole-v0", "xlvin-r", seed).config()
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, executor=str(executor)))
-    run_dir = root / f"seed{seed}"
-    with claim_run_dir(run_dir):
-        if not (run_dir / SUMMARY).is_file():
-            train_run(cfg, run_dir, progress=False, resume=(run_dir / CONFIG).is_file())
-        if not (run_dir / table1.EVAL_FILE).is_file():
-            write_json(run_dir / table1.EVAL_FILE,
-                       evaluate_run(run_dir, table1.EVAL_EPISODES, table1.EVAL_SEED))
-    return table1.cell_record(dataclasses.replace(cell, variant=VARIANT), run_dir)
+    return table1.run_cell(cell, root, cfg)
 
 
 def main(argv: list[str] | None = None) -> int:

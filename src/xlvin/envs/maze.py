@@ -4,7 +4,7 @@ gymnasium environments: `xlvin/Maze-v0` and `xlvin/ContextualMaze-v0`.
 An episode is one start of a `MazeSet` (`xlvin.envs.maze_data`) drawn uniformly from those of
 the chosen level (all levels when `level` is None). Observation: float32 [3, H, W], channels
 `WALLS` (1 at walls, the border included), `AGENT` (1 at the agent's cell), `GOAL` (1 at the goal).
-Actions: the 8 `MOVES` (N, S, E, W, NE, NW, SE, SW). Rewards (REFERENCE.md, paper appendix B):
+Actions: the 8 `MOVES` (N, S, E, W, NE, NW, SE, SW). Rewards (paper appendix B):
 
 | the move ends                   | reward   | episode      |
 |---------------------------------|----------|--------------|

@@ -80,7 +80,7 @@ PAPER_AGENTS = {
 #: Executor steps K (and ATreeC's tree depth) per game (paper section 4.2).
 DEPTH = {"Freeway": 2, "Alien": 1, "Enduro": 2}
 PAPER_TRANSITIONS = 1_000_000
-#: ikostrikov's Atari PPO settings (REFERENCE.md).
+#: ikostrikov's Atari PPO settings (pytorch-a2c-ppo-acktr-gail).
 ATARI_PPO = {
     "num_envs": 8, "num_steps": 128, "lr": 2.5e-4, "anneal_lr": True, "adam_eps": 1e-5,
     "clip_coef": 0.1, "update_epochs": 4, "num_minibatches": 4, "ent_coef": 0.01,

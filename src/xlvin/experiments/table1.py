@@ -93,7 +93,7 @@ PAPER: dict[tuple[str, str], tuple[float, float]] = {
 
 # --------------------------------------------------------------------------- protocol `ours`
 
-#: The authors' classic-control PPO settings as our first protocol used them (REFERENCE.md):
+#: The authors' classic-control PPO settings as our first protocol used them (dransyhe/CNAP):
 #: lr 1e-3, clip 0.2, value coefficient 0.5, entropy 0.01, max grad norm 0.5, gamma 0.99, no
 #: learning-rate decay; with our GAE and 4 epochs x 4 minibatches.
 OURS_PPO = PPOConfig(lr=1e-3, anneal_lr=False)
@@ -292,8 +292,9 @@ def is_finished(run_dir: Path) -> bool:
     return (run_dir / SUMMARY).is_file() and (run_dir / EVAL_FILE).is_file()
 
 
-def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
-    """Train and evaluate one cell unless it is already finished; return its record.
+def run_cell(cell: Cell, root: Path, config: RunConfig | None = None) -> dict[str, Any]:
+    """Train and evaluate one cell (with `config` in place of `cell.config()` when given)
+    unless it is already finished; return its record.
 
     A cell directory with a config but no summary is an interrupted run: it resumes from its
     last checkpoint (`train_run(..., resume=True)`) and ends as an uninterrupted run would. The
@@ -304,7 +305,8 @@ def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
     run_dir = cell.run_dir(root)
     with claim_run_dir(run_dir):
         if not (run_dir / SUMMARY).is_file():
-            train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file())
+            train_run(config or cell.config(), run_dir, progress=False,
+                      resume=(run_dir / CONFIG).is_file())
         if not (run_dir / EVAL_FILE).is_file():
             write_json(run_dir / EVAL_FILE, evaluate_run(run_dir, EVAL_EPISODES, EVAL_SEED))
     return cell_record(cell, run_dir)

@@ -1,5 +1,5 @@
 """Seeded synthetic MDP families for pre-training and evaluating the executor (paper appendix
-"Synthetic graphs"; REFERENCE.md, "Executor").
+"Synthetic graphs"; Deac et al. 2020).
 
 Every generator draws from the `np.random.Generator` it is given and nothing else. Each action
 draws its own adjacency independently (a known bug of public generators seeded every action's

@@ -17,7 +17,7 @@ def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
 
 
 class MLPEncoder(nn.Module):
-    """Three-layer MLP with ReLU for flat observations: in -> 2F -> F -> k (REFERENCE.md).
+    """Three-layer MLP with ReLU for flat observations: in -> 2F -> F -> k (the authors' TransE encoder).
 
     The paper's classic-control encoders use F = 64 / 32 / 16 (CartPole / Acrobot / MountainCar)
     and k = 50 outputs.

@@ -104,7 +104,7 @@ def execute_tree(
     levels[d] [B * A^d, H] are the nodes; edges [A, H] is the embedded edge feature of each
     action. Messages flow from child h' to parent h along edge (h, h', a), as value iteration
     backs values up from successors; leaves receive none (aggregate 0). chi = X(nodes), then
-    chi = X(chi + nodes) for the remaining steps (REFERENCE.md), so every step sees the tree's
+    chi = X(chi + nodes) for the remaining steps (the authors' code, dransyhe/CNAP), so every step sees the tree's
     node embeddings as well as the previous step's output. With steps = 0 there is no planning
     and chi is the root embedding itself.
 

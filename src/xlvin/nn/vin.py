@@ -29,7 +29,7 @@ def paper_iterations(side: int) -> int:
 
 
 class ValueIteration(nn.Module):
-    """VIN's planning module (Tamar et al. 2016, section 3; REFERENCE.md):
+    """VIN's planning module (Tamar et al. 2016, section 3):
 
         h = Conv3x3(x)              x = [walls, goal] [B, 2, H, W] -> [B, hidden, H, W]
         R = Conv1x1(h), no bias     the reward map [B, 1, H, W]

@@ -1,5 +1,5 @@
 """Pre-training the VI executor on synthetic MDPs and evaluating it on held-out ones (paper
-appendix "Pre-training"; REFERENCE.md, "Executor").
+appendix "Pre-training"; Deac et al. 2020).
 
 Training is teacher-forced: at every VI step t the executor gets the true V_t and regresses the
 true change V_{t+1} - V_t of the Bellman backup (eq. 1) with MSE, Adam. Evaluation runs it on its

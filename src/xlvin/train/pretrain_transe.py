@@ -20,7 +20,7 @@ from xlvin.nn.transition import TransitionModel
 
 @dataclass
 class TransEConfig:
-    """TransE pre-training settings (REFERENCE.md: batch 128, Adam with its default lr)."""
+    """TransE pre-training settings (Kipf et al. 2020 and the authors' code: batch 128, Adam with its default lr)."""
 
     episodes: int = option(1000, "random-policy episodes collected for TransE pre-training")
     max_transitions: int = option(

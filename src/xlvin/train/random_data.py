@@ -19,7 +19,7 @@ def random_transitions(
 
     The environment is reset by hand between episodes, so a terminal step is paired with its
     true final observation and never with the next episode's reset observation (the autoreset
-    bug REFERENCE.md warns about). Episode i is reset with seed `seed + i`.
+    bug of public TransE code). Episode i is reset with seed `seed + i`.
     """
     env = gym.make(env_id, **(env_kwargs or {}))
     env.action_space.seed(seed)
