@@ -17,7 +17,7 @@ border. VIN's MATLAB script differs (randi(maxObs) attempts, circles too, size_m
 single cells, which walls 7.4 of the 36 interior cells on average); the port reads size_max 0 as
 side / 4 = 2 and draws rectangles only, which walls 23.9 (sd 3.0), as the paper's set does
 (23.8, sd 3.0). `MAZE_SETTINGS` holds the settings; the level histograms are compared in the
-README.
+docs/mazes.md.
 """
 
 import functools

@@ -4,7 +4,7 @@ cluster whose nodes share no filesystem.
 A preset is one `Preset` entry in `PRESETS`: an experiment is a list of cells (from a number of
 seeds and the preset's own options), a function that runs one cell in a run directory and returns
 its record, and a writer of the results files from all records. Adding an experiment's sweep is
-adding its entry (README, "Sweeps on Ray").
+adding its entry (docs/ray.md, "Presets, and adding one").
 
 `run_sweep` runs on the driver, the only process that writes the run directories' root and the
 results. Finished cells are skipped (their records are read from the driver's run directories).
