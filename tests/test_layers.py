@@ -3,7 +3,7 @@ have no cycle.
 
 The layers, lowest first (a module may import its own layer and those below):
 
-  base         errors, config, stats: no model, no env
+  base         errors, config, stats, kernels: no model, no env
   envs         environments added to gymnasium's registry, the user's env modules
   mdp          MDPs and value iteration (the executor's training data)
   nn           the model, plain PyTorch, and the losses on its outputs (TransE, PPO)
@@ -24,7 +24,7 @@ import xlvin
 
 SRC = Path(xlvin.__file__).parent
 LAYERS = (
-    ("base", ("xlvin.errors", "xlvin.config", "xlvin.stats")),
+    ("base", ("xlvin.errors", "xlvin.config", "xlvin.stats", "xlvin.kernels")),
     ("envs", ("xlvin.envs",)),
     ("mdp", ("xlvin.mdp",)),
     ("nn", ("xlvin.nn",)),

@@ -14,6 +14,7 @@ import typing
 from importlib.metadata import version
 
 from xlvin.errors import UserError, one_line
+from xlvin.kernels import DEFAULT_ON, add_option, pin, wanted
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,7 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (executor, train, quickstart, reproduce, sweep, maze):
         module.register(sub)
+    for path, command in _commands(parser):
+        add_option(command, default=path[0] in DEFAULT_ON)
     return parser
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command that runs (a leaf of the sub-command tree), with its words."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [(path, parser)]
+    return [leaf for word, child in subs[0].choices.items()
+            for leaf in _commands(child, (*path, word))]
 
 
 def os_error_line(err: OSError) -> str:
@@ -102,10 +116,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     """Parse the command line and run the command (errors are `main`'s)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if wanted(words):
+        pin()  # before the imports below load NumPy and torch
     from xlvin.process import prepare_process
 
     parser = build_parser()
-    parser.argv = sys.argv[1:] if argv is None else list(argv)  # for the did-you-mean
+    parser.argv = words  # for the did-you-mean
     prepare_process()  # after the imports: some of them reset warning filters
     try:
         args = parser.parse_args(argv)

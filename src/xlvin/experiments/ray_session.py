@@ -20,6 +20,7 @@ from typing import Any
 
 from xlvin.errors import UserError
 from xlvin.experiments.ray_reaper import start_reaper
+from xlvin.kernels import pinned, pins
 
 INSTALL_HINT = "`xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
 CONNECT_TIMEOUT = 60.0  # seconds to start local Ray or reach a cluster
@@ -52,6 +53,8 @@ def init_ray(address: str | None, workers: int | None, timeout: float = CONNECT_
         "include_dashboard": False,
         "log_to_driver": False,  # workers' stdout/stderr stay in Ray's log files
         "logging_level": logging.ERROR,
+        # workers start under this process's kernel mode (Ray starts them, not this process)
+        "runtime_env": {"env_vars": pins()} if pinned() else None,
     }
     where = address or "local Ray"
     refused = getattr(ray.exceptions, "AuthenticationError", ConnectionError)  # Ray with tokens

@@ -26,6 +26,7 @@ from xlvin.io.run_dir import (
     write_json,
 )
 from xlvin.io.weights import load_state, load_weights, save_weights
+from xlvin.kernels import in_effect
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import seed_everything, set_threads
@@ -174,6 +175,7 @@ def _train_claimed(
     logger.close()
     summary["ppo"] = dataclasses.asdict(result)
     summary["resumed"] = resuming
+    summary["kernels"] = in_effect()  # of the process that finished the run
     summary["wall_seconds"] = summary["pretrain_seconds"] + result.wall_time_s
     summary["stopped_at_deadline"] = result.stopped_at_deadline
     if result.stopped_at_deadline:  # unfinished: resumable from the checkpoint just saved

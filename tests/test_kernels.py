@@ -1,0 +1,103 @@
+"""Reproducible mode (`xlvin.kernels`): the same seed trains the same model whatever kernel
+path the CPU would pick, tested by emulating other CPUs on this one."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xlvin.cli import _commands, build_parser
+from xlvin.errors import UserError
+from xlvin.kernels import DEFAULT_ON, in_effect, pin, pinned, pins, wanted
+
+#: What another CPU's libraries would choose, set through the same variables: an AVX2 CPU (no
+#: AVX-512 anywhere), and an AMD Zen's OpenBLAS kernels.
+AVX512 = "avx512f" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+EMULATED_CPUS = {
+    "this CPU": {},
+    "an AVX2 CPU": {"ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell",
+                    "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                    "NPY_DISABLE_CPU_FEATURES": pins()["NPY_DISABLE_CPU_FEATURES"]},
+    "a Zen CPU": {"OPENBLAS_CORETYPE": "Zen"},
+}
+#: Trains a tiny PPO (NumPy acting: OpenBLAS and NumPy's SIMD) and a tiny XLVIN (torch: MKL
+#: and ATen) on CartPole with the Python API; prints a digest of both models' weights and the
+#: kernel mode their summaries recorded.
+TRAIN_BOTH = """
+import hashlib, json, sys
+from xlvin import PPO, XLVIN
+digest, modes = hashlib.sha256(), set()
+for cls, options, steps in ((PPO, {}, 2048), (XLVIN, {"executor": sys.argv[1], "transe_epochs": 1}, 512)):
+    model = cls("CartPole-v1", seed=3, num_envs=2, num_steps=32, **options)
+    model.learn(total_steps=steps, progress=False)
+    for name, value in sorted(model.policy.state_dict().items()):
+        digest.update(name.encode() + value.numpy().tobytes())
+    modes.add(model.summary["kernels"]["mode"])
+print(json.dumps({"digest": digest.hexdigest(), "modes": sorted(modes)}))
+"""
+
+
+def _train(executor: Path, env: dict[str, str]) -> dict:
+    done = subprocess.run([sys.executable, "-c", TRAIN_BOTH, str(executor)], env=env,
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _environment(cpu: dict[str, str], reproducible: bool) -> dict[str, str]:
+    """This process's environment without the mode (conftest sets it), then the emulated
+    CPU's choices, then (reproducible) the mode's pins over them."""
+    env = {k: v for k, v in os.environ.items() if k not in pins()}
+    env.update(cpu)
+    if reproducible:
+        env.update(pins())
+    return env
+
+
+@pytest.mark.slow
+def test_reproducible_mode_trains_the_same_model_on_every_emulated_cpu(
+    executor_path: Path,
+) -> None:
+    free = {cpu: _train(executor_path, _environment(env, False)) for cpu, env in EMULATED_CPUS.items()}
+    fixed = {cpu: _train(executor_path, _environment(env, True)) for cpu, env in EMULATED_CPUS.items()}
+    assert {r["digest"] for r in fixed.values()} == {fixed["this CPU"]["digest"]}
+    assert all(r["modes"] == ["reproducible"] for r in fixed.values())
+    assert all(r["modes"] == ["cpu-default"] for r in free.values())
+    if AVX512:  # this CPU's default path (AVX-512) is not an AVX2 CPU's: the floats move
+        assert free["this CPU"]["digest"] != free["an AVX2 CPU"]["digest"]
+        assert fixed["this CPU"]["digest"] not in {r["digest"] for r in free.values()}
+
+
+def test_the_command_decides_the_mode_before_parsing() -> None:
+    assert wanted(["reproduce", "classic", "--seeds", "2"])
+    assert wanted(["quickstart"])
+    assert not wanted(["train", "--env", "CartPole-v1"])
+    assert wanted(["train", "--env", "CartPole-v1", "--reproducible"])
+    assert not wanted(["reproduce", "atari", "--no-reproducible"])
+    assert wanted(["reproduce", "atari", "--no-reproducible", "--reproducible"])  # the last wins
+
+
+def test_every_command_takes_the_option_with_its_default() -> None:
+    commands = _commands(build_parser())
+    assert len(commands) >= 10
+    for path, parser in commands:
+        default = next(a.default for a in parser._actions if a.dest == "reproducible")
+        assert default == (path[0] in DEFAULT_ON), path
+        assert wanted(list(path)) == default
+
+
+def test_pinning_after_numpy_loaded_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert pinned()  # the suite runs in the mode (conftest)
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert not pinned() and in_effect()["mode"] == "cpu-default"
+    with pytest.raises(UserError, match="before numpy, torch"):
+        pin()
+    assert "OPENBLAS_CORETYPE" not in os.environ  # nothing half-set
+
+
+def test_python_can_start_under_the_modes_variables() -> None:
+    printed = subprocess.run([sys.executable, "-m", "xlvin.kernels"], capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert dict(pair.split("=", 1) for pair in printed) == pins()
