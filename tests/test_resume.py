@@ -251,6 +251,11 @@ def test_a_run_killed_during_transe_pretraining_resumes_from_its_last_epoch(
      "not a state value"),
     (lambda attrs: attrs.update(state={"__scalar__": "<U9", "value": "x"}), "not a state value"),
     (lambda attrs: attrs.update(state={"__evil__": "os.system"}), "not a state value"),
+    (lambda attrs: attrs.update(x_threshold=-1), "another type or shape"),  # an int for a float
+    (lambda attrs: attrs.update(state={"__array__": "<f8", "shape": [3], "data": [0.0] * 3}),
+     "another type or shape"),
+    (lambda attrs: attrs.update(state={"__array__": "<f8", "shape": [4], "data": [0.0] * 2}),
+     "another type or shape"),
 ])
 def test_env_state_restore_refuses_undeclared_attributes_and_non_numeric_dtypes(
     tamper, message: str

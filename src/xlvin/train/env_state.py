@@ -16,6 +16,7 @@ with `restoreState`, and their wrappers' frame buffers are uint8 arrays and dequ
 """
 
 import base64
+import math
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -165,11 +166,27 @@ def _well_formed(saved: Any) -> bool:
     return False
 
 
+def _fits(saved: Any, own: Any) -> bool:
+    """Whether a well-formed saved value can stand where the env holds `own`: a plain value of
+    the same type (or either None: `steps_beyond_terminated` is None until an episode ends),
+    an array or frame of the same shape, with as many numbers as its shape holds. Other kinds
+    may differ (see `_well_formed`)."""
+    if _plain(saved) and _plain(own):
+        return saved is None or own is None or type(saved) is type(own)
+    if isinstance(saved, dict) and isinstance(own, dict) and next(iter(own)) in (
+        "__array__", "__bytes__"
+    ) and next(iter(saved)) == next(iter(own)):
+        if saved["shape"] != own["shape"]:
+            return False
+        return "data" not in saved or len(saved["data"]) == math.prod(saved["shape"])
+    return True
+
+
 def restore_env_state(envs: VectorEnv, state: list[dict[str, Any]]) -> None:
     """Write `env_state(...)` of an env of the same id and size into `envs` (already reset).
 
     Only attributes the env's own state declares are written, and only well-formed values
-    (`_well_formed`): a checkpoint cannot set another attribute or make NumPy allocate text or
+    (`_well_formed`) that fit the env's own (`_fits`): a checkpoint cannot set another attribute or make NumPy allocate text or
     objects. Anything else is a ValueError, before any attribute is written."""
     chain = list(_chain(envs))
     types = [type(obj).__qualname__ for obj in chain]
@@ -188,6 +205,9 @@ def restore_env_state(envs: VectorEnv, state: list[dict[str, Any]]) -> None:
                 raise ValueError(f"env state sets {own['type']}.{name}, which the env does not hold")
             if not _well_formed(data):
                 raise ValueError(f"env state of {own['type']}.{name} is not a state value")
+            if not _fits(data, own["attrs"][name]):
+                raise ValueError(f"env state of {own['type']}.{name} does not fit the env's "
+                                 "(another type or shape)")
     for obj, saved in zip(chain, state):
         for name, data in saved["attrs"].items():
             setattr(obj, name, _decode(data, getattr(obj, name, None)))
