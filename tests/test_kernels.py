@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,11 @@ print(json.dumps({"digest": digest.hexdigest(), "modes": sorted(modes)}))
 """
 
 
+#: The reproducible digest as another CPU computed it, with the library versions it holds for.
+GOLDEN = Path(__file__).parent / "fixtures" / "kernels" / "reproducible.json"
+LIBRARIES = ("torch", "numpy", "gymnasium")
+
+
 def _train(executor: Path, env: dict[str, str]) -> dict:
     done = subprocess.run([sys.executable, "-c", TRAIN_BOTH, str(executor)], env=env,
                           capture_output=True, text=True, check=True)
@@ -68,6 +74,11 @@ def test_reproducible_mode_trains_the_same_model_on_every_emulated_cpu(
     if AVX512:  # this CPU's default path (AVX-512) is not an AVX2 CPU's: the floats move
         assert free["this CPU"]["digest"] != free["an AVX2 CPU"]["digest"]
         assert fixed["this CPU"]["digest"] not in {r["digest"] for r in free.values()}
+    golden = json.loads(GOLDEN.read_text())
+    versions = {name: version(name) for name in LIBRARIES}
+    if versions != golden["versions"]:
+        pytest.skip(f"the recorded digest holds for {golden['versions']}, not {versions}")
+    assert fixed["this CPU"]["digest"] == golden["digest"], f"recorded on {golden['cpu']}"
 
 
 def test_the_command_decides_the_mode_before_parsing() -> None:
