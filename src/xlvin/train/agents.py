@@ -131,16 +131,20 @@ def resolve_agent(name: str, choices: Sequence[str] | None = None) -> str:
     UserError with the closest name (did you mean) and the choices. Where `choices` has no
     `xlvin` of its own, `xlvin` is XLVIN with its default executor: xlvin-r."""
     allowed = tuple(choices) if choices is not None else agent_names()
-    aliases = {**AGENT_ALIASES, **({} if "xlvin" in allowed else {"xlvin": "xlvin-r"})}
     more = "; or register_agent your own" if choices is None else ""
-    return choice(name, allowed, "agent", aliases, more=more)
+    return choice(name, allowed, "agent", _aliases(allowed), more=more)
 
 
 def resolve_agents(text: str, choices: Sequence[str]) -> list[str]:
     """The canonical names of a comma-separated list of agents (an experiment's `--agents`),
-    each resolved by `resolve_agent` among `choices`."""
-    aliases = {**AGENT_ALIASES, **({} if "xlvin" in choices else {"xlvin": "xlvin-r"})}
-    return csv_choices(text, tuple(choices), "agent", aliases)
+    each resolved as `resolve_agent` resolves it among `choices`."""
+    return csv_choices(text, tuple(choices), "agent", _aliases(choices))
+
+
+def _aliases(choices: Sequence[str]) -> dict[str, str]:
+    """The aliases of agents among `choices`: the older spellings, and `xlvin` for xlvin-r
+    where `choices` has no `xlvin` of its own."""
+    return {**AGENT_ALIASES, **({} if "xlvin" in choices else {"xlvin": "xlvin-r"})}
 
 
 def is_agent_name(name: str) -> bool:

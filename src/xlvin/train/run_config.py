@@ -68,7 +68,7 @@ class TrainConfig:
         "xlvin", "agent to train: ppo, xlvin-r, xlvin-cp, atreec, the maze planners vin, "
         "vin-mean, vin-max, gvin, or xlvin: XLVIN with the executor of --executor (xlvin-r is "
         "xlvin with --executor random); older spellings (xlvin_r, vin_mean) are accepted; or one "
-        "added with xlvin.register_agent. Saved as the builder (xlvin) and its executor"
+        "added with xlvin.register_agent. config.json records xlvin-r as agent xlvin, executor random"
     )
     seed: int = option(0, "training seed: torch, numpy and environment seeds derive from it")
     hidden: int = option(
@@ -85,8 +85,8 @@ class TrainConfig:
         "(distilled from the agent's) ranks highest; 0: the full tree"
     )
     executor: str = option(
-        DEFAULT_EXECUTOR, "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
-        "executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
+        DEFAULT_EXECUTOR, "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the "
+        "paper's maze executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
         "ablation), 'authors-random' (the XLVIN-R executor of the authors' later code) or a "
         ".safetensors file"
     )
