@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # The paper's Atari cells (figures 4 and 6) on one lent GPU machine, each cell its own process:
-# by default Freeway x {ppo, xlvin_r, xlvin_cp, atreec} for FREEWAY transitions, Alien and
-# Enduro x {ppo, xlvin_r, atreec} for OTHERS transitions, seeds FIRST_SEED .. FIRST_SEED +
-# SEEDS - 1 (default one seed); CELLS="Freeway:ppo,xlvin_r Alien:ppo" picks other games and
+# by default Freeway x {ppo, xlvin-r, xlvin-cp, atreec} for FREEWAY transitions, Alien and
+# Enduro x {ppo, xlvin-r, atreec} for OTHERS transitions, seeds FIRST_SEED .. FIRST_SEED +
+# SEEDS - 1 (default one seed); CELLS="Freeway:ppo,xlvin-r Alien:ppo" picks other games and
 # agents. Training stops DEADLINE_MIN minutes after launch wherever it got to (checkpointed:
 # `xlvin reproduce atari` resumes it), then each cell evaluates its greedy policy on 10 fresh
 # games. A failing cell leaves the others running. Writes to $OUT: log-<cell>.txt files merged
 # into cells.log, and runs.tgz (metrics, configs, summaries, final evaluations; no weights).
 # Usage:
 #   OUT=dir RUNS=dir DEVICE=cuda FREEWAY=200000 OTHERS=100000 DEADLINE_MIN=6.5 bash atari_device.sh
-#   OUT=dir RUNS=dir CELLS="Freeway:ppo,xlvin_r" SEEDS=4 FREEWAY=100000 bash atari_device.sh
+#   OUT=dir RUNS=dir CELLS="Freeway:ppo,xlvin-r" SEEDS=4 FREEWAY=100000 bash atari_device.sh
 set -u -o pipefail
 : "${OUT:?}" "${RUNS:?}" "${DEVICE:=cuda}" "${FREEWAY:=200000}" "${OTHERS:=100000}"
 : "${DEADLINE_MIN:=6.5}" "${EVAL_GAMES:=10}" "${HARD_LIMIT_S:=560}" "${SEEDS:=1}" "${FIRST_SEED:=0}"
-: "${CELLS:=Freeway:ppo,xlvin_r,xlvin_cp,atreec Alien:ppo,xlvin_r,atreec Enduro:ppo,xlvin_r,atreec}"
+: "${CELLS:=Freeway:ppo,xlvin-r,xlvin-cp,atreec Alien:ppo,xlvin-r,atreec Enduro:ppo,xlvin-r,atreec}"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 python3 - <<'PY' || exit 1
 import sys, torch, numpy, gymnasium, ale_py, cv2

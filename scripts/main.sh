@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set everything up, then run the main job: `xlvin quickstart` (a few minutes on 2 CPU cores).
+# Set up the core (no extras: what `xlvin quickstart` needs), then run the main job: `xlvin
+# quickstart` (a few minutes on 2 CPU cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

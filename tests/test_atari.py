@@ -129,8 +129,8 @@ def test_cells_follow_the_paper_and_bad_options_are_one_error() -> None:
                               transitions="Freeway=2048,Alien=1024", device="cpu")
     cells = atari.cells_from_options(2, args)
     assert [(c.game, c.agent) for c in cells[::2]] == [
-        ("Freeway", "ppo"), ("Freeway", "xlvin_r"), ("Freeway", "xlvin_cp"), ("Freeway", "atreec"),
-        ("Alien", "ppo"), ("Alien", "xlvin_r"), ("Alien", "atreec")]
+        ("Freeway", "ppo"), ("Freeway", "xlvin-r"), ("Freeway", "xlvin-cp"), ("Freeway", "atreec"),
+        ("Alien", "ppo"), ("Alien", "xlvin-r"), ("Alien", "atreec")]
     alien = cells[-1].config()
     assert (alien.train.depth, alien.train.env, alien.ppo.total_steps) == (1, "xlvin/AlienTrain-v4", 1024)
     assert (alien.ppo.clip_coef, alien.ppo.num_envs, alien.ppo.num_steps, alien.ppo.lr) == (0.1, 8, 128, 2.5e-4)
@@ -185,7 +185,7 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
     """Over seeds: the AUC's and the greedy score's IQM inside its 95 % bootstrap interval, the
     probability that an agent's AUC beats PPO's, how many seeds ever scored; each seed in its
     own row of atari.md; the figure written."""
-    aucs = {"ppo": [0.0, 0.0, 9.0, 12.0, 15.0], "xlvin_r": [0.0, 0.0, 0.0, 0.0, 3.0]}
+    aucs = {"ppo": [0.0, 0.0, 9.0, 12.0, 15.0], "xlvin-r": [0.0, 0.0, 0.0, 0.0, 3.0]}
     records = [fake_record(agent, seed, auc, 2 * auc, None if auc == 0 else 1024 * (seed + 1))
                for agent, values in aucs.items() for seed, auc in enumerate(values)]
     text = atari.write_results(records, tmp_path)
@@ -196,9 +196,9 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
         assert auc["iqm_low"] <= auc["iqm"] <= auc["iqm_high"]
         assert auc["mean"] == pytest.approx(np.mean(values))
         assert rows[agent]["final_eval"]["iqm"] == pytest.approx(2 * auc["iqm"])
-    assert (rows["ppo"]["seeds_scored"], rows["xlvin_r"]["seeds_scored"]) == (3, 1)
+    assert (rows["ppo"]["seeds_scored"], rows["xlvin-r"]["seeds_scored"]) == (3, 1)
     # of the 25 pairs, XLVIN-R's 3.0 beats PPO's two zeros, its four zeros tie them: (2 + 4 x 2 x 0.5) / 25
-    over = rows["xlvin_r"]["auc_over_ppo"]
+    over = rows["xlvin-r"]["auc_over_ppo"]
     assert rows["ppo"]["auc_over_ppo"] is None and over["p"] == pytest.approx(6 / 25)
     assert over["low"] <= over["p"] <= over["high"]
     assert rows["ppo"]["steps_per_second"] == pytest.approx(102.0)

@@ -27,7 +27,7 @@ CASES = {
     "zero lr": (["train", "--agent", "ppo", "--lr", "0"], "lr must be > 0"),
     "missing executor": (["train", "--executor", "/nonexistent.safetensors"], "neither 'random'"),
     "existing out": (["train", "--agent", "ppo"], "already holds a run"),
-    "unknown agent": (["train", "--agent", "dqn"], "unknown agent 'dqn'; choose one of xlvin, ppo"),
+    "unknown agent": (["train", "--agent", "dqn"], "unknown agent 'dqn' (choose from ppo, xlvin-r, xlvin-cp"),
     "mistyped flag value": (["train", "--depth", "two"], "argument --depth: invalid int value"),
     "huge depth": (["train", "--agent", "xlvin", "--depth", "40"],
                    "--depth 40 with 2 actions builds more than"),

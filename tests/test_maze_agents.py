@@ -157,7 +157,7 @@ def test_vin_learns_level_1_from_expert_actions() -> None:
     assert before < 0.3 and after > 0.8
 
 
-@pytest.mark.parametrize("agent", ["vin", "vin_mean", "vin_max", "gvin", "ppo"])
+@pytest.mark.parametrize("agent", ["vin", "vin-mean", "vin-max", "gvin", "ppo"])
 def test_every_maze_agent_trains_with_the_librarys_ppo(agent: str, tmp_path: Path) -> None:
     cfg = RunConfig(
         train=TrainConfig(env="xlvin/Maze-v0", agent=agent, hidden=8, checkpoint_every=0),

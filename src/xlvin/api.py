@@ -16,7 +16,6 @@ over this module.
 """
 
 import copy
-import difflib
 import re
 import shutil
 import tempfile
@@ -28,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from xlvin.config import from_dict, load_json, to_dict
+from xlvin.config import close_match, from_dict, load_json, to_dict
 from xlvin.envs.packages import import_gym_packages
 from xlvin.errors import UserError
 from xlvin.io.run_dir import (
@@ -43,7 +42,7 @@ from xlvin.io.run_dir import (
 from xlvin.io.weights import save_weights
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import seed_everything
-from xlvin.train.agents import agent_spec, build_agent
+from xlvin.train.agents import agent_spec, build_agent, expand_agent
 from xlvin.train.collect import policy_device
 from xlvin.train.pretrained import executor_file, load_executor_processor
 from xlvin.train.run import evaluate_agent, load_run, train_run
@@ -62,10 +61,11 @@ def with_options(cfg: RunConfig, options: dict[str, Any], source: str) -> RunCon
     """`cfg` with `options` (Python names of the command line's flags) set, every value checked
     as a config file's is; one UserError for an unknown name or a bad value."""
     known = option_names()
+    options = expand_agent(options)  # agent="xlvin-cp": agent xlvin, executor cartpole
     unknown = [name for name in options if name not in known]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], known, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        close = close_match(unknown[0], known)
+        hint = f" (did you mean {close}?)" if close else ""
         raise UserError(f"{source}: unknown option {unknown[0]!r}{hint}; the options are those of "
                         "`xlvin train --help`, dashes as underscores")
     sections = {}

@@ -7,12 +7,12 @@ imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handle
 """
 
 import argparse
-import difflib
 import os
 import sys
 import typing
 from importlib.metadata import version
 
+from xlvin.config import close_match
 from xlvin.errors import UserError, one_line
 from xlvin.kernels import DEFAULT_ON, add_option, pin, wanted
 
@@ -34,8 +34,8 @@ class Parser(argparse.ArgumentParser):
         guesses = []
         for word in message[len(prefix):].split():
             name = word.split("=", 1)[0]
-            if name.startswith("--"):
-                guesses += difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            guess = close_match(name, known) if name.startswith("--") else None
+            guesses += [guess] if guess else []
         return f"; did you mean {', '.join(guesses)}?" if guesses else ""
 
 

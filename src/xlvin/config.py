@@ -6,10 +6,12 @@ into `--kebab-case` flags whose `--help` text is that help, and `from_args` buil
 
 import argparse
 import dataclasses
+import difflib
 import json
 import math
 import types
 import typing
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -206,13 +208,54 @@ def load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def csv_choices(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    """The items of a comma-separated option, each one of `allowed`; one UserError naming the
-    unknown ones (`what`: what an item is) or an empty list."""
+def _folded(name: str) -> str:
+    """A name compared ignoring case and `_` against `-` (XLVIN-R, xlvin_r and xlvin-r agree)."""
+    return name.casefold().replace("_", "-")
+
+
+def close_match(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to `word` (difflib's ratio of at least 0.6, compared ignoring case
+    and `_` against `-`), or None: the did-you-mean of every unknown name the user types (options,
+    agents, environments, games)."""
+    by_folded: dict[str, str] = {}
+    for name in candidates:
+        by_folded.setdefault(_folded(name), name)
+    close = difflib.get_close_matches(_folded(word), list(by_folded), n=1, cutoff=0.6)
+    return by_folded[close[0]] if close else None
+
+
+def choice(
+    text: str, allowed: Sequence[str], what: str, aliases: Mapping[str, str] | None = None,
+    more: str = "",
+) -> str:
+    """`text` as one of `allowed`: itself, the name its alias stands for (`aliases`: alias ->
+    one of `allowed`; those naming something else are ignored), or the one name or alias it
+    spells otherwise (case, `_` for `-`). Anything else is one UserError naming the closest
+    name (did you mean) and the choices (`what`: what a name is; `more`: said after them)."""
+    aliases = {a: name for a, name in (aliases or {}).items() if name in allowed}
+    if text in allowed:
+        return text
+    if text in aliases:
+        return aliases[text]
+    spelled = {aliases.get(name, name) for name in (*allowed, *aliases)
+               if _folded(name) == _folded(text)}
+    if len(spelled) == 1:
+        return spelled.pop()
+    guess = close_match(text, (*allowed, *aliases))
+    hint = f"; did you mean {aliases.get(guess, guess)}?" if guess else ""
+    raise UserError(f"unknown {what} {text!r}{hint} (choose from {', '.join(allowed)}{more})")
+
+
+def csv_choices(
+    text: str, allowed: Sequence[str], what: str, aliases: Mapping[str, str] | None = None
+) -> list[str]:
+    """The items of a comma-separated option, each resolved by `choice` (an alias or another
+    spelling of a name becomes the name); one UserError for an unknown item, an empty list or a
+    name given twice."""
     items = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in items if x not in allowed]
-    if bad or not items:
-        raise UserError(f"unknown {what} {', '.join(bad) or text!r}; choose from {', '.join(allowed)}")
+    if not items:
+        raise UserError(f"unknown {what} {text!r}; choose from {', '.join(allowed)}")
+    items = [choice(x, allowed, what, aliases) for x in items]
     repeated = sorted({x for x in items if items.count(x) > 1})
     if repeated:  # one cell would count twice, and could run twice at once
         raise UserError(f"{what} {', '.join(repeated)} given more than once in {text!r}")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from xlvin.config import add_options, from_args
+from xlvin.experiments.figures import require_plots
 from xlvin.experiments.maze_embeddings import (
     PAPER_LEVELS,
     check_xlvin_run,
@@ -34,6 +35,7 @@ def _vin_check(args: argparse.Namespace) -> None:
 
 
 def _embeddings(args: argparse.Namespace) -> None:
+    require_plots()
     levels = parse_levels(args.levels)
     run = args.run.expanduser()
     transe = from_args(TransEConfig, args, check_xlvin_run(run).transe, prefix="transe-")

@@ -12,6 +12,7 @@ from tqdm import tqdm
 from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments import atari, executor_ablation, maze, table1
+from xlvin.experiments.figures import require_plots
 from xlvin.experiments.jobs import deadline_after
 from xlvin.train.run_config import MAX_SEED
 
@@ -39,7 +40,9 @@ MAX_SEEDS = 10_000
 
 def _check_seeds(args: argparse.Namespace) -> None:
     """--seeds in [1, MAX_SEEDS], --first-seed >= 0, the last seed a valid training seed and
-    --jobs >= 1: checked before any cell is built or any folder made."""
+    --jobs >= 1, and matplotlib there for the figures every experiment ends with: checked before
+    any cell is built or any folder made."""
+    require_plots()
     if not 1 <= args.seeds <= MAX_SEEDS or args.jobs < 1 or args.first_seed < 0:
         raise UserError(f"--seeds must be in [1, {MAX_SEEDS}], --jobs >= 1, --first-seed >= 0")
     last = args.first_seed + args.seeds - 1

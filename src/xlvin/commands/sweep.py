@@ -7,6 +7,7 @@ from pathlib import Path
 
 from xlvin.errors import UserError
 from xlvin.experiments import ray_session, sweep
+from xlvin.experiments.figures import require_plots
 from xlvin.io.storage import RunStorage
 
 
@@ -19,6 +20,7 @@ def _sweep(args: argparse.Namespace) -> None:
     if not args.timeout > 0:
         raise UserError(f"--timeout must be > 0 seconds, got {args.timeout}")
     ray_session.import_ray()  # before any work: without Ray, say how to install it
+    require_plots()  # and the results' figures need matplotlib
     cells = preset.cells(args.seeds, args)
     storage = RunStorage(args.storage) if args.storage else None
     root = (args.runs or preset.runs).resolve()

@@ -8,6 +8,7 @@ from xlvin.api import EVAL_SEED, Model, check_evaluation
 from xlvin.config import add_options, from_args, load_json
 from xlvin.envs.packages import import_gym_packages
 from xlvin.io.run_dir import CONFIG
+from xlvin.train.agents import expand_agent
 from xlvin.train.run_config import SECTIONS, RunConfig
 
 
@@ -22,7 +23,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig:
-    """The config from the flags, over --config, over `saved` (a run's config.json) or defaults."""
+    """The config from the flags, over --config, over `saved` (a run's config.json) or defaults.
+    `--agent NAME` sets the fields its name stands for (xlvin-r: --agent xlvin --executor
+    random, `expand_agent`)."""
+    if args.agent is not None:
+        given = {"agent": args.agent, "executor": args.executor}
+        args = argparse.Namespace(**{**vars(args), **expand_agent(
+            {k: v for k, v in given.items() if v is not None})})
     base = RunConfig()
     if saved is not None:
         base = RunConfig.from_json(load_json(saved), str(saved))

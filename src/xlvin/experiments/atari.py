@@ -7,15 +7,16 @@ max grad norm 0.5, on the Nature CNN (32-64-32 convolutions, 512 features, ortho
 the environments of that code (`xlvin.envs.atari`: `xlvin/<Game>Train-v4`). Agents:
 
 - `ppo`: the CNN and the actor-critic heads;
-- `xlvin_r` / `xlvin_cp`: XLVIN with the executor pre-trained on random deterministic graphs /
+- `xlvin-r` / `xlvin-cp`: XLVIN with the executor pre-trained on random deterministic graphs /
   CartPole graphs, K = 2 on Freeway and Enduro, 1 on Alien (paper section 4.2); its TransE loss
   (weight 0.001) is learned during PPO only: no random-policy pre-training, so every transition
   an agent sees is one of the budget;
 - `atreec`: ATreeC with the PPO loss, the same encoder and depth.
 
-The paper's cells: Freeway x all four agents, Alien and Enduro x ppo, xlvin_r, atreec, each for
+The paper's cells: Freeway x all four agents, Alien and Enduro x ppo, xlvin-r, atreec, each for
 1,000,000 transitions. A cell (game, agent, seed, budget) is the run directory
-ROOT/t<budget>/<Game>/<agent>/seed<S>. A cell may stop at a wall-clock deadline (`run_cell`): its
+ROOT/t<budget>/<Game>/<dir>/seed<S>, <dir> the agent's name as this experiment first spelled it
+(`DIR_NAMES`: xlvin_r for xlvin-r), so runs made before the canonical names resume. A cell may stop at a wall-clock deadline (`run_cell`): its
 checkpoint lets a later call resume it exactly, and its record says the budget reached.
 
 Per cell: the training curve (the unclipped score of whole training games against transitions,
@@ -43,6 +44,7 @@ import torch
 from xlvin.config import csv_choices
 from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
+from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import (
     CONFIG,
@@ -56,6 +58,7 @@ from xlvin.io.run_dir import (
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrained import executor_file
@@ -63,19 +66,18 @@ from xlvin.train.run import load_run, train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 GAMES = ("Freeway", "Alien", "Enduro")
-#: Agent name -> TrainConfig overrides.
-AGENTS: dict[str, dict[str, Any]] = {
-    "ppo": {"agent": "ppo"},
-    "xlvin_r": {"agent": "xlvin", "executor": "random"},
-    "xlvin_cp": {"agent": "xlvin", "executor": "cartpole"},
-    "atreec": {"agent": "atreec"},
-}
-LABELS = {"ppo": "PPO", "xlvin_r": "XLVIN-R", "xlvin_cp": "XLVIN-CP", "atreec": "ATreeC"}
+#: The agents, by their canonical names (`xlvin.train.agents.AGENT_NAMES`, which also say what
+#: each sets).
+AGENTS = ("ppo", "xlvin-r", "xlvin-cp", "atreec")
+#: A cell's directory name where it is not the agent's name: the spelling of the runs made
+#: before the canonical names (kept, so that they resume and are found).
+DIR_NAMES = {"xlvin-r": "xlvin_r", "xlvin-cp": "xlvin_cp"}
+LABELS = {"ppo": "PPO", "xlvin-r": "XLVIN-R", "xlvin-cp": "XLVIN-CP", "atreec": "ATreeC"}
 #: The agents the paper runs on each game (figures 4 and 6).
 PAPER_AGENTS = {
-    "Freeway": ("ppo", "xlvin_r", "xlvin_cp", "atreec"),
-    "Alien": ("ppo", "xlvin_r", "atreec"),
-    "Enduro": ("ppo", "xlvin_r", "atreec"),
+    "Freeway": ("ppo", "xlvin-r", "xlvin-cp", "atreec"),
+    "Alien": ("ppo", "xlvin-r", "atreec"),
+    "Enduro": ("ppo", "xlvin-r", "atreec"),
 }
 #: Executor steps K (and ATreeC's tree depth) per game (paper section 4.2).
 DEPTH = {"Freeway": 2, "Alien": 1, "Enduro": 2}
@@ -103,13 +105,17 @@ class Cell:
     transitions: int = PAPER_TRANSITIONS
     device: str = "cpu"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "agent", resolve_agent(self.agent, AGENTS))  # xlvin_r: xlvin-r
+
     def run_dir(self, root: Path) -> Path:
-        return Path(root) / f"t{self.transitions}" / self.game / self.agent / f"seed{self.seed}"
+        agent = DIR_NAMES.get(self.agent, self.agent)
+        return Path(root) / f"t{self.transitions}" / self.game / agent / f"seed{self.seed}"
 
     def config(self) -> RunConfig:
         train = TrainConfig(
             env=atari_train_id(self.game), seed=self.seed, depth=DEPTH[self.game],
-            pretrain_transe=False, device=self.device, **AGENTS[self.agent],
+            pretrain_transe=False, device=self.device, **agent_fields(self.agent),
         )
         return RunConfig(train=train, ppo=PPOConfig(total_steps=self.transitions, **ATARI_PPO))
 
@@ -119,7 +125,8 @@ def add_cell_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--games", default=",".join(GAMES),
                         help=f"comma-separated games (default {','.join(GAMES)})")
     parser.add_argument("--agents", default="paper",
-                        help="comma-separated agents of " + ", ".join(AGENTS) + ", or 'paper': "
+                        help="comma-separated agents of " + ", ".join(AGENTS) + " (older "
+                        "spellings such as xlvin_r are accepted), or 'paper': "
                         "each game's agents in the paper (default)")
     parser.add_argument("--transitions", default=str(PAPER_TRANSITIONS),
                         help=f"training transitions per run: N, or GAME=N,... per game (default "
@@ -130,7 +137,7 @@ def add_cell_options(parser: argparse.ArgumentParser) -> None:
 def cells_from_options(seeds: int, args: argparse.Namespace, first_seed: int = 0) -> list[Cell]:
     """Cells of seeds first_seed .. first_seed + seeds - 1 for the options of `add_cell_options`."""
     games = csv_choices(args.games, GAMES, "game")
-    agents = None if args.agents == "paper" else csv_choices(args.agents, tuple(AGENTS), "agent")
+    agents = None if args.agents == "paper" else resolve_agents(args.agents, AGENTS)
     budget = transitions_per_game(args.transitions, games)
     check_device(args.device)
     return [
@@ -164,7 +171,7 @@ def prepare(cells: list[Cell]) -> list[Path]:
     """Produce the default executors the cells need once, before their workers race to it;
     their files (under xlvin's cache: a sweep copies them to its nodes)."""
     return [executor_file(spec, TrainConfig(executor=spec))
-            for spec in sorted({AGENTS[c.agent].get("executor", "") for c in cells} - {""})]
+            for spec in sorted({agent_fields(c.agent).get("executor", "") for c in cells} - {""})]
 
 
 def transitions_reached(run_dir: Path) -> int:
@@ -435,10 +442,7 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
 def plot(game: str, records: list[dict[str, Any]], note: str, path: Path) -> None:
     """Training score against transitions, one line per agent: the mean over seeds, shaded
     between the lowest and highest seed, each seed a thin line (figures 4 and 6)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for agent in AGENTS:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from xlvin.experiments import table1
+from xlvin.experiments.figures import pyplot
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
 from xlvin.io.run_dir import write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
@@ -127,10 +128,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """One panel per (protocol, env) and statistic: every seed as a point per arm, the IQM as
     a bar with its interval."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     panels = sorted({(r["protocol"], r["env"]) for r in rows},
                     key=lambda k: (table1.PROTOCOLS.index(k[0]), table1.ENVS.index(k[1])))

@@ -3,7 +3,8 @@ evaluated after every passed level on held-out 8x8 mazes and on 16x16 mazes (out
 distribution), and the contextual maze (appendix F).
 
 Every cell (experiment, agent, seed) is one curriculum run (`xlvin.train.curriculum`) in
-ROOT/EXPERIMENT/AGENT/seedS; a finished cell (summary.json present) is never re-run, an
+ROOT/EXPERIMENT/AGENT/seedS (vin-mean and vin-max in vin_mean and vin_max, their first spelling:
+`DIR_NAMES`); a finished cell (summary.json present) is never re-run, an
 interrupted one resumes from its checkpoint. Each agent is trained by the library's one PPO
 with the same settings (`MAZE_PPO`): the comparison is fair.
 
@@ -28,14 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from xlvin.config import add_options, csv_choices, from_args
+from xlvin.config import add_options, from_args
 from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
 from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
+from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import map_jobs
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings
+from xlvin.train.agents import resolve_agent, resolve_agents
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.run import train_run
@@ -43,7 +46,7 @@ from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 #: Experiments: name -> (env id, default agents).
 EXPERIMENTS = {
-    "maze": (MAZE_ID, ("xlvin", "vin", "vin_mean", "vin_max", "gvin", "ppo")),
+    "maze": (MAZE_ID, ("xlvin", "vin", "vin-mean", "vin-max", "gvin", "ppo")),
     "contextual-maze": (CONTEXTUAL_MAZE_ID, ("xlvin", "vin", "ppo")),
 }
 #: Agents: name -> TrainConfig overrides. `ppo` is the paper's maze encoder (128 channels);
@@ -59,8 +62,8 @@ EXPERIMENTS = {
 _XLVIN = {"agent": "xlvin", "executor": "maze"}
 AGENTS: dict[str, dict[str, Any]] = {
     "vin": {"agent": "vin"},
-    "vin_mean": {"agent": "vin_mean"},
-    "vin_max": {"agent": "vin_max"},
+    "vin-mean": {"agent": "vin-mean"},
+    "vin-max": {"agent": "vin-max"},
     "gvin": {"agent": "gvin"},
     "ppo": {"agent": "ppo"},
     "ppo-32": {"agent": "ppo", "hidden": 32},
@@ -83,6 +86,9 @@ def _note(overrides: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+#: A cell's directory name where it is not the agent's name: the spelling of the runs made
+#: before the canonical names (kept, so that they resume and are found).
+DIR_NAMES = {"vin-mean": "vin_mean", "vin-max": "vin_max"}
 #: What the figures add to an agent's name: the settings that are ours, not the paper's.
 AGENT_NOTES = {name: _note(o) for name, o in AGENTS.items() if _note(o)}
 #: The PPO every maze agent trains with (module docstring).
@@ -101,8 +107,12 @@ class Cell:
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     device: str = "cpu"  # where it trains (part of its config: a run resumes on its device)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "agent", resolve_agent(self.agent, tuple(AGENTS)))
+
     def run_dir(self, root: Path) -> Path:
-        return Path(root) / self.experiment / self.agent / f"seed{self.seed}"
+        agent = DIR_NAMES.get(self.agent, self.agent)
+        return Path(root) / self.experiment / agent / f"seed{self.seed}"
 
     def config(self) -> RunConfig:
         env, _ = EXPERIMENTS[self.experiment]
@@ -132,7 +142,8 @@ def add_cell_options(parser: argparse.ArgumentParser, experiment: str) -> None:
     _, agents = EXPERIMENTS[experiment]
     parser.add_argument("--agents", default="",
                         help=f"comma-separated agents of {', '.join(AGENTS)} "
-                        f"(default {','.join(agents)})")
+                        f"(default {','.join(agents)}; older spellings such as vin_mean are "
+                        "accepted)")
     parser.add_argument("--quick", action="store_true",
                         help="a small curriculum to try the pipeline in minutes (not results): "
                         "level 1 only, pass at 80 %% of 100 episodes, 20,000 episodes allowed")
@@ -146,7 +157,7 @@ def cells_from_options(
     """The cells of `experiment` for the options of `add_cell_options`."""
     curriculum = from_args(CurriculumConfig, args, QUICK if args.quick else CurriculumConfig())
     _, default_agents = EXPERIMENTS[experiment]
-    agents = csv_choices(args.agents or ",".join(default_agents), tuple(AGENTS), "agent")
+    agents = resolve_agents(args.agents or ",".join(default_agents), tuple(AGENTS))
     return make_cells(experiment, agents, seeds, first_seed, curriculum, args.device)
 
 
@@ -335,6 +346,9 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     if path.is_file():
         with reading_results(path):
             kept = [dict(r) for r in json.loads(path.read_text())["runs"]]
+        legacy = {old: name for name, old in DIR_NAMES.items()}
+        for r in kept:  # written before the canonical names: vin_mean is vin-mean
+            r["agent"] = legacy.get(r["agent"], r["agent"])
     mine = {(r["experiment"], r["agent"], r["seed"]) for r in records}
     records = [r for r in kept if (r["experiment"], r["agent"], r["seed"]) not in mine] + records
     md = markdown(records, wall_seconds)
@@ -354,10 +368,7 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
 def plot_curves(agents: dict[str, Any], side: str, experiment: str, budget: int, path: Path) -> None:
     """Held-out success after each passed level, one line per agent (mean over seeds, every seed
     a dot), a cross where a seed failed a level (paper figures 2 and 9)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -396,10 +407,7 @@ def plot_curves(agents: dict[str, Any], side: str, experiment: str, budget: int,
 def plot_stats(curriculum: dict[str, Any], path: Path) -> None:
     """Optimal path length histograms of the 8x8 training and held-out mazes and the 16x16
     held-out mazes (paper figure 7)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     cfg = CurriculumConfig(**curriculum)

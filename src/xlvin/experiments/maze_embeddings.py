@@ -30,6 +30,7 @@ from torch import nn
 from xlvin.envs.maze import AGENT, GOAL, WALLS
 from xlvin.envs.maze_data import MOVES, MazeSet, bfs_distances
 from xlvin.errors import UserError
+from xlvin.experiments.figures import pyplot
 from xlvin.io.run_dir import CONFIG, check_creatable, read_json_object, write_json
 from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.transition import TransitionModel
@@ -302,10 +303,7 @@ def plot(panels: list[dict[str, Any]], states: CellStates, index: int, notes: li
          path: Path) -> None:
     """Top row: the maze coloured by BFS distance (goal green) and the TransE-only panel; below,
     one panel per level: 3D PCA of the states, the transition model's edges in grey."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from mpl_toolkits.mplot3d.art3d import Line3DCollection
 
     cmap, vmax = plt.get_cmap("plasma"), max(int(states.distances.max()), 1)

@@ -39,10 +39,12 @@ import numpy as np
 
 from xlvin.config import csv_choices
 from xlvin.errors import UserError
+from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
+from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
 from xlvin.train.pretrained import executor_file, shared_transe_file
@@ -67,13 +69,9 @@ PROGRESS_EPISODES = 100
 #: How many of the last evaluations during training the "last 10" statistic averages.
 LAST = 10
 
-#: Table-1 agents: name -> TrainConfig overrides.
-AGENTS: dict[str, dict[str, Any]] = {
-    "ppo": {"agent": "ppo"},
-    "xlvin-r": {"agent": "xlvin", "executor": "random"},
-    "xlvin-cp": {"agent": "xlvin", "executor": "cartpole"},
-    "atreec": {"agent": "atreec"},
-}
+#: Table-1 agents, by their canonical names (`xlvin.train.agents.AGENT_NAMES`, which also say
+#: what each sets); a cell's directory is named by it.
+AGENTS = ("ppo", "xlvin-r", "xlvin-cp", "atreec")
 
 #: The paper's numbers (Table 1 and section 5; mean +- std over 5 seeds, 100 episodes).
 PAPER: dict[tuple[str, str], tuple[float, float]] = {
@@ -228,8 +226,12 @@ class Cell:
         data = ("strict" if self.strict else "standard") + (f"-{self.variant}" if self.variant else "")
         return Path(root) / self.protocol / data / self.env / self.agent / f"seed{self.seed}"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "agent", resolve_agent(self.agent, AGENTS))  # xlvin_r: xlvin-r
+
     def config(self) -> RunConfig:
-        train = TrainConfig(env=self.env, seed=self.seed, protocol="low_data", **AGENTS[self.agent])
+        train = TrainConfig(env=self.env, seed=self.seed, protocol="low_data",
+                            **agent_fields(self.agent))
         if self.protocol == "paper":
             cfg = paper_config(self.env, train)
         else:
@@ -247,7 +249,8 @@ def add_cell_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--envs", default=",".join(ENVS),
                         help=f"comma-separated environments (default {','.join(ENVS)})")
     parser.add_argument("--agents", default=",".join(AGENTS),
-                        help=f"comma-separated agents (default {','.join(AGENTS)})")
+                        help=f"comma-separated agents (default {','.join(AGENTS)}; older "
+                        "spellings such as xlvin_r are accepted)")
     parser.add_argument(
         "--transe-data", choices=("standard", "strict", "both"), default="standard",
         help="protocol ours: XLVIN's TransE pre-training data: random-policy episodes "
@@ -274,7 +277,7 @@ def cells_from_options(seeds: int, args: argparse.Namespace, first_seed: int = 0
     """Cells of seeds first_seed .. first_seed + seeds - 1 for the options of `add_cell_options`;
     the strict TransE setting only exists for XLVIN agents under protocol `ours`."""
     envs = csv_choices(args.envs, ENVS, "environment")
-    agents = csv_choices(args.agents, tuple(AGENTS), "agent")
+    agents = resolve_agents(args.agents, AGENTS)
     settings = {"standard": [False], "strict": [True], "both": [False, True]}[args.transe_data]
     if args.protocol == "paper":
         settings = [False]
@@ -573,10 +576,7 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) 
     """Top: every seed's final policy (filled) and max over evaluations (hollow) per agent, with
     the IQM and its 95 % interval, and the paper's number (star). Bottom: the per-update greedy
     evaluations, IQM over seeds with a band from the 25th to the 75th percentile."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     envs = [e for e in ENVS if any(r["env"] == e for r in rows)]
     fig, axes = plt.subplots(2, len(envs), figsize=(5.5 * len(envs), 8), squeeze=False)
@@ -629,10 +629,7 @@ def plot_combined(rows: list[dict[str, Any]], records: list[dict[str, Any]], pat
     """One panel per environment; per agent, every seed as a point with the IQM and its 95 %
     interval: protocol paper's final policy, its max over evaluations (the authors' statistic),
     and protocol ours' final policy; the paper's number as a star."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     by = {(r["protocol"], r["env"], r["agent"]): r for r in rows
           if not r["strict"] and not r["variant"]}

@@ -14,13 +14,23 @@ themselves below exactly as a user's would:
 An encoder builder maps (Architecture, Spaces) to a module from observations [B, ...] to
 [B, k]; one is registered per observation kind (`xlvin.train.spaces.OBSERVATION_KINDS`),
 adapters (one-hot, channels first) included.
+
+Every built-in agent has one canonical name, lowercase and hyphenated (`AGENT_NAMES`): ppo,
+xlvin-r, xlvin-cp, atreec, vin, vin-mean, vin-max, gvin. A name stands for the config fields it
+sets: xlvin-r is the builder `xlvin` with the executor pre-trained on random graphs (`--agent
+xlvin --executor random`), xlvin-cp the same with the CartPole executor; `xlvin` alone is XLVIN
+with the executor of `--executor` (default random: xlvin-r). Older spellings (`AGENT_ALIASES`:
+xlvin_r, vin_mean, ...) and other cases (XLVIN-R) are accepted everywhere a name is, and
+`resolve_agent` is the one function that reads a name the user typed.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
+from xlvin.config import choice, csv_choices
 from xlvin.errors import UserError
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
@@ -74,15 +84,111 @@ class AgentSpec:
 AGENTS: dict[str, AgentSpec] = {}
 ENCODERS: dict[str, EncoderBuilder] = {}
 
+#: The built-in agents' canonical names -> the config fields each sets (`TrainConfig`): `agent`,
+#: the registered builder, and for XLVIN-R and XLVIN-CP the executor they run.
+AGENT_NAMES: dict[str, dict[str, str]] = {
+    "ppo": {"agent": "ppo"},
+    "xlvin-r": {"agent": "xlvin", "executor": "random"},
+    "xlvin-cp": {"agent": "xlvin", "executor": "cartpole"},
+    "atreec": {"agent": "atreec"},
+    "vin": {"agent": "vin"},
+    "vin-mean": {"agent": "vin-mean"},
+    "vin-max": {"agent": "vin-max"},
+    "gvin": {"agent": "gvin"},
+}
+#: Older spellings, still accepted: alias -> canonical name (`xlvin` is XLVIN-R where a list of
+#: agents has no `xlvin` of its own: `resolve_agent`).
+AGENT_ALIASES: dict[str, str] = {
+    "xlvin_r": "xlvin-r",
+    "xlvin_cp": "xlvin-cp",
+    "vin_mean": "vin-mean",
+    "vin_max": "vin-max",
+}
+
 
 def register_agent(name: str, builder: AgentBuilder, **spec: bool | int) -> None:
     """Make `name` an agent of `xlvin train --agent`, `xlvin.Model(agent=...)` and the
     experiments; `spec`: the flags of `AgentSpec`. A name is registered once (re-registering
-    the same builder is a no-op)."""
+    the same builder is a no-op); a built-in agent's name or alias is not a new agent's."""
     entry = AgentSpec(builder, **spec)  # type: ignore[arg-type]
     if name in AGENTS and AGENTS[name] != entry:
         raise UserError(f"agent {name!r} is already registered")
+    if name in AGENT_ALIASES or AGENT_NAMES.get(name, {"agent": name})["agent"] != name:
+        raise UserError(f"{name!r} names the built-in agent "
+                        f"{AGENT_ALIASES.get(name, name)}; register yours under another name")
     AGENTS[name] = entry
+
+
+def agent_names() -> tuple[str, ...]:
+    """Every name an agent has: the canonical ones, `xlvin` (XLVIN with --executor's executor)
+    and the agents registered by users."""
+    return (*AGENT_NAMES, *(name for name in AGENTS if name not in AGENT_NAMES))
+
+
+def resolve_agent(name: str, choices: Sequence[str] | None = None) -> str:
+    """The canonical name of the agent `name` (itself, an older spelling, another case) among
+    `choices` (an experiment's agents; default `agent_names()`); an unknown name is one
+    UserError with the closest name (did you mean) and the choices. Where `choices` has no
+    `xlvin` of its own, `xlvin` is XLVIN with its default executor: xlvin-r."""
+    allowed = tuple(choices) if choices is not None else agent_names()
+    more = "; or register_agent your own" if choices is None else ""
+    return choice(name, allowed, "agent", _aliases(allowed), more=more)
+
+
+def resolve_agents(text: str, choices: Sequence[str]) -> list[str]:
+    """The canonical names of a comma-separated list of agents (an experiment's `--agents`),
+    each resolved as `resolve_agent` resolves it among `choices`."""
+    return csv_choices(text, tuple(choices), "agent", _aliases(choices))
+
+
+def _aliases(choices: Sequence[str]) -> dict[str, str]:
+    """The aliases of agents among `choices`: the older spellings, and `xlvin` for xlvin-r
+    where `choices` has no `xlvin` of its own."""
+    return {**AGENT_ALIASES, **({} if "xlvin" in choices else {"xlvin": "xlvin-r"})}
+
+
+def is_agent_name(name: str) -> bool:
+    """Whether `name` resolves to an agent now (`resolve_agent`)."""
+    try:
+        resolve_agent(name)
+    except UserError:
+        return False
+    return True
+
+
+def agent_fields(name: str, executor: str | None = None) -> dict[str, str]:
+    """The config fields the agent `name` sets (`AGENT_NAMES`; a registered agent's: its
+    `agent`); `executor`, one given beside the name (--executor), is refused where the name
+    runs another."""
+    canonical = resolve_agent(name)
+    fields = dict(AGENT_NAMES.get(canonical, {"agent": canonical}))
+    runs = fields.get("executor")
+    if runs is not None and executor is not None and executor != runs:
+        other = agent_name(fields["agent"], executor)
+        use = f"--agent {other}" if other != fields["agent"] else f"--agent xlvin --executor {executor}"
+        raise UserError(f"--agent {canonical} runs the {runs!r} executor, not --executor "
+                        f"{executor}: use {use}")
+    return fields
+
+
+def expand_agent(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` (config fields by name: the flags given, a config file's train section, the
+    Python API's keywords) with an agent's name replaced by the fields it sets (`agent_fields`;
+    xlvin-r: agent xlvin, executor random). A name that is no agent's is left for
+    `agent_spec` to refuse (an agent registered later may take it)."""
+    name, executor = options.get("agent"), options.get("executor")
+    if not isinstance(name, str) or not is_agent_name(name):
+        return dict(options)
+    return {**options, **agent_fields(name, executor if isinstance(executor, str) else None)}
+
+
+def agent_name(agent: str, executor: str) -> str:
+    """The canonical name of a config's agent and executor: xlvin-r for (xlvin, random), the
+    builder's name where no canonical name fixes that executor (xlvin with a file)."""
+    for name, fields in AGENT_NAMES.items():
+        if fields["agent"] == agent and fields.get("executor", executor) == executor:
+            return name
+    return agent
 
 
 def register_encoder(kind: str, builder: EncoderBuilder) -> None:
@@ -95,10 +201,10 @@ def register_encoder(kind: str, builder: EncoderBuilder) -> None:
 
 
 def agent_spec(name: str) -> AgentSpec:
-    if name not in AGENTS:
-        raise UserError(f"unknown agent {name!r}; choose one of {', '.join(AGENTS)} (or "
-                        "register_agent your own)")
-    return AGENTS[name]
+    """The registered agent `name` builds with (any of its names, `resolve_agent`)."""
+    if name in AGENTS:
+        return AGENTS[name]
+    return AGENTS[agent_fields(name)["agent"]]
 
 
 def build_encoder(arch: Architecture, spaces: Spaces) -> nn.Module:
@@ -195,6 +301,6 @@ register_agent("xlvin", _xlvin, executor=True, tree=True, prune=True, transe=Tru
 register_agent("ppo", _ppo)
 register_agent("atreec", _atreec, tree=True, min_depth=1)
 register_agent("vin", _maze_planner("slice"), maze_only=True)
-register_agent("vin_mean", _maze_planner("mean"), maze_only=True)
-register_agent("vin_max", _maze_planner("max"), maze_only=True)
+register_agent("vin-mean", _maze_planner("mean"), maze_only=True)
+register_agent("vin-max", _maze_planner("max"), maze_only=True)
 register_agent("gvin", _maze_planner(None), maze_only=True)

@@ -19,7 +19,15 @@ from xlvin.errors import UserError
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MessagePassing
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transe import NEGATIVES
-from xlvin.train.agents import Architecture, agent_spec, build_agent
+from xlvin.train.agents import (
+    AGENTS,
+    Architecture,
+    agent_fields,
+    agent_spec,
+    build_agent,
+    expand_agent,
+    is_agent_name,
+)
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.pretrain_transe import TransEConfig
@@ -27,6 +35,8 @@ from xlvin.train.protocols import LowDataConfig
 from xlvin.train.spaces import Spaces, env_spaces
 
 PROTOCOLS = ("online", "low_data", "curriculum")
+#: The executor of an XLVIN run that names none (XLVIN-R's).
+DEFAULT_EXECUTOR = "random"
 PAPER_HIDDEN = {"CartPole": 64, "Acrobot": 32, "MountainCar": 16}
 #: The paper's maze encoder width (its convolutions' channels and MLP hidden layer; --hidden).
 MAZE_CHANNELS = 128
@@ -55,8 +65,10 @@ class TrainConfig:
         "recorded in the run, and `xlvin evaluate` asks for them rather than importing them"
     ))
     agent: str = option(
-        "xlvin", "agent to train: xlvin, ppo, atreec, or the maze planners vin, vin_mean, "
-        "vin_max, gvin (or one added with xlvin.register_agent)"
+        "xlvin", "agent to train: ppo, xlvin-r, xlvin-cp, atreec, the maze planners vin, "
+        "vin-mean, vin-max, gvin, or xlvin: XLVIN with the executor of --executor (xlvin-r is "
+        "xlvin with --executor random); older spellings (xlvin_r, vin_mean) are accepted; or one "
+        "added with xlvin.register_agent. config.json records xlvin-r as agent xlvin, executor random"
     )
     seed: int = option(0, "training seed: torch, numpy and environment seeds derive from it")
     hidden: int = option(
@@ -73,8 +85,8 @@ class TrainConfig:
         "(distilled from the agent's) ranks highest; 0: the full tree"
     )
     executor: str = option(
-        "random", "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the paper's maze "
-        "executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
+        DEFAULT_EXECUTOR, "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the "
+        "paper's maze executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
         "ablation), 'authors-random' (the XLVIN-R executor of the authors' later code) or a "
         ".safetensors file"
     )
@@ -127,6 +139,18 @@ class TrainConfig:
         "accelerators of --accelerate apply on cpu only)"
     )
 
+    def __post_init__(self) -> None:
+        """An agent named by a canonical name or an older spelling holds the fields that name
+        sets (`xlvin.train.agents.agent_fields`: xlvin-r is agent xlvin with executor random),
+        so a config always names the registered builder; an executor other than the default
+        and the name's own is refused. (A name given beside an explicit executor, as flags or
+        keywords, is checked by `expand_agent` before it gets here.)"""
+        if not isinstance(self.agent, str) or self.agent in AGENTS or not is_agent_name(self.agent):
+            return  # a builder, or no agent yet: `validate` refuses it if it stays unknown
+        given = None if self.executor == DEFAULT_EXECUTOR else self.executor
+        fields = agent_fields(self.agent, given)
+        self.agent, self.executor = fields["agent"], fields.get("executor", self.executor)
+
 
 @dataclass
 class RunConfig:
@@ -148,11 +172,15 @@ class RunConfig:
     @classmethod
     def from_json(cls, data: Any, source: str) -> "RunConfig":
         """The config of a JSON object (a config file, a run's config.json or a weights header);
-        anything else, and any field that does not check, is one UserError."""
+        anything else, and any field that does not check, is one UserError. An agent's
+        canonical name or older spelling becomes the fields it sets (`expand_agent`: a run saved
+        with vin_mean reads as vin-mean)."""
         if not isinstance(data, dict):
             raise UserError(
                 f"{source}: the config must be a JSON object, got {type(data).__name__}"
             )
+        if isinstance(data.get("train"), dict):
+            data = {**data, "train": expand_agent(data["train"])}
         sections = typing.get_type_hints(cls)  # section name -> its config dataclass
         unknown = sorted(set(data) - set(sections))
         if unknown:
