@@ -19,7 +19,12 @@ from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import seed_everything
 from xlvin.train.agents import Architecture, build_encoder, pytorch_init
-from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, default_executor
+from xlvin.train.pretrain_executor import (
+    DEFAULT_EXECUTORS,
+    ExecutorConfig,
+    cached_executor,
+    default_executor_config,
+)
 from xlvin.train.pretrain_transe import pretrain_transe
 from xlvin.train.random_data import random_transitions
 from xlvin.train.run_config import RunConfig, TrainConfig
@@ -32,15 +37,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XLVIN_CACHE") or Path.home() / ".cache" / "xlvin")
 
 
-def executor_file(spec: str, cfg: TrainConfig | None = None, progress: bool = False) -> Path:
-    """Resolve --executor to a file, producing a default executor (the variant `cfg` asks for)
-    on first use."""
-    cfg = cfg or TrainConfig()
+def executor_config(spec: str, cfg: TrainConfig) -> ExecutorConfig | None:
+    """The config of the default executor --executor `spec` names, in the variant `cfg` asks for
+    (`default_executor_config`); None for a file."""
     if spec in DEFAULT_EXECUTORS:
-        return default_executor(
-            spec, cache_dir() / "executors", progress=progress,
-            layer_norm=cfg.executor_layer_norm or None, messages=cfg.executor_messages,
-        )
+        return default_executor_config(spec, layer_norm=cfg.executor_layer_norm,
+                                       messages=cfg.executor_messages)
+    return None
+
+
+def executor_file(
+    spec: str, cfg: TrainConfig | None = None, progress: bool = False, position: int = 0
+) -> Path:
+    """Resolve --executor to a file: a default executor (the variant `cfg` asks for) is the
+    cached file of its config, pre-trained on first use, whichever command asks for it."""
+    executor = executor_config(spec, cfg or TrainConfig())
+    if executor is not None:
+        return cached_executor(executor, cache_dir() / "executors", progress=progress,
+                               position=position)
     path = Path(spec)
     if not path.is_file():
         raise UserError(
@@ -66,12 +80,15 @@ def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
     return cfg.train.env_kwargs
 
 
-def shared_transe_file(cfg: RunConfig, spaces: Spaces, arch: Architecture, progress: bool) -> Path:
+def shared_transe_file(
+    cfg: RunConfig, spaces: Spaces, arch: Architecture, progress: bool, position: int = 0
+) -> Path:
     """The TransE pre-training every run of this environment and architecture starts from
     (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
     `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached under
     $XLVIN_CACHE/transe by a hash of everything that determines it. The training (not the data
-    collection) is checkpointed after every epoch beside the file until the file is written."""
+    collection) is checkpointed after every epoch beside the file until the file is written.
+    `progress` shows both (on line `position`)."""
     t = cfg.train
     env_kwargs = transe_env_kwargs(cfg)
     key = {
@@ -91,13 +108,14 @@ def shared_transe_file(cfg: RunConfig, spaces: Spaces, arch: Architecture, progr
     if t.init == "pytorch":
         pytorch_init(pair)
     data = random_transitions(t.env, cfg.transe.episodes, seed=10_000,
-                              max_transitions=cfg.transe.max_transitions, env_kwargs=env_kwargs)
+                              max_transitions=cfg.transe.max_transitions, env_kwargs=env_kwargs,
+                              progress=progress, position=position)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Deterministic: processes producing the same file at once may share its checkpoint.
     epochs = Checkpointer(path.with_name(path.stem + ".checkpoint.safetensors"), 1)
     stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
                             progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs,
-                            negatives=t.transe_negatives)
+                            negatives=t.transe_negatives, position=position)
     save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
     Path(epochs.path).unlink(missing_ok=True)
     return path

@@ -333,6 +333,18 @@ def check_curriculum(cfg: RunConfig) -> None:
     cfg.curriculum.levels()
 
 
+def whole_rollouts(cfg: RunConfig) -> tuple[RunConfig, str | None]:
+    """`cfg` with online training's total steps rounded up to whole rollouts (num_envs x
+    num_steps, what one PPO update collects), and what was rounded (None when nothing was)."""
+    ppo = cfg.ppo
+    if cfg.train.protocol != "online" or ppo.total_steps % ppo.batch_size == 0:
+        return cfg, None
+    steps = -(-ppo.total_steps // ppo.batch_size) * ppo.batch_size
+    said = (f"{ppo.total_steps} is not a multiple of the rollout ({ppo.num_envs} envs x "
+            f"{ppo.num_steps} steps = {ppo.batch_size}); training {steps}")
+    return dataclasses.replace(cfg, ppo=dataclasses.replace(ppo, total_steps=steps)), said
+
+
 def on_cpu(cfg: RunConfig) -> RunConfig:
     """`cfg` with the CPU as its device: the config a policy is rebuilt with here, whatever device
     trained it."""
