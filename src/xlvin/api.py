@@ -228,18 +228,19 @@ class Model:
         """Train as `xlvin train` does: pre-training (its progress shown even with
         progress=False: it can take minutes), PPO, checkpoints, TensorBoard under `out/tb`, the
         progress bar, then the final weights and summary. `total_steps` sets `total_steps`
-        (online protocol), rounded up to whole rollouts with a warning; `out` is the run
-        directory (a new temporary folder when None: `model.run_dir`); `resume=True` continues
-        the unfinished run in `out` exactly."""
+        (online protocol); a new run rounds it up to whole rollouts, with a warning unless it
+        is the default; `out` is the run directory (a new temporary folder when None:
+        `model.run_dir`); `resume=True` continues the unfinished run in `out` exactly."""
         if self._learned:
             raise UserError("this model has learned already: a run trains once (make a new model, "
                             "or learn(out=DIR, resume=True) on a new model to continue one)")
         cfg = self.config
         if total_steps is not None:
             cfg = with_options(cfg, {"total_steps": total_steps}, "learn()")
-        cfg, rounded = whole_rollouts(cfg)
-        if rounded:
-            warnings.warn(f"total_steps {rounded}", stacklevel=2)
+        if not resume:  # a run keeps the total it started with
+            cfg, rounded = whole_rollouts(cfg)
+            if rounded:
+                warnings.warn(f"total_steps {rounded}", stacklevel=2)
         if out is None:
             if resume:
                 raise UserError("learn(resume=True) needs out=DIR, the run directory to continue")

@@ -53,10 +53,12 @@ def time_split(summary: dict[str, Any]) -> str:
 def _train(args: argparse.Namespace) -> None:
     import_gym_packages(args.gym_packages or [])  # the flag's modules only, never a file's
     saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
-    cfg, rounded = whole_rollouts(run_config(args, saved))
+    cfg, rounded = run_config(args, saved), None
+    if not args.resume:  # a run keeps the total it started with
+        cfg, rounded = whole_rollouts(cfg)
+    model = Model.from_config(cfg)
     if rounded:
         print(f"xlvin: --total-steps {rounded}", file=sys.stderr)
-    model = Model.from_config(cfg)
     model.learn(out=args.out, progress=not args.quiet, resume=args.resume)
     assert model.summary is not None
     ppo = model.summary["ppo"]

@@ -37,15 +37,22 @@ from typing import Any
 
 import numpy as np
 
-from xlvin.config import csv_choices, to_dict
+from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments.jobs import map_jobs
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
 from xlvin.train.ppo import PPOConfig
+from xlvin.train.pretrain_executor import cached_executor_path
 from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.pretrained import executor_config, executor_file, shared_transe_file
+from xlvin.train.pretrained import (
+    executor_config,
+    executor_file,
+    executors_dir,
+    shared_transe_file,
+    shared_transe_path,
+)
 from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
 from xlvin.train.run import evaluate_run, train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_run
@@ -339,10 +346,11 @@ def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 
 
 def prepare(cells: Iterable[Cell], jobs: int = 1) -> list[Path]:
-    """Produce what the cells share (default executors, shared TransE pre-trainings) once, on
-    `jobs` processes, before the cells' workers would race to it, each showing its progress on
-    a line of its own below the cursor (cleared when done); returns those files."""
-    needs: dict[str, tuple[str, Cell]] = {}
+    """Produce the files the cells share (default executors, shared TransE pre-trainings) that
+    are missing, once each, on `jobs` processes, before the cells' workers would race to them,
+    each showing its progress on a line of its own below the cursor (cleared when done);
+    returns every shared file."""
+    needs: dict[Path, tuple[str, Cell]] = {}
     for cell in cells:
         cfg = cell.config()
         t = cfg.train
@@ -350,13 +358,13 @@ def prepare(cells: Iterable[Cell], jobs: int = 1) -> list[Path]:
             continue
         executor = executor_config(t.executor, t)
         if executor is not None:
-            needs.setdefault(json.dumps(["executor", to_dict(executor)]), ("executor", cell))
+            needs.setdefault(cached_executor_path(executor, executors_dir()), ("executor", cell))
         if cfg.transe.shared:
-            needs.setdefault(json.dumps(["transe", t.env, t.init, t.transe_negatives,
-                                         dataclasses.asdict(cfg.transe)]),
-                             ("transe", cell))
-    todo = [(kind, cell, line) for line, (kind, cell) in enumerate(needs.values(), start=1)]
-    return sorted(map_jobs(_produce, todo, jobs))
+            needs.setdefault(shared_transe_path(cfg, *check_run(cfg)), ("transe", cell))
+    missing = [need for path, need in needs.items() if not path.exists()]
+    map_jobs(_produce, [(kind, cell, line) for line, (kind, cell) in enumerate(missing, start=1)],
+             jobs)
+    return sorted(needs)
 
 
 def _produce(need: tuple[str, Cell, int]) -> Path:

@@ -32,9 +32,14 @@ from xlvin.train.spaces import Spaces
 
 
 def cache_dir() -> Path:
-    """Where default executors are cached: $XLVIN_CACHE or ~/.cache/xlvin (an empty
+    """Where pre-trained files are cached: $XLVIN_CACHE or ~/.cache/xlvin (an empty
     XLVIN_CACHE counts as unset, as an empty XDG variable does: never the current folder)."""
     return Path(os.environ.get("XLVIN_CACHE") or Path.home() / ".cache" / "xlvin")
+
+
+def executors_dir() -> Path:
+    """Where the default executors are cached (`cached_executor_path`)."""
+    return cache_dir() / "executors"
 
 
 def executor_config(spec: str, cfg: TrainConfig) -> ExecutorConfig | None:
@@ -53,8 +58,7 @@ def executor_file(
     cached file of its config, pre-trained on first use, whichever command asks for it."""
     executor = executor_config(spec, cfg or TrainConfig())
     if executor is not None:
-        return cached_executor(executor, cache_dir() / "executors", progress=progress,
-                               position=position)
+        return cached_executor(executor, executors_dir(), progress=progress, position=position)
     path = Path(spec)
     if not path.is_file():
         raise UserError(
@@ -80,18 +84,11 @@ def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
     return cfg.train.env_kwargs
 
 
-def shared_transe_file(
-    cfg: RunConfig, spaces: Spaces, arch: Architecture, progress: bool, position: int = 0
-) -> Path:
-    """The TransE pre-training every run of this environment and architecture starts from
-    (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
-    `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached under
-    $XLVIN_CACHE/transe by a hash of everything that determines it. The training (not the data
-    collection) is checkpointed after every epoch beside the file until the file is written.
-    `progress` shows both (on line `position`)."""
+def _transe_key(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str, Any]:
+    """Everything that determines a shared TransE pre-training."""
     t = cfg.train
     env_kwargs = transe_env_kwargs(cfg)
-    key = {
+    return {
         "format": "xlvin-transe/1", "env": t.env, "obs_shape": list(spaces.obs_shape),
         "actions": spaces.num_actions, "hidden": arch.hidden, "k": arch.embedding_dim,
         "init": t.init, "transe": to_dict(cfg.transe),
@@ -99,8 +96,28 @@ def shared_transe_file(
         # the default is left out, so files made before the option existed keep their names
         **({"negatives": t.transe_negatives} if t.transe_negatives != "states" else {}),
     }
+
+
+def shared_transe_path(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> Path:
+    """Where the shared TransE pre-training of `cfg` is cached: $XLVIN_CACHE/transe, named by a
+    hash of everything that determines it."""
+    key = _transe_key(cfg, spaces, arch)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    path = cache_dir() / "transe" / f"transe-{t.env.replace('/', '_')}-{digest}.safetensors"
+    return cache_dir() / "transe" / f"transe-{cfg.train.env.replace('/', '_')}-{digest}.safetensors"
+
+
+def shared_transe_file(
+    cfg: RunConfig, spaces: Spaces, arch: Architecture, progress: bool, position: int = 0
+) -> Path:
+    """The TransE pre-training every run of this environment and architecture starts from
+    (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
+    `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached at
+    `shared_transe_path`. The training (not the data collection) is checkpointed after every
+    epoch beside the file until the file is written. `progress` shows both (on line
+    `position`)."""
+    t = cfg.train
+    env_kwargs = transe_env_kwargs(cfg)
+    path = shared_transe_path(cfg, spaces, arch)
     if path.exists():
         return path
     seed_everything(0)
@@ -116,7 +133,8 @@ def shared_transe_file(
     stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
                             progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs,
                             negatives=t.transe_negatives, position=position)
-    save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
+    save_weights(path, pair, {"key": _transe_key(cfg, spaces, arch), "transe": stats,
+                              "transitions": len(data.obs)})
     Path(epochs.path).unlink(missing_ok=True)
     return path
 

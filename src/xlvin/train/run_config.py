@@ -335,14 +335,16 @@ def check_curriculum(cfg: RunConfig) -> None:
 
 def whole_rollouts(cfg: RunConfig) -> tuple[RunConfig, str | None]:
     """`cfg` with online training's total steps rounded up to whole rollouts (num_envs x
-    num_steps, what one PPO update collects), and what was rounded (None when nothing was)."""
+    num_steps, what one PPO update collects), and a sentence saying so when a total other than
+    the default was rounded (the default 500,000 trains 500,224 with 4 envs x 128 steps)."""
     ppo = cfg.ppo
     if cfg.train.protocol != "online" or ppo.total_steps % ppo.batch_size == 0:
         return cfg, None
     steps = -(-ppo.total_steps // ppo.batch_size) * ppo.batch_size
     said = (f"{ppo.total_steps} is not a multiple of the rollout ({ppo.num_envs} envs x "
             f"{ppo.num_steps} steps = {ppo.batch_size}); training {steps}")
-    return dataclasses.replace(cfg, ppo=dataclasses.replace(ppo, total_steps=steps)), said
+    rounded = dataclasses.replace(cfg, ppo=dataclasses.replace(ppo, total_steps=steps))
+    return rounded, None if ppo.total_steps == PPOConfig().total_steps else said
 
 
 def on_cpu(cfg: RunConfig) -> RunConfig:
