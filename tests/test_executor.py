@@ -15,7 +15,7 @@ from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.nn.executor import MessagePassing, VIExecutor
 from xlvin.train.pretrain_executor import (
     ExecutorConfig,
-    default_executor,
+    default_executor_config,
     evaluate_executor,
     make_mdps,
     pretrain_executor,
@@ -121,7 +121,7 @@ def test_zero_epochs_is_the_untrained_initialisation(trained: tuple[VIExecutor, 
 
 def test_default_executor_rejects_unknown_kind(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="cartpole"):
-        default_executor("nope", tmp_path)
+        default_executor_config("nope")
 
 
 def test_save_load_round_trip(tmp_path: Path, trained: tuple[VIExecutor, dict]) -> None:
@@ -204,9 +204,9 @@ def test_pretraining_never_overwrites_a_file_written_meanwhile(
     out = tmp_path / "ex.safetensors"
     real = pretrain.pretrain_executor
 
-    def the_other_process_finishes_first(cfg, progress=True):
+    def the_other_process_finishes_first(cfg, progress=True, position=0):
         out.write_bytes(b"the first process's executor")
-        return real(dataclasses.replace(cfg, train_graphs=2, epochs=1), progress)
+        return real(dataclasses.replace(cfg, train_graphs=2, epochs=1), progress, position)
 
     monkeypatch.setattr(pretrain, "pretrain_executor", the_other_process_finishes_first)
     code = main(["pretrain-executor", "--graphs", "random_deterministic", "--states", "4",

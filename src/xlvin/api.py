@@ -19,6 +19,7 @@ import copy
 import re
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -46,7 +47,15 @@ from xlvin.train.agents import agent_spec, build_agent, expand_agent
 from xlvin.train.collect import policy_device
 from xlvin.train.pretrained import executor_file, load_executor_processor
 from xlvin.train.run import evaluate_agent, load_run, train_run
-from xlvin.train.run_config import MAX_SEED, SECTIONS, RunConfig, check_run, on_cpu, option_names
+from xlvin.train.run_config import (
+    MAX_SEED,
+    SECTIONS,
+    RunConfig,
+    check_run,
+    on_cpu,
+    option_names,
+    whole_rollouts,
+)
 
 #: The first seed of `evaluate` (and `xlvin evaluate`): far from every training seed.
 EVAL_SEED = 1_000_000
@@ -216,16 +225,22 @@ class Model:
         resume: bool = False,
         progress: bool = True,
     ) -> "Model":
-        """Train as `xlvin train` does: pre-training, PPO, checkpoints, TensorBoard under
-        `out/tb`, the progress bar, then the final weights and summary. `total_steps` sets
-        `total_steps` (online protocol); `out` is the run directory (a new temporary folder when
-        None: `model.run_dir`); `resume=True` continues the unfinished run in `out` exactly."""
+        """Train as `xlvin train` does: pre-training (its progress shown even with
+        progress=False: it can take minutes), PPO, checkpoints, TensorBoard under `out/tb`, the
+        progress bar, then the final weights and summary. `total_steps` sets `total_steps`
+        (online protocol); a new run rounds it up to whole rollouts, with a warning unless it
+        is the default; `out` is the run directory (a new temporary folder when None:
+        `model.run_dir`); `resume=True` continues the unfinished run in `out` exactly."""
         if self._learned:
             raise UserError("this model has learned already: a run trains once (make a new model, "
                             "or learn(out=DIR, resume=True) on a new model to continue one)")
         cfg = self.config
         if total_steps is not None:
             cfg = with_options(cfg, {"total_steps": total_steps}, "learn()")
+        if not resume:  # a run keeps the total it started with
+            cfg, rounded = whole_rollouts(cfg)
+            if rounded:
+                warnings.warn(f"total_steps {rounded}", stacklevel=2)
         if out is None:
             if resume:
                 raise UserError("learn(resume=True) needs out=DIR, the run directory to continue")

@@ -60,6 +60,7 @@ def _quickstart(args: argparse.Namespace) -> None:
         raise UserError(f"--out {out} already exists; choose a new directory")
     cells = [table1.Cell("paper", "CartPole-v0", agent, seed)
              for seed in range(args.seeds) for agent in AGENTS]
+    table1.prepare(cells, args.jobs)  # the executor and TransE pre-training, with their progress
     bar = tqdm(total=len(cells), desc="train + evaluate", unit="run")
     records = table1.run_cells(cells, out, jobs=args.jobs, on_done=lambda _: bar.update())
     bar.close()

@@ -19,11 +19,13 @@ from xlvin.train.run_config import MAX_SEED
 
 def _with_progress(
     run: Callable[[Callable[[dict], None]], list[dict]], total: int, desc: str,
-    postfix: Callable[[dict], str],
+    postfix: Callable[[dict], str], prepare: Callable[[], object] = lambda: None,
 ) -> tuple[list[dict], float]:
-    """`run(on_done)` under a progress bar of `total` cells (each record's `postfix` shown as
-    it finishes); its records and wall seconds."""
+    """`prepare()` (what the cells share, with its own progress), then `run(on_done)` under a
+    progress bar of `total` cells (each record's `postfix` shown as it finishes); its records
+    and wall seconds."""
     start = time.perf_counter()
+    prepare()
     with tqdm(total=total, desc=desc, unit="run") as bar:
 
         def done(record: dict) -> None:
@@ -65,6 +67,7 @@ def _classic(args: argparse.Namespace) -> None:
         lambda done: table1.run_cells(cells, args.runs, args.jobs, on_done=done), len(cells),
         f"Table 1 cells ({args.protocol})",
         lambda r: f"{r['env']} {r['agent']} s{r['seed']}: {r['final_return']:.1f}",
+        lambda: table1.prepare(cells, args.jobs),
     )
     md = table1.write_results(records, args.results, wall)
     print(md)
@@ -84,6 +87,7 @@ def _executor_ablation(args: argparse.Namespace) -> None:
             "executor ablation cells",
             lambda r: f"{r['protocol']} {r['env']} {r['agent']} {r['variant'] or '-'} "
             f"s{r['seed']}: {r['final_return']:.1f}",
+            lambda: table1.prepare(cells, args.jobs),
         )
     records = executor_ablation.finished_records(args.runs, protocols, envs)
     if not records:
@@ -140,6 +144,7 @@ def _atari(args: argparse.Namespace) -> None:
                                      on_done=done), len(cells), "Atari cells",
         lambda r: (f"{r['game']} {r['agent']} s{r['seed']}: {r['transitions_reached']:,} "
                    f"transitions, greedy {r['final_eval']['mean']:.1f}"),
+        lambda: atari.prepare(cells),
     )
     print(atari.write_results(records, args.results))
     print(f"wrote {args.results}/atari.json and atari_<game>.png; runs under {args.runs}")

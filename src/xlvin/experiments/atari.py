@@ -168,9 +168,10 @@ def transitions_per_game(text: str, games: list[str]) -> dict[str, int]:
 
 
 def prepare(cells: list[Cell]) -> list[Path]:
-    """Produce the default executors the cells need once, before their workers race to it;
-    their files (under xlvin's cache: a sweep copies them to its nodes)."""
-    return [executor_file(spec, TrainConfig(executor=spec))
+    """Produce the default executors the cells need once (showing the pre-training's progress),
+    before their workers race to it; their files (under xlvin's cache: a sweep copies them to
+    its nodes)."""
+    return [executor_file(spec, TrainConfig(executor=spec), progress=True)
             for spec in sorted({agent_fields(c.agent).get("executor", "") for c in cells} - {""})]
 
 
@@ -205,7 +206,7 @@ def run_cell(cell: Cell, root: Path, deadline: float | None = None,
         if (run_dir / SUMMARY).is_file():
             agent = load_run(run_dir)[0].to(cell.device)
         else:
-            agent, _ = train_run(cfg, run_dir, progress=False,
+            agent, _ = train_run(cfg, run_dir, progress=False, pretrain_progress=False,
                                  resume=(run_dir / CONFIG).is_file(), deadline=deadline)
         reached = transitions_reached(run_dir)
         if _evaluated_at(run_dir) != reached:

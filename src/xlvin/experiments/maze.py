@@ -179,7 +179,7 @@ def run_cell(cell: Cell, root: Path, deadline: float | None = None) -> dict[str,
     with claim_run_dir(run_dir):
         if not is_finished(run_dir):
             train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file(),
-                      deadline=deadline)
+                      deadline=deadline, pretrain_progress=False)
     return cell_record(cell, run_dir) if is_finished(run_dir) else running_record(cell, run_dir)
 
 

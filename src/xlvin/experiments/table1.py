@@ -46,8 +46,15 @@ from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
 from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
 from xlvin.train.ppo import PPOConfig
+from xlvin.train.pretrain_executor import cached_executor_path
 from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.pretrained import executor_file, shared_transe_file
+from xlvin.train.pretrained import (
+    executor_config,
+    executor_file,
+    executors_dir,
+    shared_transe_file,
+    shared_transe_path,
+)
 from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
 from xlvin.train.run import evaluate_run, train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_run
@@ -309,7 +316,7 @@ def run_cell(cell: Cell, root: Path, config: RunConfig | None = None) -> dict[st
     with claim_run_dir(run_dir):
         if not (run_dir / SUMMARY).is_file():
             train_run(config or cell.config(), run_dir, progress=False,
-                      resume=(run_dir / CONFIG).is_file())
+                      resume=(run_dir / CONFIG).is_file(), pretrain_progress=False)
         if not (run_dir / EVAL_FILE).is_file():
             write_json(run_dir / EVAL_FILE, evaluate_run(run_dir, EVAL_EPISODES, EVAL_SEED))
     return cell_record(cell, run_dir)
@@ -342,34 +349,38 @@ def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 
 
 def prepare(cells: Iterable[Cell], jobs: int = 1) -> list[Path]:
-    """Produce what the cells share (default executors, shared TransE pre-trainings) once, on
-    `jobs` processes, before the cells' workers would race to it; returns those files."""
-    needs: dict[str, tuple[str, Cell]] = {}
+    """Produce the files the cells share (default executors, shared TransE pre-trainings) that
+    are missing, once each, on `jobs` processes, before the cells' workers would race to them,
+    each showing its progress on a line of its own below the cursor (cleared when done);
+    returns every shared file."""
+    needs: dict[Path, tuple[str, Cell]] = {}
     for cell in cells:
         cfg = cell.config()
         t = cfg.train
         if t.agent != "xlvin":
             continue
-        needs.setdefault(json.dumps(["executor", t.executor, t.executor_layer_norm,
-                                     t.executor_messages]), ("executor", cell))
+        executor = executor_config(t.executor, t)
+        if executor is not None:
+            needs.setdefault(cached_executor_path(executor, executors_dir()), ("executor", cell))
         if cfg.transe.shared:
-            needs.setdefault(json.dumps(["transe", t.env, t.init, t.transe_negatives,
-                                         dataclasses.asdict(cfg.transe)]),
-                             ("transe", cell))
-    return sorted(map_jobs(_produce, list(needs.values()), jobs))
+            needs.setdefault(shared_transe_path(cfg, *check_run(cfg)), ("transe", cell))
+    missing = [need for path, need in needs.items() if not path.exists()]
+    map_jobs(_produce, [(kind, cell, line) for line, (kind, cell) in enumerate(missing, start=1)],
+             jobs)
+    return sorted(needs)
 
 
-def _produce(need: tuple[str, Cell]) -> Path:
-    """Make one shared file (a default executor or a shared TransE pre-training) if missing;
-    returns it."""
+def _produce(need: tuple[str, Cell, int]) -> Path:
+    """Make one shared file (a default executor or a shared TransE pre-training) if missing,
+    its progress on line `position`; returns it."""
     quiet_known_warnings()
-    kind, cell = need
+    kind, cell, position = need
     cfg = cell.config()
     set_threads(cfg.ppo.torch_threads)
     if kind == "executor":
-        return executor_file(cfg.train.executor, cfg.train, progress=False)
+        return executor_file(cfg.train.executor, cfg.train, progress=True, position=position)
     spaces, arch = check_run(cfg)
-    return shared_transe_file(cfg, spaces, arch, progress=False)
+    return shared_transe_file(cfg, spaces, arch, progress=True, position=position)
 
 
 def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:

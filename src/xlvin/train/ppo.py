@@ -44,7 +44,10 @@ class PPOConfig:
 
     num_envs: int = option(4, "parallel environments (sync vector env)")
     num_steps: int = option(128, "steps per env per rollout")
-    total_steps: int = option(500_000, "total env steps of online training (all envs)")
+    total_steps: int = option(
+        500_000, "total env steps of online training (all envs); a new run rounds it up to whole "
+        "rollouts of num_envs x num_steps"
+    )
     lr: float = option(2.5e-4, "Adam learning rate")
     adam_eps: float = option(1e-5, "Adam epsilon")
     anneal_lr: bool = option(True, "decay the learning rate linearly to 0 over training")

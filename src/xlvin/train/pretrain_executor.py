@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from xlvin.config import option, to_dict
 from xlvin.errors import UserError
@@ -33,6 +32,7 @@ from xlvin.mdp.maze_graphs import MAZE_FAMILY, maze_mdps
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, VIExecutor
 from xlvin.process import seed_everything, torch_threads
+from xlvin.train.progress import Progress
 
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
@@ -156,11 +156,12 @@ def _blocks(
 
 
 def pretrain_executor(
-    cfg: ExecutorConfig, progress: bool = True
+    cfg: ExecutorConfig, progress: bool = True, position: int = 0
 ) -> tuple[VIExecutor, dict[str, Any]]:
     """Train a `VIExecutor` on `cfg.train_graphs` MDPs, teacher-forced on every VI step (MSE on
     V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine (or
-    constant: `cfg.lr_schedule`).
+    constant: `cfg.lr_schedule`); `progress` shows its optimiser steps (`xlvin.train.progress`,
+    on line `position`).
 
     Returns the executor (eval mode) and training statistics (loss per epoch, wall time).
     """
@@ -181,18 +182,20 @@ def pretrain_executor(
     schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, cfg.epochs * per_epoch)
                 if cfg.lr_schedule == "cosine" else torch.optim.lr_scheduler.ConstantLR(optimiser, 1.0))
     losses: list[float] = []
-    bar = tqdm(range(cfg.epochs), desc="pre-training executor", disable=not progress)
-    for _ in bar:
-        total, count = 0.0, 0
-        for graph, v, target in _blocks(groups, rng, cfg.batch_steps):
-            loss = torch.nn.functional.mse_loss(executor(graph, v), target)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            schedule.step()
-            total, count = total + loss.item() * len(v), count + len(v)
-        losses.append(total / count)
-        bar.set_postfix(mse=f"{losses[-1]:.2e}")
+    with Progress("pre-training executor", cfg.epochs * per_epoch, "step", progress,
+                  position) as bar:
+        for _ in range(cfg.epochs):
+            total, count = 0.0, 0
+            for graph, v, target in _blocks(groups, rng, cfg.batch_steps):
+                loss = torch.nn.functional.mse_loss(executor(graph, v), target)
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+                schedule.step()
+                total, count = total + loss.item() * len(v), count + len(v)
+                bar.update()
+            losses.append(total / count)
+            bar.set_postfix(mse=f"{losses[-1]:.2e}")
     stats = {
         "train_mse_per_epoch": losses,
         "train_seconds": time.perf_counter() - start,
@@ -305,14 +308,14 @@ def evaluate_executor(
 
 def pretrain_and_save(
     cfg: ExecutorConfig, out: Path, eval_count: int = 40, progress: bool = True,
-    overwrite: bool = True,
+    overwrite: bool = True, position: int = 0,
 ) -> dict[str, Any]:
     """Pre-train, evaluate on `eval_count` held-out graphs of the training family and size, and
     write the executor with its description (config, training stats, held-out metrics) to `out`
     (atomically, see `save_weights`; without `overwrite`, only if no file is there by then).
     Returns that description.
     """
-    executor, stats = pretrain_executor(cfg, progress)
+    executor, stats = pretrain_executor(cfg, progress, position)
     held_out = evaluate_executor(executor, cfg.family, cfg.states, cfg.actions, eval_count,
                                  cfg.seed, cfg.gamma, cfg.tol, cfg.maze_size)
     meta = {**to_dict(cfg), "training": stats, "held_out": held_out}
@@ -342,31 +345,48 @@ DEFAULT_EXECUTORS = {
 }
 
 
-def default_executor(
-    kind: str, cache_dir: Path, seed: int = 0, progress: bool = False, threads: int = 1,
-    layer_norm: bool | None = None, messages: str = "relu",
-) -> Path:
-    """The file of the default executor `kind` ("random", "cartpole" or "maze") trained from
-    `seed`, with the given processor variant (layer_norm None: the kind's own, on for the maze
-    only), pre-training it into `cache_dir` on first use (with `threads`
-    torch threads: one is the fastest for these small graphs on a busy 2-core machine). The file
-    name holds a hash of the full config and of the file format, so changed defaults, variants
-    or formats never reuse a stale file.
-    """
+def default_executor_config(
+    kind: str, seed: int = 0, layer_norm: bool = False, messages: str = "relu"
+) -> ExecutorConfig:
+    """The config of the default executor `kind` trained from `seed`. `layer_norm` True and
+    `messages` "linear" (the authors' variants) override the kind's own; False and "relu", the
+    options' defaults, keep it: the maze's and the authors' executors keep their LayerNorm, the
+    authors' its linear messages."""
     if kind not in DEFAULT_EXECUTORS:
         raise UserError(f"unknown default executor {kind!r}; valid: {', '.join(DEFAULT_EXECUTORS)}")
-    cfg = dataclasses.replace(DEFAULT_EXECUTORS[kind], seed=seed, messages=messages)
-    if layer_norm is not None:
-        cfg = dataclasses.replace(cfg, layer_norm=layer_norm)
+    cfg = dataclasses.replace(DEFAULT_EXECUTORS[kind], seed=seed)
+    if layer_norm:
+        cfg = dataclasses.replace(cfg, layer_norm=True)
+    if messages != "relu":
+        cfg = dataclasses.replace(cfg, messages=messages)
+    return cfg
+
+
+def cached_executor_path(cfg: ExecutorConfig, cache_dir: Path) -> Path:
+    """Where the executor of `cfg` is cached: a file named by a hash of `cfg` and of the file
+    format, and of nothing else, so that every command needing equal executors shares one file
+    while changed defaults, variants or formats never reuse a stale one. A file of the same hash
+    under an earlier name (`executor-<kind>-seed<S>-<hash>`) is that executor too."""
     key = {"format": FORMAT, **to_dict(cfg)}
     if cfg.family != MAZE_FAMILY:  # the field only matters to maze executors: others keep
-        del key["maze_size"]  # the file names they had before it existed
+        del key["maze_size"]  # the hashes they had before it existed
     if cfg.lr_schedule == "cosine":  # likewise for the default schedule
         del key["lr_schedule"]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    path = Path(cache_dir) / f"executor-{kind}-seed{seed}-{digest}.safetensors"
+    found = sorted(Path(cache_dir).glob(f"executor-*-{digest}.safetensors"))
+    return found[0] if found else Path(cache_dir) / f"executor-{cfg.family}-{digest}.safetensors"
+
+
+def cached_executor(
+    cfg: ExecutorConfig, cache_dir: Path, progress: bool = False, threads: int = 1,
+    position: int = 0,
+) -> Path:
+    """The cached file of the executor of `cfg` (`cached_executor_path`), pre-training it on
+    first use with `threads` torch threads (one is the fastest for these small graphs on a busy
+    2-core machine)."""
+    path = cached_executor_path(cfg, cache_dir)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         with torch_threads(threads):
-            pretrain_and_save(cfg, path, progress=progress)
+            pretrain_and_save(cfg, path, progress=progress, position=position)
     return path

@@ -7,7 +7,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.config import option
@@ -16,6 +15,7 @@ from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transe import energy, hits_at_1, transe_loss
 from xlvin.nn.transition import TransitionModel
+from xlvin.train.progress import Progress
 
 
 @dataclass
@@ -112,6 +112,7 @@ def pretrain_transe(
     accelerate: bool = True,
     checkpoint: Checkpointer | None = None,
     negatives: str = "states",
+    position: int = 0,
 ) -> dict[str, float]:
     """Minimise the TransE loss (paper eq. 2, its negatives drawn as `negatives` says:
     `xlvin.nn.transe.NEGATIVES`) on `data` with Adam (on CPU, with `accelerate`, the flat Adam
@@ -119,7 +120,8 @@ def pretrain_transe(
 
     `checkpoint`: saved after every epoch; when its file exists, pre-training continues after
     the epoch it holds and ends as an uninterrupted pre-training would (a run killed every few
-    seconds still gets through it)."""
+    seconds still gets through it). `progress` shows its steps (`xlvin.train.progress`, on line
+    `position`)."""
     generator = torch.Generator().manual_seed(seed)
     train, held_out = split(data, cfg.holdout, generator)
     eval_batch = min(cfg.batch_size, len(held_out.obs))
@@ -133,25 +135,24 @@ def pretrain_transe(
     loss, first = torch.zeros(()), 0
     if checkpoint is not None and checkpoint.exists():
         first, before, loss = _resume(checkpoint, pair, optimizer, generator)
-    bar = tqdm(total=steps, initial=first * (steps // max(cfg.epochs, 1)),
-               desc="TransE pre-training", disable=not progress, leave=False)
-    for epoch in range(first, cfg.epochs):
-        order = torch.randperm(n, generator=generator)
-        for start in range(0, max(n - cfg.batch_size, 0) + 1, cfg.batch_size):
-            idx = order[start : start + cfg.batch_size]
-            loss = transe_loss(
-                encoder, transition, train.obs[idx], train.actions[idx], train.next_obs[idx],
-                hinge=cfg.hinge, sigma=cfg.sigma, generator=generator, negatives=negatives,
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            bar.update()
-        bar.set_postfix(loss=f"{loss.item():.4f}")
-        if checkpoint is not None:
-            checkpoint.save(pair, optimizer, generator, {"epoch": epoch + 1, "before": before,
-                                                         "loss": loss.item(), "log_step": 0})
-    bar.close()
+    with Progress("pre-training TransE", steps, "step", progress, position,
+                  done=first * (steps // max(cfg.epochs, 1))) as bar:
+        for epoch in range(first, cfg.epochs):
+            order = torch.randperm(n, generator=generator)
+            for start in range(0, max(n - cfg.batch_size, 0) + 1, cfg.batch_size):
+                idx = order[start : start + cfg.batch_size]
+                loss = transe_loss(
+                    encoder, transition, train.obs[idx], train.actions[idx], train.next_obs[idx],
+                    hinge=cfg.hinge, sigma=cfg.sigma, generator=generator, negatives=negatives,
+                )
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                bar.update()
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+            if checkpoint is not None:
+                checkpoint.save(pair, optimizer, generator, {"epoch": epoch + 1, "before": before,
+                                                             "loss": loss.item(), "log_step": 0})
     after = transe_metrics(encoder, transition, held_out, eval_batch, cfg.sigma)
     return {
         "transitions": float(len(data.obs)),

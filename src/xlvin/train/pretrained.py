@@ -19,7 +19,12 @@ from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import seed_everything
 from xlvin.train.agents import Architecture, build_encoder, pytorch_init
-from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, default_executor
+from xlvin.train.pretrain_executor import (
+    DEFAULT_EXECUTORS,
+    ExecutorConfig,
+    cached_executor,
+    default_executor_config,
+)
 from xlvin.train.pretrain_transe import pretrain_transe
 from xlvin.train.random_data import random_transitions
 from xlvin.train.run_config import RunConfig, TrainConfig
@@ -27,20 +32,33 @@ from xlvin.train.spaces import Spaces
 
 
 def cache_dir() -> Path:
-    """Where default executors are cached: $XLVIN_CACHE or ~/.cache/xlvin (an empty
+    """Where pre-trained files are cached: $XLVIN_CACHE or ~/.cache/xlvin (an empty
     XLVIN_CACHE counts as unset, as an empty XDG variable does: never the current folder)."""
     return Path(os.environ.get("XLVIN_CACHE") or Path.home() / ".cache" / "xlvin")
 
 
-def executor_file(spec: str, cfg: TrainConfig | None = None, progress: bool = False) -> Path:
-    """Resolve --executor to a file, producing a default executor (the variant `cfg` asks for)
-    on first use."""
-    cfg = cfg or TrainConfig()
+def executors_dir() -> Path:
+    """Where the default executors are cached (`cached_executor_path`)."""
+    return cache_dir() / "executors"
+
+
+def executor_config(spec: str, cfg: TrainConfig) -> ExecutorConfig | None:
+    """The config of the default executor --executor `spec` names, in the variant `cfg` asks for
+    (`default_executor_config`); None for a file."""
     if spec in DEFAULT_EXECUTORS:
-        return default_executor(
-            spec, cache_dir() / "executors", progress=progress,
-            layer_norm=cfg.executor_layer_norm or None, messages=cfg.executor_messages,
-        )
+        return default_executor_config(spec, layer_norm=cfg.executor_layer_norm,
+                                       messages=cfg.executor_messages)
+    return None
+
+
+def executor_file(
+    spec: str, cfg: TrainConfig | None = None, progress: bool = False, position: int = 0
+) -> Path:
+    """Resolve --executor to a file: a default executor (the variant `cfg` asks for) is the
+    cached file of its config, pre-trained on first use, whichever command asks for it."""
+    executor = executor_config(spec, cfg or TrainConfig())
+    if executor is not None:
+        return cached_executor(executor, executors_dir(), progress=progress, position=position)
     path = Path(spec)
     if not path.is_file():
         raise UserError(
@@ -66,15 +84,11 @@ def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
     return cfg.train.env_kwargs
 
 
-def shared_transe_file(cfg: RunConfig, spaces: Spaces, arch: Architecture, progress: bool) -> Path:
-    """The TransE pre-training every run of this environment and architecture starts from
-    (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
-    `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached under
-    $XLVIN_CACHE/transe by a hash of everything that determines it. The training (not the data
-    collection) is checkpointed after every epoch beside the file until the file is written."""
+def _transe_key(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str, Any]:
+    """Everything that determines a shared TransE pre-training."""
     t = cfg.train
     env_kwargs = transe_env_kwargs(cfg)
-    key = {
+    return {
         "format": "xlvin-transe/1", "env": t.env, "obs_shape": list(spaces.obs_shape),
         "actions": spaces.num_actions, "hidden": arch.hidden, "k": arch.embedding_dim,
         "init": t.init, "transe": to_dict(cfg.transe),
@@ -82,8 +96,28 @@ def shared_transe_file(cfg: RunConfig, spaces: Spaces, arch: Architecture, progr
         # the default is left out, so files made before the option existed keep their names
         **({"negatives": t.transe_negatives} if t.transe_negatives != "states" else {}),
     }
+
+
+def shared_transe_path(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> Path:
+    """Where the shared TransE pre-training of `cfg` is cached: $XLVIN_CACHE/transe, named by a
+    hash of everything that determines it."""
+    key = _transe_key(cfg, spaces, arch)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    path = cache_dir() / "transe" / f"transe-{t.env.replace('/', '_')}-{digest}.safetensors"
+    return cache_dir() / "transe" / f"transe-{cfg.train.env.replace('/', '_')}-{digest}.safetensors"
+
+
+def shared_transe_file(
+    cfg: RunConfig, spaces: Spaces, arch: Architecture, progress: bool, position: int = 0
+) -> Path:
+    """The TransE pre-training every run of this environment and architecture starts from
+    (`TransEConfig.shared`): an encoder and transition model built from seed 0, trained on
+    `cfg.transe.episodes` random-policy episodes (seeds 10,000 on), cached at
+    `shared_transe_path`. The training (not the data collection) is checkpointed after every
+    epoch beside the file until the file is written. `progress` shows both (on line
+    `position`)."""
+    t = cfg.train
+    env_kwargs = transe_env_kwargs(cfg)
+    path = shared_transe_path(cfg, spaces, arch)
     if path.exists():
         return path
     seed_everything(0)
@@ -91,14 +125,16 @@ def shared_transe_file(cfg: RunConfig, spaces: Spaces, arch: Architecture, progr
     if t.init == "pytorch":
         pytorch_init(pair)
     data = random_transitions(t.env, cfg.transe.episodes, seed=10_000,
-                              max_transitions=cfg.transe.max_transitions, env_kwargs=env_kwargs)
+                              max_transitions=cfg.transe.max_transitions, env_kwargs=env_kwargs,
+                              progress=progress, position=position)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Deterministic: processes producing the same file at once may share its checkpoint.
     epochs = Checkpointer(path.with_name(path.stem + ".checkpoint.safetensors"), 1)
     stats = pretrain_transe(pair["encoder"], pair["transition"], data, cfg.transe, seed=0,
                             progress=progress, accelerate=cfg.ppo.accelerate, checkpoint=epochs,
-                            negatives=t.transe_negatives)
-    save_weights(path, pair, {"key": key, "transe": stats, "transitions": len(data.obs)})
+                            negatives=t.transe_negatives, position=position)
+    save_weights(path, pair, {"key": _transe_key(cfg, spaces, arch), "transe": stats,
+                              "transitions": len(data.obs)})
     Path(epochs.path).unlink(missing_ok=True)
     return path
 

@@ -1,5 +1,6 @@
 """Transitions of a uniform random policy, the TransE pre-training data (paper appendix B)."""
 
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -7,15 +8,18 @@ import numpy as np
 import torch
 
 from xlvin.nn.policy import TransitionBatch
+from xlvin.train.progress import Progress
 
 
 def random_transitions(
     env_id: str, episodes: int, seed: int, max_transitions: int | None = None,
-    env_kwargs: dict[str, Any] | None = None,
+    env_kwargs: dict[str, Any] | None = None, progress: bool = False, position: int = 0,
 ) -> TransitionBatch:
     """Run up to `episodes` episodes with uniformly random actions in `gym.make(env_id,
     **env_kwargs)` and return every (s, a, s'), stopping early once `max_transitions` pairs are
-    collected (every pair stays a real step).
+    collected (every pair stays a real step). `progress` shows the episodes
+    (`xlvin.train.progress`, on line `position`), their number re-estimated after each one when
+    `max_transitions` will end the collection first.
 
     The environment is reset by hand between episodes, so a terminal step is paired with its
     true final observation and never with the next episode's reset observation (the autoreset
@@ -25,18 +29,23 @@ def random_transitions(
     env.action_space.seed(seed)
     obs_list, action_list, next_list = [], [], []
     limit = max_transitions if max_transitions is not None else float("inf")
-    for episode in range(episodes):
-        if len(obs_list) >= limit:
-            break
-        obs, _ = env.reset(seed=seed + episode)
-        done = False
-        while not done and len(obs_list) < limit:
-            action = env.action_space.sample()
-            next_obs, _, terminated, truncated, _ = env.step(action)
-            obs_list.append(obs)
-            action_list.append(action)
-            next_list.append(next_obs)
-            obs, done = next_obs, terminated or truncated
+    with Progress("collecting TransE data", episodes, "episode", progress, position) as bar:
+        for episode in range(episodes):
+            if len(obs_list) >= limit:
+                break
+            obs, _ = env.reset(seed=seed + episode)
+            done = False
+            while not done and len(obs_list) < limit:
+                action = env.action_space.sample()
+                next_obs, _, terminated, truncated, _ = env.step(action)
+                obs_list.append(obs)
+                action_list.append(action)
+                next_list.append(next_obs)
+                obs, done = next_obs, terminated or truncated
+            bar.update()
+            if max_transitions is not None:
+                per_episode = len(obs_list) / (episode + 1)
+                bar.set_total(min(episodes, math.ceil(max_transitions / per_episode)))
     env.close()
     return TransitionBatch(
         obs=torch.as_tensor(np.asarray(obs_list), dtype=torch.float32),

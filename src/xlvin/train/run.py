@@ -55,13 +55,19 @@ def saved_config(data: dict[str, Any]) -> dict[str, Any]:
 
 def train_run(
     cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False,
-    deadline: float | None = None,
+    deadline: float | None = None, pretrain_progress: bool = True,
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train one agent and write the run directory `out`; return the agent and the summary.
+    `progress`: PPO's progress bar; `pretrain_progress`: the pre-trainings' progress
+    (`xlvin.train.progress`), which can take minutes before the first update.
 
     Data counts in the summary: `transe_transitions` (random-policy steps for TransE
     pre-training, 0 in the strict setting) and, for the low-data protocol, the exact episodes and
-    transitions PPO learned from.
+    transitions PPO learned from. Seconds: `wall_seconds` = `pretrain_seconds` (=
+    `pretrain_executor_seconds`, making or loading the executor, + `pretrain_transe_seconds`,
+    TransE's data and pre-training or loading its shared file) + `train_seconds` (PPO); a
+    resumed run keeps the pre-training seconds of the session that pre-trained and adds up
+    PPO's.
 
     resume=True continues the unfinished run in `out` (started with the same `cfg`) from its
     checkpoint, or from the start when it was stopped before its first checkpoint; the finished
@@ -84,13 +90,18 @@ def train_run(
     t = cfg.train
     spec = agent_spec(t.agent)
     processor, executor_meta = None, None
+    start = time.perf_counter()
     if spec.executor:
-        processor, executor_meta = load_executor_processor(executor_file(t.executor, t, progress))
+        processor, executor_meta = load_executor_processor(
+            executor_file(t.executor, t, pretrain_progress))
+    executor_seconds, start = time.perf_counter() - start, time.perf_counter()
     set_threads(cfg.ppo.torch_threads)
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
     wants_transe = spec.transe and t.pretrain_transe
-    shared = shared_transe_file(cfg, spaces, arch, progress) if (
+    shared = shared_transe_file(cfg, spaces, arch, pretrain_progress) if (
         wants_transe and cfg.transe.shared and not strict) else None
+    pretrained_seconds = {"pretrain_executor_seconds": executor_seconds,
+                          "pretrain_transe_seconds": time.perf_counter() - start}
     with claim_run_dir(out) as run_dir:
         if resume:
             open_run_dir(run_dir, config, saved_config)
@@ -98,21 +109,23 @@ def train_run(
             create_run_dir(run_dir, config)
         seed_everything(t.seed)  # the initial weights; the loop seeds training itself
         agent = build_agent(arch, spaces, processor).to(t.device)
-        summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress, resume,
-                                 deadline)
+        summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress,
+                                 pretrain_progress, resume, deadline, pretrained_seconds)
     return agent, summary
 
 
 def _train_claimed(
     cfg: RunConfig, run_dir: Path, agent: ActorCritic, executor_meta: dict[str, Any] | None,
-    shared: Path | None, progress: bool, resume: bool, deadline: float | None,
+    shared: Path | None, progress: bool, pretrain_progress: bool, resume: bool,
+    deadline: float | None, pretrained_seconds: dict[str, float],
 ) -> dict[str, Any]:
-    """`train_run` once its run directory is claimed: pre-train, train, save; the summary."""
+    """`train_run` once its run directory is claimed: pre-train, train, save; the summary
+    (`pretrained_seconds`: the pre-trainings' seconds before the claim)."""
     t = cfg.train
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
     wants_transe = agent_spec(t.agent).transe and t.pretrain_transe
-    start = time.perf_counter()
-    summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0}
+    summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0,
+                               **pretrained_seconds}
     checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary,
                               run=cfg.to_json(), normalize=saved_config)
     resuming = resume and checkpoint.exists()
@@ -121,12 +134,14 @@ def _train_claimed(
     def pretrain(data: TransitionBatch, epochs: Checkpointer | None = None) -> None:
         # Strict pre-training runs inside the PPO loop, whose flat Adam already holds these
         # parameters: a second flat Adam would rebind them away from it, so torch's Adam here.
+        begin = time.perf_counter()
         summary["transe"] = pretrain_transe(
-            agent.encoder, agent.transition, data, cfg.transe, seed=t.seed, progress=progress,
-            accelerate=cfg.ppo.accelerate and not strict, checkpoint=epochs,
-            negatives=t.transe_negatives,
+            agent.encoder, agent.transition, data, cfg.transe, seed=t.seed,
+            progress=pretrain_progress, accelerate=cfg.ppo.accelerate and not strict,
+            checkpoint=epochs, negatives=t.transe_negatives,
         )
         summary["transe_transitions"] = 0 if strict else len(data.obs)
+        summary["pretrain_transe_seconds"] += time.perf_counter() - begin
 
     if shared is not None and not resuming:
         tensors, meta = load_weights(shared, what="TransE weights")
@@ -135,12 +150,13 @@ def _train_claimed(
         summary["transe"], summary["transe_transitions"] = meta["transe"], meta["transitions"]
         summary["transe_shared_file"] = shared.name
     elif wants_transe and not strict and not resuming:
+        start = time.perf_counter()
         data = random_transitions(t.env, cfg.transe.episodes, seed=t.seed + 10_000,
                                   max_transitions=cfg.transe.max_transitions,
-                                  env_kwargs=transe_env_kwargs(cfg))
+                                  env_kwargs=transe_env_kwargs(cfg), progress=pretrain_progress)
+        summary["pretrain_transe_seconds"] += time.perf_counter() - start
         pretrain(data, Checkpointer(run_dir / TRANSE_CHECKPOINT, 1, run=cfg.to_json(),
                                     normalize=saved_config))
-    summary["pretrain_seconds"] = time.perf_counter() - start
     logger = MetricsLogger(run_dir, rewind_to=rewind_to)
     try:
         if t.protocol == "online":
@@ -176,7 +192,11 @@ def _train_claimed(
     summary["ppo"] = dataclasses.asdict(result)
     summary["resumed"] = resuming
     summary["kernels"] = in_effect()  # of the process that finished the run
-    summary["wall_seconds"] = summary["pretrain_seconds"] + result.wall_time_s
+    in_loop = summary["pretrain_transe_seconds"] if strict else 0.0  # on the first data
+    summary["train_seconds"] = result.wall_time_s - in_loop
+    summary["pretrain_seconds"] = (summary["pretrain_executor_seconds"]
+                                   + summary["pretrain_transe_seconds"])
+    summary["wall_seconds"] = summary["pretrain_seconds"] + summary["train_seconds"]
     summary["stopped_at_deadline"] = result.stopped_at_deadline
     if result.stopped_at_deadline:  # unfinished: resumable from the checkpoint just saved
         return summary

@@ -105,8 +105,8 @@ class TrainConfig:
         "step (the authors' code: on)"
     )
     executor_messages: str = option(
-        "relu", "default executors: messages Linear then ReLU, or linear (the authors' code)",
-        choices=MESSAGES,
+        "relu", "default executors: messages Linear then ReLU, or linear (the authors' code); "
+        "relu keeps a default executor's own ('authors-random' stays linear)", choices=MESSAGES,
     )
     executor_aggregation: str = option(
         "", "XLVIN: the aggregation the agent runs its executor with; empty: the one it was "
@@ -125,7 +125,10 @@ class TrainConfig:
         "orthogonal", "initialisation of encoder and heads: orthogonal (the PPO convention) or "
         "pytorch (PyTorch's defaults: the authors' code)", choices=INITS,
     )
-    pretrain_transe: bool = option(True, "pre-train encoder and transition with TransE first")
+    pretrain_transe: bool = option(
+        True, "pre-train encoder and transition with TransE first, in every run: seconds on "
+        "classic control, minutes on Atari frames (the paper's Atari runs: false)"
+    )
     checkpoint_every: int = option(
         10, "save DIR/checkpoint.safetensors every N PPO updates (0: never); `--resume` continues from it"
     )
@@ -359,6 +362,20 @@ def check_curriculum(cfg: RunConfig) -> None:
     if cfg.train.env_kwargs:
         raise UserError("--protocol curriculum sets the maze's options itself: no --env-kwargs")
     cfg.curriculum.levels()
+
+
+def whole_rollouts(cfg: RunConfig) -> tuple[RunConfig, str | None]:
+    """`cfg` with online training's total steps rounded up to whole rollouts (num_envs x
+    num_steps, what one PPO update collects), and a sentence saying so when a total other than
+    the default was rounded (the default 500,000 trains 500,224 with 4 envs x 128 steps)."""
+    ppo = cfg.ppo
+    if cfg.train.protocol != "online" or ppo.total_steps % ppo.batch_size == 0:
+        return cfg, None
+    steps = -(-ppo.total_steps // ppo.batch_size) * ppo.batch_size
+    said = (f"{ppo.total_steps} is not a multiple of the rollout ({ppo.num_envs} envs x "
+            f"{ppo.num_steps} steps = {ppo.batch_size}); training {steps}")
+    rounded = dataclasses.replace(cfg, ppo=dataclasses.replace(ppo, total_steps=steps))
+    return rounded, None if ppo.total_steps == PPOConfig().total_steps else said
 
 
 def on_cpu(cfg: RunConfig) -> RunConfig:
