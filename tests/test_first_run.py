@@ -192,3 +192,18 @@ def test_learn_rounds_up_with_a_warning(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model().learn(total_steps=64, out=tmp_path / "whole", progress=False)
+
+
+@pytest.mark.parametrize("env, given, expected", [
+    ("CartPole-v1", None, True), ("xlvin/FreewayTrain-v4", None, False),
+    ("xlvin/FreewayTrain-v4", True, True), ("CartPole-v1", False, False),
+])
+def test_transe_pretraining_is_off_by_default_for_images_only(env: str, given, expected) -> None:
+    """The paper's Atari agents learn TransE during PPO only: a first pixel run does not spend
+    minutes pre-training it, unless asked."""
+    pytest.importorskip("ale_py")
+    from xlvin.train.run_config import RunConfig, TrainConfig, check_run, with_transe_pretraining
+
+    cfg = RunConfig(train=TrainConfig(env=env, agent="xlvin", pretrain_transe=given))
+    spaces, _ = check_run(cfg)
+    assert with_transe_pretraining(cfg, spaces).train.pretrain_transe is expected

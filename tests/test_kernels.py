@@ -112,3 +112,16 @@ def test_python_can_start_under_the_modes_variables() -> None:
     printed = subprocess.run([sys.executable, "-m", "xlvin.kernels"], capture_output=True,
                              text=True, check=True).stdout.split()
     assert dict(pair.split("=", 1) for pair in printed) == pins()
+
+
+def test_pretrained_files_of_the_two_modes_are_cached_apart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An executor pre-trained on the CPU's own kernels is not the reproducible one: the
+    cache never hands one to a run of the other mode."""
+    from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, cached_executor_path
+
+    executor = DEFAULT_EXECUTORS["random"]
+    reproducible = cached_executor_path(executor, tmp_path)
+    monkeypatch.delenv("MKL_CBWR")
+    assert cached_executor_path(executor, tmp_path) != reproducible

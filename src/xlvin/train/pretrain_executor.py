@@ -26,6 +26,7 @@ import torch
 from xlvin.config import option, to_dict
 from xlvin.errors import UserError
 from xlvin.io.executor_file import FORMAT, save_executor
+from xlvin.kernels import pinned
 from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.mdp.graphs import FAMILIES, family
 from xlvin.mdp.maze_graphs import MAZE_FAMILY, maze_mdps
@@ -364,7 +365,7 @@ def default_executor_config(
 
 def cached_executor_path(cfg: ExecutorConfig, cache_dir: Path) -> Path:
     """Where the executor of `cfg` is cached: a file named by a hash of `cfg` and of the file
-    format, and of nothing else, so that every command needing equal executors shares one file
+    format and of the kernel mode (`xlvin.kernels`), and of nothing else, so that every command needing equal executors shares one file
     while changed defaults, variants or formats never reuse a stale one. A file of the same hash
     under an earlier name (`executor-<kind>-seed<S>-<hash>`) is that executor too."""
     key = {"format": FORMAT, **to_dict(cfg)}
@@ -372,6 +373,8 @@ def cached_executor_path(cfg: ExecutorConfig, cache_dir: Path) -> Path:
         del key["maze_size"]  # the hashes they had before it existed
     if cfg.lr_schedule == "cosine":  # likewise for the default schedule
         del key["lr_schedule"]
+    if pinned():  # trained on other kernels: other weights (xlvin.kernels)
+        key["kernels"] = "reproducible"
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     found = sorted(Path(cache_dir).glob(f"executor-*-{digest}.safetensors"))
     return found[0] if found else Path(cache_dir) / f"executor-{cfg.family}-{digest}.safetensors"

@@ -15,6 +15,7 @@ from xlvin.errors import UserError
 from xlvin.io.checkpoint import Checkpointer
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.io.weights import save_weights
+from xlvin.kernels import pinned
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import seed_everything
@@ -95,6 +96,7 @@ def _transe_key(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str,
         **({"env_kwargs": env_kwargs} if env_kwargs else {}),
         # the default is left out, so files made before the option existed keep their names
         **({"negatives": t.transe_negatives} if t.transe_negatives != "states" else {}),
+        **({"kernels": "reproducible"} if pinned() else {}),  # other kernels, other weights
     }
 
 

@@ -44,7 +44,7 @@ from xlvin.train.pretrained import (
 )
 from xlvin.train.protocols import LowData
 from xlvin.train.random_data import random_transitions
-from xlvin.train.run_config import RunConfig, check_run, on_cpu
+from xlvin.train.run_config import RunConfig, check_run, on_cpu, with_transe_pretraining
 
 
 def saved_config(data: dict[str, Any]) -> dict[str, Any]:
@@ -81,8 +81,9 @@ def train_run(
     Everything is checked before `out` is created or changed; `out` is then claimed
     (`claim_run_dir`) for the whole run, so two processes never train into one directory.
     """
-    config = cfg.to_json()
     spaces, arch = check_run(cfg)
+    cfg = with_transe_pretraining(cfg, spaces)
+    config = cfg.to_json()
     if resume:
         open_run_dir(out, config, saved_config)
     else:
