@@ -16,6 +16,8 @@ Modules:
   the op-by-op loss of `xlvin.nn.ppo_loss`.
 - `classic_control`: CartPole and Acrobot episodes stepped on arrays for evaluation, equal bit
   for bit to gymnasium's envs.
+- `image_layout`: a minibatch's frames stored channels-last for the convolutions, equal to the
+  channels-first batch up to float rounding.
 - `allocator`: `retain_freed_memory()`, glibc's allocator told to keep freed memory (changes no
   value, only where big tensors come from).
 """

@@ -17,6 +17,7 @@ import torch
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.fused_ppo_loss import fused_ppo_loss
+from xlvin.accel.image_layout import channels_last
 from xlvin.config import option
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
@@ -127,7 +128,7 @@ class PPOConfig:
 
 
 def uses_accelerators(policy: ActorCritic, cfg: PPOConfig) -> bool:
-    """Whether the update takes the fused loss and flat Adam: asked for, and on CPU (the fused
+    """Whether the update takes the fused loss, flat Adam and channels-last frames: asked for, and on CPU (the fused
     loss computes in NumPy, which on a GPU would sync the device every minibatch)."""
     param = next(policy.parameters(), None)
     return cfg.accelerate and (param is None or param.device.type == "cpu")
@@ -179,7 +180,8 @@ def ppo_update(
     advantages, returns = estimate_advantages(rollout, cfg)
     if cfg.norm_adv and cfg.norm_adv_batch:
         advantages = normalise_over_batch(advantages, rollout.valid)
-    loss_fn = fused_ppo_loss if isinstance(optimizer, FlatAdam) else ppo_loss
+    accelerated = isinstance(optimizer, FlatAdam)  # `uses_accelerators`
+    loss_fn = fused_ppo_loss if accelerated else ppo_loss
     device = next(policy.parameters()).device
     logged: list[torch.Tensor] = []  # per minibatch: the detached loss terms, then aux terms
     aux_names: list[str] = []
@@ -191,7 +193,8 @@ def ppo_update(
             adv = mb.advantages
             if cfg.norm_adv and not cfg.norm_adv_batch and adv.numel() > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            logits, new_values, aux = policy.forward_with_aux(mb.transitions())
+            batch = channels_last(mb.transitions()) if accelerated else mb.transitions()
+            logits, new_values, aux = policy.forward_with_aux(batch)
             loss, terms = loss_fn(
                 logits, new_values, mb.actions, mb.logprobs, adv, mb.returns, mb.values,
                 clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss, ent_coef=cfg.ent_coef,
