@@ -23,7 +23,8 @@ def _f(x: Any, nd: int = 0) -> str:
 
 
 def _load(p: dict[str, Any]) -> str:
-    return (f"measured {p.get('started', '?')} to {p.get('finished', '?')}, load average "
+    where = f"on {p['cpu']}" if "cpu" in p else "machine not recorded"
+    return (f"measured {p.get('started', '?')} to {p.get('finished', '?')} ({where}), load average "
             f"{p.get('loadavg_start')} at the start, {p.get('loadavg_end')} at the end"
             + (" (quick run)" if p.get("quick") else ""))
 
@@ -152,10 +153,11 @@ def render(data: dict[str, Any]) -> str:
            "measured side by side in one invocation, interleaved. The machine is shared with other "
            "jobs: the load average of each part is given, and figures from a busier period are "
            "lower."), "",
-           (f"Machine: {m.get('cpu')}, {m.get('cores')} cores, torch {m.get('torch')} "
+           (f"Machine of the latest run: {m.get('cpu')}, {m.get('cores')} cores, torch {m.get('torch')} "
            f"({m.get('torch_threads_used')} torch thread in every measurement), Python "
            f"{m.get('python')}, Stable-Baselines3 {m.get('stable_baselines3')}; torch device of "
-           f"every measurement: {m.get('device', 'cpu')}.")]
+           f"every measurement: {m.get('device', 'cpu')}. Each section names the CPU it was "
+           "measured on (sections measured before the CPU was recorded say so).")]
     if "baseline" in data:
         out += ["", (f"\"Before\" figures: the code at `{data['baseline']['revision']}` "
                 f"(commit {data['baseline']['commit']}, before this issue's optimisations), run in "

@@ -275,7 +275,8 @@ def main() -> None:
             else:
                 parser.error(f"unknown part {part!r}")
             result.update(started=started, finished=dt.datetime.now().isoformat(timespec="seconds"),
-                          loadavg_start=load_start, loadavg_end=loadavg(), quick=args.quick)
+                          loadavg_start=load_start, loadavg_end=loadavg(), quick=args.quick,
+                          cpu=data["machine"]["cpu"])
             data["parts"][part] = result
             RESULTS.mkdir(exist_ok=True)
             path.write_text(json.dumps(data, indent=1) + "\n")
