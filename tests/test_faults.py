@@ -273,7 +273,8 @@ def test_a_killed_sweep_leaves_no_ray_process_and_no_worker(tmp_path: Path) -> N
     while not all(map(is_gone, ray_processes)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in ray_processes if not is_gone(pid)] == []
-    shutil.rmtree((tmp_path / f"worker-{worker}").read_text())  # the killed task's scratch folder
+    # the killed task's scratch folder, unless Ray's cleanup removed it first (under load it may)
+    shutil.rmtree((tmp_path / f"worker-{worker}").read_text(), ignore_errors=True)
 
 
 # ---------------------------------------------------------- 3. a tampered run directory is inert
