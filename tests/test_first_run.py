@@ -150,6 +150,27 @@ def test_prepare_and_a_run_resolve_to_one_file(tmp_path: Path) -> None:
     assert atari.prepare(cells) == [executor_file("random", TrainConfig())]
 
 
+def test_the_maze_experiment_prepares_its_executor_once_before_its_cells(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`reproduce maze` pre-trains the maze executor its XLVIN cells share up front, with its
+    progress shown, once for all cells, and the baselines need none."""
+    from xlvin.experiments import maze
+    from xlvin.train import pretrained
+
+    made: list[tuple[str, bool]] = []
+
+    def record(cfg, cache_dir, progress=False, **_):
+        made.append((cfg.family, progress))
+        return tmp_path / f"{cfg.family}.safetensors"
+
+    monkeypatch.setattr(pretrained, "cached_executor", record)
+    cells = maze.make_cells("maze", ["xlvin", "vin", "ppo"], 2, 0, maze.QUICK)
+    train = cells[0].config().train
+    assert maze.prepare(cells) == [tmp_path / f"{made[0][0]}.safetensors"]
+    assert made == [(pretrained.executor_config(train.executor, train).family, True)]
+
+
 @pytest.mark.usefixtures("tiny_default_executors")
 def test_prepare_produces_only_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     """A second `reproduce classic` (or quickstart) starts no pre-training and no worker."""

@@ -120,6 +120,7 @@ def _maze(args: argparse.Namespace) -> None:
         len(cells), f"{args.experiment} curricula",
         lambda r: f"{r['agent']} s{r['seed']}: passed {len(r['levels_passed'])}"
         + (" (stopped at the deadline)" if r["in_progress"] else ""),
+        lambda: maze.prepare(cells),
     )
     print(maze.write_results(records, args.results, wall))
     print(f"wrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")

@@ -61,7 +61,7 @@ from xlvin.stats import improvement_over, improvement_text, interval_text, summa
 from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.pretrained import executor_file
+from xlvin.train.pretrained import prepare_executors
 from xlvin.train.run import load_run, train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
@@ -168,11 +168,9 @@ def transitions_per_game(text: str, games: list[str]) -> dict[str, int]:
 
 
 def prepare(cells: list[Cell]) -> list[Path]:
-    """Produce the default executors the cells need once (showing the pre-training's progress),
-    before their workers race to it; their files (under xlvin's cache: a sweep copies them to
-    its nodes)."""
-    return [executor_file(spec, TrainConfig(executor=spec), progress=True)
-            for spec in sorted({agent_fields(c.agent).get("executor", "") for c in cells} - {""})]
+    """The default executors the cells need, pre-trained once before their workers start
+    (`prepare_executors`); their files (under xlvin's cache: a sweep copies them to its nodes)."""
+    return prepare_executors(c.config().train for c in cells)
 
 
 def transitions_reached(run_dir: Path) -> int:

@@ -41,6 +41,7 @@ from xlvin.process import quiet_known_warnings
 from xlvin.train.agents import resolve_agent, resolve_agents
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
+from xlvin.train.pretrained import prepare_executors
 from xlvin.train.run import train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
@@ -159,6 +160,12 @@ def cells_from_options(
     _, default_agents = EXPERIMENTS[experiment]
     agents = resolve_agents(args.agents or ",".join(default_agents), tuple(AGENTS))
     return make_cells(experiment, agents, seeds, first_seed, curriculum, args.device)
+
+
+def prepare(cells: list[Cell]) -> list[Path]:
+    """The maze executor the XLVIN cells need, pre-trained once before their workers start
+    (`prepare_executors`); its file (a sweep copies it to its nodes)."""
+    return prepare_executors(c.config().train for c in cells)
 
 
 def is_finished(run_dir: Path) -> bool:

@@ -131,6 +131,7 @@ def maze_preset(experiment: str) -> Preset:
         write_results=_maze_write,
         runs=Path("runs/maze"),
         add_options=lambda parser: maze.add_cell_options(parser, experiment),
+        prepare=maze.prepare,
         label=lambda c: f"{c.experiment} {c.agent} seed{c.seed}",
         outcome=lambda r: f"passed levels {r['levels_passed']}",
     )

@@ -5,6 +5,7 @@ the default executors (`--executor random|cartpole|maze`) and the shared TransE 
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from xlvin.kernels import pinned
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import seed_everything
-from xlvin.train.agents import Architecture, build_encoder, pytorch_init
+from xlvin.train.agents import Architecture, agent_spec, build_encoder, pytorch_init
 from xlvin.train.pretrain_executor import (
     DEFAULT_EXECUTORS,
     ExecutorConfig,
@@ -67,6 +68,18 @@ def executor_file(
             "existing file"
         )
     return path
+
+
+def prepare_executors(configs: Iterable[TrainConfig]) -> list[Path]:
+    """The files of the default executors that runs of `configs` need, each pre-trained once
+    here with its progress shown: before the runs' parallel workers, which would otherwise race
+    to pre-train it silently (an experiment's or a sweep's shared files)."""
+    executors: dict[str, ExecutorConfig] = {}
+    for t in configs:
+        executor = executor_config(t.executor, t) if agent_spec(t.agent).executor else None
+        if executor is not None:
+            executors[json.dumps(to_dict(executor), sort_keys=True)] = executor
+    return [cached_executor(e, executors_dir(), progress=True) for e in executors.values()]
 
 
 def transe_pair(arch: Architecture, spaces: Spaces) -> nn.ModuleDict:
