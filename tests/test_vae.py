@@ -75,6 +75,9 @@ def test_a_vae_agent_trains_one_update_through_the_ppo_trainer(
     assert cfg.train.transition_loss == "vae"
     assert any(k.startswith("world_model.decoder") for k in loaded.state_dict())
     assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in agent.state_dict().items())
+    (tmp_path / "vae" / "model.safetensors").rename(tmp_path / "model.safetensors")
+    from_checkpoint = atari_vae.load_policy(tmp_path / "vae")  # as a run stopped at a deadline
+    assert from_checkpoint.state_dict().keys() == agent.state_dict().keys()
     transe_cfg = tiny("transe", executor_path)
     spaces, arch = check_run(transe_cfg)
     processor, _ = load_executor_processor(executor_file(str(executor_path), transe_cfg.train))

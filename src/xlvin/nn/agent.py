@@ -92,6 +92,9 @@ class XLVINAgent(ActorCritic):
     posterior mean) and trains the transition model, ours, to predict the next state's embedding:
     d(h_s + T(h_s, a), h_s') with h_s and h_s' detached (TransE's positive energy, no
     negatives), so only the VAE and PPO shape the encoder. All three terms get `transe_weight`.
+    The accelerators need nothing of it: the fused PPO loss and flat Adam (`xlvin.accel`) take its
+    terms as any auxiliary term, and the NumPy actor reads MLP encoders only, so a VAE agent (on
+    pixels) acts with this readable code.
     """
 
     def __init__(
