@@ -20,8 +20,11 @@ spread of the embedding h_s: per-dimension variance over the frames (its mean, t
 dimensions below `LOW_VARIANCE`), the participation ratio of its covariance's eigenvalues
 (effective rank: (sum l)^2 / sum l^2, from 1 to k) and the relative spread (total variance over
 mean squared norm: 0 when every frame has the same embedding, scale-free). The collapse test:
-the VAE's participation ratio and relative spread are both below XLVIN-R's (TransE) on every
-seed both have trained. A VAE cell also decodes its embeddings (at the posterior mean): figure
+the VAE's relative spread is below XLVIN-R's (TransE) on every seed both have trained. (We
+first required the participation ratio to be lower too, and dropped that before the first VAE
+run had finished: it measures how the variance is shared among directions, not how much of it
+there is, so an embedding collapsed to a point up to small isotropic jitter has a high one. It
+is still reported, with whether it is lower.) A VAE cell also decodes its embeddings (at the posterior mean): figure
 10's frames and reconstructions, and, over all held-out frames, the reconstruction error on the
 foreground (pixels more than `FOREGROUND` from the frames' per-pixel median: cars and chicken)
 against the error of the median background itself there (1: the foreground ignored).
@@ -271,9 +274,9 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def collapse_test(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per seed with both agents: their spreads and whether the VAE's participation ratio and
-    relative spread are both below TransE's; `holds` when they are on every such seed (None
-    without one)."""
+    """Per seed with both agents: their spreads and whether the VAE's relative spread is below
+    TransE's (`vae_lower`; and its participation ratio, `vae_lower_participation_ratio`, reported
+    only); `holds` when it is on every such seed (None without one)."""
     by = {(r["agent"], r["seed"]): r for r in records}
     pairs = []
     for seed in sorted({s for a, s in by if a == VAE and (XLVIN_R, s) in by}):
@@ -283,12 +286,13 @@ def collapse_test(records: list[dict[str, Any]]) -> dict[str, Any]:
             "seed": seed,
             "transitions": {"vae": vae["transitions_reached"], "transe": transe["transitions_reached"]},
             "vae": {k: v[k] for k in SPREAD_KEYS}, "transe": {k: t[k] for k in SPREAD_KEYS},
-            "vae_lower": v["participation_ratio"] < t["participation_ratio"]
-            and v["relative_spread"] < t["relative_spread"],
+            "vae_lower": v["relative_spread"] < t["relative_spread"],
+            "vae_lower_participation_ratio": v["participation_ratio"] < t["participation_ratio"],
         })
     return {
-        "statement": "the VAE encoder's participation ratio and relative spread over the held-out "
-        "frames are both below the TransE (XLVIN-R) encoder's of the same seed, on every seed",
+        "statement": "the VAE encoder's relative spread (total variance / mean squared norm of h_s "
+        "over the held-out frames) is below the TransE (XLVIN-R) encoder's of the same seed, on "
+        "every seed both have trained",
         "pairs": pairs, "holds": all(p["vae_lower"] for p in pairs) if pairs else None,
     }
 
@@ -340,8 +344,10 @@ def markdown(rows: list[dict[str, Any]], test: dict[str, Any], reference: list[d
                      f"{s['relative_spread']:.3g} | {s['low_variance_fraction']:.0%} | "
                      f"{s['dead_fraction']:.0%} | {ratio} |")
     verdict = {True: "holds", False: "fails", None: "untested (no seed has both agents)"}
+    lower = sum(p["vae_lower_participation_ratio"] for p in test["pairs"])
     lines += ["", (f"Collapse test ({test['statement']}): **{verdict[test['holds']]}** on "
-              f"{len(test['pairs'])} seed(s).")]
+              f"{len(test['pairs'])} seed(s). The VAE's participation ratio is the lower on "
+              f"{lower} of them (not part of the test).")]
     return "\n".join(lines)
 
 
