@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from xlvin.config import csv_choices
 from xlvin.errors import UserError
-from xlvin.experiments import atari, executor_ablation, maze, table1
+from xlvin.experiments import atari, atari_vae, executor_ablation, maze, table1
 from xlvin.experiments.figures import require_plots
 from xlvin.experiments.jobs import deadline_after
 from xlvin.train.run_config import MAX_SEED
@@ -151,6 +151,30 @@ def _atari(args: argparse.Namespace) -> None:
     print(f"wrote {args.results}/atari.json and atari_<game>.png; runs under {args.runs}")
 
 
+def _atari_vae(args: argparse.Namespace) -> None:
+    _check_seeds(args)
+    if args.eval_games < 1:
+        raise UserError("--eval-games must be >= 1")
+    cells = atari_vae.cells_from_options(args)
+    deadline = deadline_after(args.deadline_minutes)
+    if args.finished_only:
+        records = [r for r in (atari_vae.record_of(c, args.runs) for c in cells) if r is not None]
+        if not records:
+            raise UserError(f"none of the {len(cells)} cells has a record under {args.runs}")
+    else:
+        records, _ = _with_progress(
+            lambda done: atari_vae.run_cells(cells, args.runs, args.jobs, deadline,
+                                             args.eval_games, on_done=done),
+            len(cells), "VAE world-model cells",
+            lambda r: (f"{r['agent']} s{r['seed']}: {r['transitions_reached']:,} transitions, "
+                       f"participation ratio {r['embedding']['spread']['participation_ratio']:.1f}"),
+        )
+    print(atari_vae.write_results(records, args.results, args.committed,
+                                  atari_vae.saved_images(cells, args.runs)))
+    print(f"{len(records)} of {len(cells)} cells have records; wrote {args.results}/atari_vae.json, "
+          ".md, .png")
+
+
 def _seed_options(parser: argparse.ArgumentParser, seeds: int, note: str = "") -> None:
     parser.add_argument("--seeds", type=int, default=seeds,
                         help=f"training seeds (default {seeds}{note})")
@@ -230,3 +254,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
                    help=f"fresh games of the final greedy evaluation (default {atari.EVAL_GAMES})")
     a.set_defaults(func=_atari)
+
+    v = which.add_parser(
+        "atari-vae",
+        help="appendix figure 10: XLVIN-R on Freeway with a VAE world model in place of TransE",
+        description=atari_vae.__doc__,
+    )
+    _seed_options(v, 3)
+    atari_vae.add_options(v)
+    _output_options(v, "runs/atari-vae", "train nothing: write the results of the cells that have "
+                    "been evaluated (finished, or stopped at a deadline: the transitions reached "
+                    "are reported)")
+    _deadline_option(v, "each cell checkpoints, is evaluated and analysed where it got to, and "
+                     "resumes on the next call")
+    v.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
+                   help=f"fresh games of the final greedy evaluation (default {atari.EVAL_GAMES})")
+    v.set_defaults(func=_atari_vae)

@@ -6,7 +6,7 @@ from torch import nn
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, TransitionBatch
-from xlvin.nn.transe import transe_objective, weighted_transe_loss
+from xlvin.nn.transe import energy, transe_objective, weighted_transe_loss
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import (
     execute_levels,
@@ -15,6 +15,7 @@ from xlvin.nn.tree import (
     expand_pruned_tree,
     expand_tree,
 )
+from xlvin.nn.vae import VAEWorldModel
 
 #: Weight of the rollout policy's distillation loss (a pruned tree only). Its input and target
 #: are detached, so it trains the rollout policy alone; the weight only keeps its gradient small
@@ -85,6 +86,15 @@ class XLVINAgent(ActorCritic):
     policy as I2A distils its rollout policy (Racaniere et al. 2017; the paper's section 3.2
     suggests it): cross-entropy from pi(.|s) to it at the roots, both detached, added to PPO's
     loss with weight `DISTILLATION_WEIGHT`.
+
+    `world_model` (the paper's appendix "world models" variant, figure 10) replaces the TransE
+    term by a VAE's (`xlvin.nn.vae.VAEWorldModel`: reconstruction + KL, the embedding h_s its
+    posterior mean) and trains the transition model, ours, to predict the next state's embedding:
+    d(h_s + T(h_s, a), h_s') with h_s and h_s' detached (TransE's positive energy, no
+    negatives), so only the VAE and PPO shape the encoder. All three terms get `transe_weight`.
+    The accelerators need nothing of it: the fused PPO loss and flat Adam (`xlvin.accel`) take its
+    terms as any auxiliary term, and the NumPy actor reads MLP encoders only, so a VAE agent (on
+    pixels) acts with this readable code.
     """
 
     def __init__(
@@ -101,6 +111,7 @@ class XLVINAgent(ActorCritic):
         prune: int = 0,
         transe_negatives: str = "states",
         zero_chi: bool = False,
+        world_model: VAEWorldModel | None = None,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
@@ -122,6 +133,7 @@ class XLVINAgent(ActorCritic):
         self.edge_projection = nn.Linear(num_actions + 1, hidden)
         self.heads = ActorCriticHeads(embedding_dim + hidden, num_actions)
         self.rollout_policy = nn.Linear(embedding_dim, num_actions) if prune else None
+        self.world_model = world_model  # None: a plain attribute, no weights (TransE's keys kept)
         # [one-hot(a), gamma] of every action (not saved: a function of the constructor's
         # arguments)
         edge_input = torch.cat([torch.eye(num_actions), torch.full((num_actions, 1), gamma)], 1)
@@ -176,9 +188,33 @@ class XLVINAgent(ActorCritic):
         h = self.encoder(obs)
         return self.heads(torch.cat([h, self.plan(h)], dim=-1))
 
+    def world_model_losses(self, h: torch.Tensor, batch: TransitionBatch) -> dict[str, torch.Tensor]:
+        """The VAE variant's terms, each times `transe_weight` ({} at weight 0): reconstruction
+        and KL of the batch's frames from h = h_s [B, k], and the transition model's
+        d(h_s + T(h_s, a), h_s') with h_s and h_s' detached."""
+        if self.transe_weight == 0:
+            return {}
+        assert self.world_model is not None
+        reconstruction, kl = self.world_model(h, batch.obs)
+        with torch.no_grad():
+            target = self.encoder(batch.next_obs)  # [B, k]
+        predicted = self.transition.next_embedding(h.detach(), batch.actions)  # [B, k]
+        transition = energy(predicted, target).mean()
+        w = self.transe_weight
+        return {"vae_reconstruction": w * reconstruction, "vae_kl": w * kl,
+                "transition": w * transition}
+
     def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         """The TransE loss (paper eq. 2) on the batch's transitions, times `transe_weight`, and
-        the rollout policy's distillation loss (a pruned tree only)."""
+        the rollout policy's distillation loss (a pruned tree only); with a `world_model`, its
+        terms in place of TransE's."""
+        if self.world_model is not None:
+            h = self.encoder(batch.obs)
+            losses = self.world_model_losses(h, batch)
+            if self.rollout_policy is not None:
+                logits, _ = self.heads(torch.cat([h, self.plan(h)], dim=-1))
+                losses.update(self.distillation_loss(h, logits))
+            return losses
         losses = weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch,
                                       self.transe_negatives)
         if self.rollout_policy is not None:
@@ -191,7 +227,13 @@ class XLVINAgent(ActorCritic):
         self, batch: TransitionBatch
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """`forward(batch.obs)` and the TransE term with one encoder pass over [obs; next_obs]
-        (the same values as the two calls, up to float rounding)."""
+        (the same values as the two calls, up to float rounding); with a `world_model`, one
+        encoder pass over obs and its terms."""
+        if self.world_model is not None:
+            h = self.encoder(batch.obs)  # [B, k]
+            logits, values = self.heads(torch.cat([h, self.plan(h)], dim=-1))
+            return logits, values, {**self.world_model_losses(h, batch),
+                                    **self.distillation_loss(h, logits)}
         if self.transe_weight == 0:
             z = self.encoder(batch.obs)
             logits, values = self.heads(torch.cat([z, self.plan(z)], dim=-1))

@@ -39,6 +39,7 @@ from xlvin.nn.executor import MessagePassing
 from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
+from xlvin.nn.vae import VAEWorldModel
 from xlvin.nn.vin import VINAgent
 from xlvin.train.spaces import OBSERVATION_KINDS, Spaces
 
@@ -62,6 +63,7 @@ class Architecture:
     executor_projections: bool
     ppo_transe: bool
     init: str  # "orthogonal" or "pytorch"
+    transition_loss: str = "transe"  # XLVIN: "transe", or "vae" (xlvin.nn.vae, images only)
 
 
 AgentBuilder = Callable[[Architecture, Spaces, MessagePassing | None], ActorCritic]
@@ -271,11 +273,15 @@ def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None)
         processor.aggregation = arch.executor_aggregation
     encoder = build_encoder(arch, spaces)
     k, actions = arch.embedding_dim, spaces.num_actions
+    transition = TransitionModel(k, actions, arch.hidden)
+    world_model = None
+    if arch.transition_loss == "vae":  # built last: TransE agents draw their weights as before
+        world_model = VAEWorldModel(k, spaces.image_shape[0], spaces.image_shape[1:])
     return XLVINAgent(
-        encoder, k, actions, TransitionModel(k, actions, arch.hidden), processor,
+        encoder, k, actions, transition, processor,
         depth=arch.depth, gamma=arch.gamma, transe_weight=arch.transe_weight,
         projections=arch.executor_projections, prune=arch.prune,
-        transe_negatives=arch.transe_negatives, zero_chi=arch.zero_chi,
+        transe_negatives=arch.transe_negatives, zero_chi=arch.zero_chi, world_model=world_model,
     )
 
 

@@ -46,6 +46,11 @@ MAX_SEED = 2**32 - 1
 #: TrainConfig fields written to config.json (and the weights' header) only when set: a run
 #: without them writes exactly the config it wrote before they existed.
 WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages")
+#: TrainConfig fields written only when they differ from their default, for the same reason.
+WRITTEN_WHEN_CHANGED = ("transition_loss",)
+#: What trains XLVIN's encoder and transition model besides PPO: the paper's TransE loss, or the
+#: VAE world model of its appendix (figure 10; `xlvin.nn.vae`).
+TRANSITION_LOSSES = ("transe", "vae")
 
 
 @dataclass
@@ -99,6 +104,12 @@ class TrainConfig:
         "states", "negatives of the TransE loss, in pre-training and in the term added to PPO: "
         "a permutation of the batch's states (ours) or its next states drawn with replacement "
         "(next_states: the authors' code)", choices=NEGATIVES,
+    )
+    transition_loss: str = option(
+        "transe", "XLVIN: the loss added to PPO that shapes encoder and transition: transe (the "
+        "paper's), or vae (its appendix's world-model variant, figure 10: reconstruction + KL "
+        "of the frames, the transition fitted to the next embedding; images, no pre-training)",
+        choices=TRANSITION_LOSSES,
     )
     executor_layer_norm: bool = option(
         False, "default executors ('random', 'cartpole'): LayerNorm after every message-passing "
@@ -172,6 +183,9 @@ class RunConfig:
         for key in WRITTEN_WHEN_SET:
             if not data["train"][key]:
                 del data["train"][key]
+        for key in WRITTEN_WHEN_CHANGED:
+            if data["train"][key] == TrainConfig.__dataclass_fields__[key].default:
+                del data["train"][key]
         return data
 
     @classmethod
@@ -231,6 +245,9 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError("--embedding-dim and --hidden must be >= 0 (0: the preset)")
     if cfg.transe_weight < 0:
         raise UserError(f"--transe-weight must be >= 0, got {cfg.transe_weight}")
+    if cfg.transition_loss == "vae" and (not spec.transe or cfg.pretrain_transe is True):
+        raise UserError("--transition-loss vae applies to --agent xlvin trained without TransE "
+                        "pre-training: leave out --pretrain-transe true")
     if cfg.checkpoint_every < 0:
         raise UserError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every}")
     try:
@@ -301,6 +318,9 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
     t = cfg.train
     if t.prune > spaces.num_actions:
         raise UserError(f"--prune {t.prune}: the environment has only {spaces.num_actions} actions")
+    if t.transition_loss == "vae" and spaces.kind != "image":
+        raise UserError("--transition-loss vae reconstructs images [C, H, W]; "
+                        f"{t.env} has {spaces.kind} observations")
     k, f = embedding_width(t, spaces), hidden_width(t)
     nodes: int | None = 1
     if agent_spec(t.agent).tree:
@@ -319,7 +339,7 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
         gamma=cfg.ppo.gamma, transe_weight=t.transe_weight, transe_negatives=t.transe_negatives,
         zero_chi=t.zero_chi, executor_aggregation=t.executor_aggregation,
         executor_projections=t.executor_projections,
-        ppo_transe=t.ppo_transe, init=t.init,
+        ppo_transe=t.ppo_transe, init=t.init, transition_loss=t.transition_loss,
     )
 
 
@@ -356,11 +376,12 @@ def check_run(cfg: RunConfig) -> tuple[Spaces, Architecture]:
 
 def with_transe_pretraining(cfg: RunConfig, spaces: Spaces) -> RunConfig:
     """`cfg` with `pretrain_transe` decided where it was left unset: on unless the observations
-    are images (what a run's config.json then records)."""
+    are images or the transition model learns from reconstructions (`transition_loss` vae);
+    what a run's config.json then records."""
     if cfg.train.pretrain_transe is not None:
         return cfg
-    images = spaces.kind in ("image", "image_hwc")
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pretrain_transe=not images))
+    off = spaces.kind in ("image", "image_hwc") or cfg.train.transition_loss == "vae"
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pretrain_transe=not off))
 
 
 def check_curriculum(cfg: RunConfig) -> None:
