@@ -301,6 +301,27 @@ def collapse_test(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def committed_curves(path: Path) -> list[tuple[str, tuple[list[float], list[float]]]]:
+    """(label, mean training curve over its seeds) of each Freeway agent of the committed
+    study, on the union of its seeds' points; [] when the file is missing."""
+    if not path.is_file():
+        return []
+    with reading_results(path):
+        data = json.loads(path.read_text())
+        labels = {r["agent"]: r["label"] for r in data["rows"] if r["game"] == GAME}
+        out = []
+        for agent, label in labels.items():
+            group = [c["curve"] for c in data.get("cells", []) if c["game"] == GAME
+                     and c["agent"] == agent and c["curve"]]
+            if not group:
+                continue
+            grid = sorted({t for curve in group for t, _ in curve})
+            ys = np.mean([np.interp(grid, *zip(*curve)) for curve in group], axis=0)
+            out.append((f"{label}, committed study ({len(group)} seeds, mean)",
+                        (grid, ys.tolist())))
+        return out
+
+
 def committed_reference(path: Path) -> list[dict[str, Any]]:
     """The Freeway rows of the committed XLVIN-R / PPO study (`COMMITTED`): label, seeds,
     transitions reached, AUC and greedy score over seeds; [] when the file is missing."""
@@ -387,15 +408,17 @@ def write_results(records: list[dict[str, Any]], results: Path, committed: Path 
     })
     text = markdown(rows, test, reference, records) + f"\n\n{note}"
     (results / "atari_vae.md").write_text(text + "\n")
-    plot(records, note, results / "atari_vae.png", images)
+    plot(records, note, results / "atari_vae.png", images, committed_curves(committed))
     return text
 
 
 def plot(records: list[dict[str, Any]], note: str, path: Path,
-         images: dict[int, dict[str, np.ndarray]] | None = None) -> None:
+         images: dict[int, dict[str, np.ndarray]] | None = None,
+         reference_curves: list[tuple[str, tuple[list[float], list[float]]]] | None = None) -> None:
     """Figure 10 (held-out frames above, each VAE seed's reconstructions below), the spread of
-    each seed's embedding, and the training curves. `images`: seed -> the VAE cell's saved
-    reconstructions (`saved_images`)."""
+    each seed's embedding, and the training curves (with `reference_curves`: (label, (x, y)),
+    the committed study's mean curves). `images`: seed -> the VAE cell's saved reconstructions
+    (`saved_images`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -421,19 +444,23 @@ def plot(records: list[dict[str, Any]], note: str, path: Path,
     bars = fig.add_subplot(grid[image_rows, :len(SHOWN)])
     seeds = sorted({r["seed"] for r in records})
     for i, agent in enumerate(AGENTS):
-        by_seed = {r["seed"]: r["embedding"]["spread"]["participation_ratio"]
+        by_seed = {r["seed"]: r["embedding"]["spread"]["relative_spread"]
                    for r in records if r["agent"] == agent}
         xs = [j + 0.4 * i for j, s in enumerate(seeds) if s in by_seed]
         bars.bar(xs, [by_seed[s] for s in seeds if s in by_seed], width=0.4,
                  label=LABELS[agent], color=f"C{i}")
     bars.set_xticks([j + 0.2 for j in range(len(seeds))], [f"seed {s}" for s in seeds])
-    bars.set_ylabel("participation ratio of h_s", fontsize=8)
+    bars.set_yscale("log")
+    bars.set_ylabel("relative spread of h_s (held-out frames)", fontsize=8)
     bars.legend(fontsize=7)
     curves = fig.add_subplot(grid[image_rows, len(SHOWN):])
     for i, agent in enumerate(AGENTS):
         for j, r in enumerate(r for r in records if r["agent"] == agent and r["curve"]):
             curves.plot(*zip(*r["curve"]), color=f"C{i}", linewidth=1,
                         label=LABELS[agent] if j == 0 else None)
+    for j, (label, mean_curve) in enumerate(reference_curves or []):
+        curves.plot(*mean_curve, color="grey", linestyle=("--", ":")[j % 2], linewidth=1,
+                    label=label)
     curves.set_xlabel("transitions", fontsize=8)
     curves.set_ylabel("training game score", fontsize=8)
     if curves.get_legend_handles_labels()[0]:
