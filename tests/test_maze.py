@@ -19,7 +19,8 @@ from xlvin.envs.maze_data import (
 )
 from xlvin.errors import UserError
 
-#: The 8x8 set the paper used, where this machine has it ($XLVIN_MAZE_NPZ, or ../shared/data).
+#: The 8x8 set the paper used, where this machine has it ($XLVIN_MAZE_NPZ, or a data folder beside
+#: the checkout); the tests that read it are skipped without it.
 PAPER_NPZ = Path(os.environ.get(
     "XLVIN_MAZE_NPZ", Path(__file__).resolve().parents[2] / "shared" / "data" / "gridworld_8x8.npz"
 ))

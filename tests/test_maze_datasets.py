@@ -1,5 +1,5 @@
 """Maze data sets handed over with --dataset / --datasets: anything that is not a VIN npz of
-the expected layout is one line and exit 2 (issue 28 items 7-8), before anything is built."""
+the expected layout is one line and exit 2, before anything is built."""
 
 import zipfile
 from pathlib import Path

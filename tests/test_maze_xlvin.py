@@ -1,4 +1,4 @@
-"""XLVIN on mazes (issue 16): the maze executor's graphs, its pre-training and evaluation beside
+"""XLVIN on mazes: the maze executor's graphs, its pre-training and evaluation beside
 the greedy-on-immediate-reward baseline, and the pruned tree (ours) against the full one."""
 
 import copy

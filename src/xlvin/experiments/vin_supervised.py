@@ -1,4 +1,4 @@
-"""The maze sanity check (issue 15): VIN trained with supervision on the expert actions, as in the
+"""The maze sanity check: VIN trained with supervision on the expert actions, as in the
 VIN paper (Tamar et al. 2016, section 4.1), must solve >= 95 % of the held-out 8x8 mazes (success:
 the goal within 2 x the optimal length, `xlvin.train.maze_evaluation`). If it does, the mazes,
 their levels, the observation and VIN are right.
