@@ -251,7 +251,7 @@ def main() -> None:
         base = bool(args.baseline)
         parts = [p.strip() for p in args.only.split(",") if p.strip()]
         data["machine"] = machine(args.device)
-        if base:
+        if base and {"ppo_sb3", "planning", "kernel"} & set(parts):  # the parts that compare
             data["baseline"] = {"revision": args.baseline, "commit": run.baseline_rev}
         for part in parts:
             print(f"== {part}", flush=True)
