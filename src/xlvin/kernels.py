@@ -28,6 +28,7 @@ benchmarks/notes.md. Nothing here imports NumPy or torch.
 """
 
 import argparse
+import functools
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -51,8 +52,10 @@ def _numpy_avx512() -> str:
     return "AVX512F,AVX512CD,AVX512_KNL,AVX512_KNM,AVX512_SKX,AVX512_CLX,AVX512_CNL,AVX512_ICL"
 
 
+@functools.cache
 def pins() -> dict[str, str]:
-    """The environment variables of reproducible mode, name -> value."""
+    """The environment variables of reproducible mode, name -> value (read once: the CPU's
+    flags and NumPy's version do not change while a process runs; do not modify)."""
     return {
         "MKL_CBWR": "COMPATIBLE",
         "ATEN_CPU_CAPABILITY": "avx2",

@@ -127,9 +127,7 @@ def _maze(args: argparse.Namespace) -> None:
 
 
 def _atari(args: argparse.Namespace) -> None:
-    _check_seeds(args)
-    if args.eval_games < 1:
-        raise UserError("--eval-games must be >= 1")
+    _check_atari_options(args)
     cells = atari.cells_from_options(args.seeds, args, args.first_seed)
     deadline = deadline_after(args.deadline_minutes)
     if args.finished_only:
@@ -152,9 +150,7 @@ def _atari(args: argparse.Namespace) -> None:
 
 
 def _atari_vae(args: argparse.Namespace) -> None:
-    _check_seeds(args)
-    if args.eval_games < 1:
-        raise UserError("--eval-games must be >= 1")
+    _check_atari_options(args)
     cells = atari_vae.cells_from_options(args)
     deadline = deadline_after(args.deadline_minutes)
     if args.finished_only:
@@ -198,6 +194,26 @@ def _deadline_option(parser: argparse.ArgumentParser, what_then: str) -> None:
 
 
 FINISHED_HELP = "train nothing: write the results of the cells that have finished"
+
+
+def _evaluated_cell_options(parser: argparse.ArgumentParser, runs: str, evaluated: str) -> None:
+    """The output, deadline and --eval-games options of the Atari experiments, whose cells are
+    evaluated where they stop (`_check_atari_options`)."""
+    _output_options(parser, runs, "train nothing: write the results of the cells that have "
+                    "been evaluated (finished, or stopped at a deadline: the transitions reached "
+                    "are reported)")
+    _deadline_option(parser, f"each cell checkpoints, {evaluated} where it got to, and resumes "
+                     "on the next call")
+    parser.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
+                        help=f"fresh games of the final greedy evaluation (default "
+                        f"{atari.EVAL_GAMES})")
+
+
+def _check_atari_options(args: argparse.Namespace) -> None:
+    """`_check_seeds`, and at least one evaluation game."""
+    _check_seeds(args)
+    if args.eval_games < 1:
+        raise UserError("--eval-games must be >= 1")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -246,13 +262,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _seed_options(a, 3, ", the paper")
     atari.add_cell_options(a)
-    _output_options(a, "runs/atari", "train nothing: write the results of the cells that have "
-                    "been evaluated (finished, or stopped at a deadline: the transitions reached "
-                    "are reported)")
-    _deadline_option(a, "each cell checkpoints, is evaluated where it got to, and resumes on "
-                     "the next call")
-    a.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
-                   help=f"fresh games of the final greedy evaluation (default {atari.EVAL_GAMES})")
+    _evaluated_cell_options(a, "runs/atari", "is evaluated")
     a.set_defaults(func=_atari)
 
     v = which.add_parser(
@@ -262,11 +272,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _seed_options(v, 3)
     atari_vae.add_options(v)
-    _output_options(v, "runs/atari-vae", "train nothing: write the results of the cells that have "
-                    "been evaluated (finished, or stopped at a deadline: the transitions reached "
-                    "are reported)")
-    _deadline_option(v, "each cell checkpoints, is evaluated and analysed where it got to, and "
-                     "resumes on the next call")
-    v.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
-                   help=f"fresh games of the final greedy evaluation (default {atari.EVAL_GAMES})")
+    _evaluated_cell_options(v, "runs/atari-vae", "is evaluated and analysed")
     v.set_defaults(func=_atari_vae)
