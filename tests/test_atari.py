@@ -208,3 +208,40 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
     assert "| Freeway | XLVIN-R | 4,096 | 4 | 4,096 | 5,120 | 3.00 | 6.0 | CPU machine |" in md
     assert md.count("| never |") == 6
     assert (tmp_path / "atari_Freeway.png").stat().st_size > 10_000
+
+
+def test_cells_whose_turn_comes_after_the_deadline_are_not_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A queue cut by the deadline: a cell not yet started is skipped (no run directory, no greedy
+    evaluation of an untrained policy), a cell with a record is returned as it is, untouched; a
+    call in which no cell started is one error line, not an empty table."""
+    past = time.time() - 1
+    fresh, done = atari.Cell("Freeway", "ppo", 0, 2048), atari.Cell("Freeway", "ppo", 1, 2048)
+    assert atari.run_cell(fresh, tmp_path, past) is None
+    assert not fresh.run_dir(tmp_path).exists()
+    run_dir = done.run_dir(tmp_path)
+    run_dir.mkdir(parents=True)
+    (run_dir / run_dir_module.CONFIG).write_text(json.dumps(done.config().to_json()))
+    rows = [{"charts/transitions": t, "charts/episodes": 1.0, "charts/sps": 90.0,
+             "charts/episodic_return": 3.0} for t in (1024, 2048)]
+    (run_dir / run_dir_module.METRICS).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / atari.EVAL_FILE).write_text(json.dumps(
+        {"mean": 4.0, "std": 0.0, "returns": [4.0], "lengths": [9], "transitions": 2048,
+         "max_steps": 4500, "machine": "CPU machine"}))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    seen: list[dict] = []
+    records = atari.run_cells([fresh, done], tmp_path, jobs=1, deadline=past, on_done=seen.append)
+    assert records == seen and [r["seed"] for r in records] == [1]
+    assert records[0]["transitions_reached"] == 2048 and records[0]["final_eval"]["mean"] == 4.0
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+    assert not fresh.run_dir(tmp_path).exists()
+
+    runs, results = tmp_path / "cli-runs", tmp_path / "cli-results"
+    code = main(["reproduce", "atari", "--games", "Freeway", "--agents", "ppo", "--seeds", "1",
+                 "--transitions", "1024", "--deadline-minutes", "1e-9", "--runs", str(runs),
+                 "--results", str(results)])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and err.splitlines()[-1] == (
+        "xlvin: error: the deadline passed before any of the 1 cells started; nothing to report")
+    assert not runs.exists() and not results.exists()

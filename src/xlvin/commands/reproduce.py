@@ -126,6 +126,13 @@ def _maze(args: argparse.Namespace) -> None:
     print(f"wrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")
 
 
+def _check_any_ran(records: list[dict], cells: list) -> None:
+    """One error line, not an empty table, when the deadline passed before any cell started."""
+    if not records:
+        raise UserError(f"the deadline passed before any of the {len(cells)} cells started; "
+                        "nothing to report")
+
+
 def _atari(args: argparse.Namespace) -> None:
     _check_atari_options(args)
     cells = atari.cells_from_options(args.seeds, args, args.first_seed)
@@ -145,6 +152,7 @@ def _atari(args: argparse.Namespace) -> None:
                    f"transitions, greedy {r['final_eval']['mean']:.1f}"),
         lambda: atari.prepare(cells),
     )
+    _check_any_ran(records, cells)
     print(atari.write_results(records, args.results))
     print(f"wrote {args.results}/atari.json and atari_<game>.png; runs under {args.runs}")
 
@@ -165,6 +173,7 @@ def _atari_vae(args: argparse.Namespace) -> None:
             lambda r: (f"{r['agent']} s{r['seed']}: {r['transitions_reached']:,} transitions, "
                        f"participation ratio {r['embedding']['spread']['participation_ratio']:.1f}"),
         )
+        _check_any_ran(records, cells)
     print(atari_vae.write_results(records, args.results, args.committed,
                                   atari_vae.saved_images(cells, args.runs)))
     print(f"{len(records)} of {len(cells)} cells have records; wrote {args.results}/atari_vae.json, "
@@ -203,7 +212,7 @@ def _evaluated_cell_options(parser: argparse.ArgumentParser, runs: str, evaluate
                     "been evaluated (finished, or stopped at a deadline: the transitions reached "
                     "are reported)")
     _deadline_option(parser, f"each cell checkpoints, {evaluated} where it got to, and resumes "
-                     "on the next call")
+                     "on the next call; cells not started by then wait for it")
     parser.add_argument("--eval-games", type=int, default=atari.EVAL_GAMES,
                         help=f"fresh games of the final greedy evaluation (default "
                         f"{atari.EVAL_GAMES})")

@@ -45,7 +45,7 @@ from xlvin.config import csv_choices
 from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
-from xlvin.experiments.jobs import map_jobs
+from xlvin.experiments.jobs import has_passed, map_jobs
 from xlvin.io.run_dir import (
     CONFIG,
     METRICS,
@@ -190,11 +190,14 @@ def machine(device: str) -> str:
 
 
 def run_cell(cell: Cell, root: Path, deadline: float | None = None,
-             eval_games: int = EVAL_GAMES) -> dict[str, Any]:
+             eval_games: int = EVAL_GAMES) -> dict[str, Any] | None:
     """Train the cell (resuming an interrupted run) until it is finished or `deadline` (a
     `time.time()` value) passes, then evaluate its greedy policy on `eval_games` fresh games
     unless the evaluation on file is already of the policy at these transitions; return its
-    record."""
+    record. A cell whose turn comes after the deadline is neither started nor evaluated again:
+    its record so far, or None (a queue cut by the deadline costs no untrained evaluation)."""
+    if has_passed(deadline):
+        return cell_record(cell, cell.run_dir(root)) if has_record(cell, root) else None
     quiet_known_warnings()
     cfg = cell.config()
     set_threads(cfg.ppo.torch_threads)
@@ -309,11 +312,16 @@ def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 
 
 def run_cells(cells: list[Cell], root: Path, jobs: int, deadline: float | None = None,
-              eval_games: int = EVAL_GAMES, on_done: Any = None) -> list[dict[str, Any]]:
-    """Run cells on `jobs` spawned worker processes (one torch thread each)."""
+              eval_games: int = EVAL_GAMES, on_done: Any = None,
+              run: Any = run_cell) -> list[dict[str, Any]]:
+    """`run` (`run_cell`) of each cell on `jobs` spawned worker processes (one torch thread
+    each): the records of the cells that have one (those left for after the deadline have
+    none). `on_done` sees each record as it comes. The executors they share are pre-trained
+    first (`prepare`)."""
     prepare(cells)
-    return map_jobs(partial(run_cell, root=root, deadline=deadline, eval_games=eval_games),
-                    cells, jobs, on_done)
+    records = map_jobs(partial(run, root=root, deadline=deadline, eval_games=eval_games),
+                       cells, jobs, lambda r: on_done(r) if on_done and r else None)
+    return [r for r in records if r is not None]
 
 
 # --------------------------------------------------------------------------- results

@@ -34,8 +34,6 @@ import argparse
 import dataclasses
 import json
 import math
-import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +44,6 @@ from xlvin.config import csv_choices
 from xlvin.envs.atari import atari_eval_id
 from xlvin.errors import UserError
 from xlvin.experiments import atari
-from xlvin.experiments.jobs import map_jobs
 from xlvin.io.checkpoint import CHECKPOINT, section
 from xlvin.io.executor_file import executor_architecture
 from xlvin.io.run_dir import CONFIG, MODEL, read_json_object, reading_results, write_json
@@ -211,13 +208,11 @@ def analysis_of(cell: VAECell, root: Path, frames: np.ndarray | None = None) -> 
 
 def run_vae_cell(cell: VAECell, root: Path, deadline: float | None = None,
                  eval_games: int = atari.EVAL_GAMES) -> dict[str, Any] | None:
-    """`xlvin.experiments.atari.run_cell` (train to the budget or the deadline, evaluate), then
-    the embedding analysis; the record with it. A cell whose turn comes after the deadline is not
-    started (nor evaluated again): its record so far, or None."""
-    if deadline is not None and time.time() >= deadline:
-        return record_of(cell, root)
+    """`xlvin.experiments.atari.run_cell` (train to the budget or the deadline, evaluate; a cell
+    whose turn comes after the deadline is not started: its record so far, or None), then the
+    embedding analysis; the record with it."""
     record = atari.run_cell(cell, root, deadline, eval_games)
-    return {**record, "embedding": analysis_of(cell, root)}
+    return None if record is None else {**record, "embedding": analysis_of(cell, root)}
 
 
 def record_of(cell: VAECell, root: Path) -> dict[str, Any] | None:
@@ -230,12 +225,10 @@ def record_of(cell: VAECell, root: Path) -> dict[str, Any] | None:
 
 def run_cells(cell_list: list[VAECell], root: Path, jobs: int, deadline: float | None = None,
               eval_games: int = atari.EVAL_GAMES, on_done: Any = None) -> list[dict[str, Any]]:
-    """`run_vae_cell` of every cell on `jobs` worker processes: the records of those that have
-    one (a cell left for after the deadline has none)."""
-    atari.prepare([dataclasses.replace(c, agent=XLVIN_R) for c in cell_list])
-    records = map_jobs(partial(run_vae_cell, root=root, deadline=deadline, eval_games=eval_games),
-                       cell_list, jobs, lambda r: on_done(r) if on_done and r else None)
-    return [r for r in records if r is not None]
+    """`run_vae_cell` of every cell on `jobs` worker processes (`xlvin.experiments.atari.
+    run_cells`): the records of those that have one (a cell left for after the deadline has
+    none)."""
+    return atari.run_cells(cell_list, root, jobs, deadline, eval_games, on_done, run=run_vae_cell)
 
 
 # --------------------------------------------------------------------------- results

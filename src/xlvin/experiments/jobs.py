@@ -47,3 +47,8 @@ def deadline_after(minutes: float | None) -> float | None:
     if not math.isfinite(minutes) or minutes <= 0:
         raise UserError(f"--deadline-minutes must be a finite number > 0, got {minutes}")
     return time.time() + 60 * minutes
+
+
+def has_passed(deadline: float | None) -> bool:
+    """Whether the `time.time()` deadline has passed (never, without one)."""
+    return deadline is not None and time.time() >= deadline
