@@ -210,6 +210,37 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
     assert (tmp_path / "atari_Freeway.png").stat().st_size > 10_000
 
 
+def evaluated_cell(cell: atari.Cell, root: Path, returns: dict[int, float],
+                   evaluated_at: int) -> Path:
+    """The run directory of `cell` as training and a greedy evaluation leave it: metrics rows
+    {transitions: training score}, the evaluation (mean 4.0) at `evaluated_at` transitions."""
+    run_dir = cell.run_dir(root)
+    run_dir.mkdir(parents=True)
+    (run_dir / run_dir_module.CONFIG).write_text(json.dumps(cell.config().to_json()))
+    rows = [{"charts/transitions": t, "charts/episodes": 1.0, "charts/sps": 90.0,
+             "charts/episodic_return": score} for t, score in returns.items()]
+    (run_dir / run_dir_module.METRICS).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run_dir / atari.EVAL_FILE).write_text(json.dumps(
+        {"mean": 4.0, "std": 0.0, "returns": [4.0], "lengths": [9], "transitions": evaluated_at,
+         "max_steps": 4500, "machine": "CPU machine"}))
+    return run_dir
+
+
+def test_a_cell_resumed_since_its_evaluation_is_reported_where_it_was_evaluated(
+    tmp_path: Path
+) -> None:
+    """Another call resumed the cell after its greedy evaluation at 2,048 transitions: its
+    record (what `--finished-only` reports) stops there, so its curve, area, first score and
+    greedy score are of one policy's run, not the evaluation of one point beside the curve of a
+    later one."""
+    cell = atari.Cell("Freeway", "ppo", 0, 8192)
+    evaluated_cell(cell, tmp_path, {1024: 0.0, 2048: 0.0, 3072: 6.0, 4096: 8.0}, evaluated_at=2048)
+    record = atari.cell_record(cell, cell.run_dir(tmp_path))
+    assert record["transitions_reached"] == 2048 == record["final_eval"]["transitions"]
+    assert record["first_score_at"] is None and record["auc"] == 0.0
+    assert max(t for t, _ in record["curve"]) <= 2048
+
+
 def test_cells_whose_turn_comes_after_the_deadline_are_not_started(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -220,15 +251,7 @@ def test_cells_whose_turn_comes_after_the_deadline_are_not_started(
     fresh, done = atari.Cell("Freeway", "ppo", 0, 2048), atari.Cell("Freeway", "ppo", 1, 2048)
     assert atari.run_cell(fresh, tmp_path, past) is None
     assert not fresh.run_dir(tmp_path).exists()
-    run_dir = done.run_dir(tmp_path)
-    run_dir.mkdir(parents=True)
-    (run_dir / run_dir_module.CONFIG).write_text(json.dumps(done.config().to_json()))
-    rows = [{"charts/transitions": t, "charts/episodes": 1.0, "charts/sps": 90.0,
-             "charts/episodic_return": 3.0} for t in (1024, 2048)]
-    (run_dir / run_dir_module.METRICS).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run_dir / atari.EVAL_FILE).write_text(json.dumps(
-        {"mean": 4.0, "std": 0.0, "returns": [4.0], "lengths": [9], "transitions": 2048,
-         "max_steps": 4500, "machine": "CPU machine"}))
+    run_dir = evaluated_cell(done, tmp_path, {1024: 3.0, 2048: 3.0}, evaluated_at=2048)
     before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
     seen: list[dict] = []
     records = atari.run_cells([fresh, done], tmp_path, jobs=1, deadline=past, on_done=seen.append)

@@ -285,14 +285,17 @@ def first_score_at(rows: list[dict[str, float]]) -> int | None:
 
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """The cell's curve, area, first score, final evaluation, throughput and how far it
-    trained."""
+    trained, as of its greedy evaluation: a cell that another call has resumed since is reported
+    where it was evaluated, so that every number of the record is of the same run up to the
+    same transitions."""
     with reading_results(run_dir):
         return _cell_record(cell, run_dir)
 
 
 def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
-    rows = read_metrics(run_dir) if (run_dir / METRICS).is_file() else []
     evaluation = json.loads((run_dir / EVAL_FILE).read_text())
+    rows = [r for r in (read_metrics(run_dir) if (run_dir / METRICS).is_file() else [])
+            if r["charts/transitions"] <= evaluation["transitions"]]
     reached = int(rows[-1]["charts/transitions"]) if rows else 0
     curve = training_curve(rows)
     config = json.loads((run_dir / CONFIG).read_text())
