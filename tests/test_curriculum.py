@@ -19,7 +19,7 @@ from xlvin.nn.policy import ActorCritic
 from xlvin.train.curriculum import Curriculum, CurriculumConfig
 from xlvin.train.maze_evaluation import evaluation_starts, success_by_level
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import load_run
+from xlvin.train.run import load_run, train_run
 
 
 class Oracle(ActorCritic):
@@ -184,18 +184,27 @@ def test_curriculum_refusals_are_one_line(capsys: pytest.CaptureFixture, tmp_pat
 
 
 @pytest.mark.slow
-def test_reproduce_maze_quick_writes_the_results_and_figures(tmp_path: Path) -> None:
-    """`xlvin reproduce maze --quick` (VIN, one seed): a call with a deadline that has passed
-    stops the cell at its first update, reports it as still training and leaves it resumable;
-    the next call finishes it: VIN passes level 1 and generalises to held-out level-1 mazes;
-    maze.json, maze.md and the four figures are written; a third call trains nothing and writes
-    the same records."""
+def test_reproduce_maze_quick_writes_the_results_and_figures(tmp_path: Path, capsys) -> None:
+    """`xlvin reproduce maze --quick` (VIN, one seed): a call whose deadline passed before the
+    cell's turn starts nothing (one error line, no run directory); a run cut by a deadline is
+    reported as still training and the next call resumes and finishes it: VIN passes level 1
+    and generalises to held-out level-1 mazes; maze.json, maze.md and the four figures are
+    written; a third call trains nothing and writes the same records."""
     args = ["reproduce", "maze", "--quick", "--agents", "vin", "--seeds", "1", "--jobs", "1",
             "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")]
-    assert main([*args, "--deadline-minutes", "1e-9"]) == 0
+    run_dir = tmp_path / "runs" / "maze" / "vin" / "seed0"
+    capsys.readouterr()
+    assert main([*args, "--deadline-minutes", "1e-9"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "the deadline passed before any of the 1 cells started" in err, err
+    assert not run_dir.exists() and not (tmp_path / "results").exists()
+    (cell,) = maze.make_cells("maze", ["vin"], 1, 0, maze.QUICK)
+    _, summary = train_run(cell.config(), run_dir, progress=False, deadline=0.0,
+                           pretrain_progress=False)
+    assert summary["stopped_at_deadline"]
+    assert main([*args, "--include-running"]) == 0
     (stopped,) = json.loads((tmp_path / "results" / "maze.json").read_text())["runs"]
     assert stopped["in_progress"]["level"] == 1 and stopped["levels_passed"] == []
-    run_dir = tmp_path / "runs" / "maze" / "vin" / "seed0"
     assert (run_dir / "checkpoint.safetensors").is_file() and not (run_dir / "summary.json").exists()
     assert main(args) == 0
     data = json.loads((tmp_path / "results" / "maze.json").read_text())

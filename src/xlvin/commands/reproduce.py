@@ -102,13 +102,10 @@ def _maze(args: argparse.Namespace) -> None:
     cells = maze.cells_from_options(args.experiment, args.seeds, args, args.first_seed)
     deadline = deadline_after(args.deadline_minutes)
     if args.finished_only or args.include_running:
-        records = [maze.cell_record(c, c.run_dir(args.runs)) for c in cells
-                   if maze.is_finished(c.run_dir(args.runs))]
-        finished = len(records)
-        if args.include_running:
-            records += [maze.running_record(c, c.run_dir(args.runs)) for c in cells
-                        if not maze.is_finished(c.run_dir(args.runs))
-                        and maze.has_checkpoint(c.run_dir(args.runs))]
+        so_far = [maze.record_so_far(c, c.run_dir(args.runs)) for c in cells]
+        records = [r for r in so_far if r is not None
+                   and (args.include_running or r["in_progress"] is None)]
+        finished = sum(r["in_progress"] is None for r in records)
         if not records:
             raise UserError(f"none of the {len(cells)} cells has results under {args.runs}")
         print(maze.write_results(records, args.results, None))
@@ -122,6 +119,7 @@ def _maze(args: argparse.Namespace) -> None:
         + (" (stopped at the deadline)" if r["in_progress"] else ""),
         lambda: maze.prepare(cells),
     )
+    _check_any_ran(records, cells)
     print(maze.write_results(records, args.results, wall))
     print(f"wrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")
 
@@ -258,7 +256,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         maze.add_cell_options(m, name)
         _output_options(m, "runs/maze", FINISHED_HELP)
         _deadline_option(m, "each cell checkpoints where it got to and is reported so; the "
-                         "next call resumes it")
+                         "next call resumes it; cells not started by then wait for it")
         m.add_argument("--include-running", action="store_true",
                        help="train nothing: write the results of finished cells and the progress "
                        "of cells still training (from their last checkpoint, marked so)")

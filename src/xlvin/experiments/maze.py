@@ -34,7 +34,7 @@ from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
 from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
-from xlvin.experiments.jobs import map_jobs
+from xlvin.experiments.jobs import has_passed, map_jobs
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings
@@ -176,18 +176,27 @@ def has_checkpoint(run_dir: Path) -> bool:
     return (run_dir / CHECKPOINT).is_file()
 
 
-def run_cell(cell: Cell, root: Path, deadline: float | None = None) -> dict[str, Any]:
+def run_cell(cell: Cell, root: Path, deadline: float | None = None) -> dict[str, Any] | None:
     """Train one cell's curriculum unless it has finished (resuming an interrupted one) until
-    it ends or `deadline` (a `time.time()` value) passes; its record (`running_record` when
-    stopped at the deadline). The cell is claimed while it trains: one running elsewhere is one
-    UserError."""
-    quiet_known_warnings()
+    it ends or `deadline` (a `time.time()` value) passes; its record so far (`record_so_far`).
+    A cell whose turn comes after the deadline is not started: None unless it already had a
+    record. The cell is claimed while it trains: one running elsewhere is one UserError."""
     run_dir = cell.run_dir(root)
-    with claim_run_dir(run_dir):
-        if not is_finished(run_dir):
-            train_run(cell.config(), run_dir, progress=False, resume=(run_dir / CONFIG).is_file(),
-                      deadline=deadline, pretrain_progress=False)
-    return cell_record(cell, run_dir) if is_finished(run_dir) else running_record(cell, run_dir)
+    if not has_passed(deadline):
+        quiet_known_warnings()
+        with claim_run_dir(run_dir):
+            if not is_finished(run_dir):
+                train_run(cell.config(), run_dir, progress=False,
+                          resume=(run_dir / CONFIG).is_file(), deadline=deadline,
+                          pretrain_progress=False)
+    return record_so_far(cell, run_dir)
+
+
+def record_so_far(cell: Cell, run_dir: Path) -> dict[str, Any] | None:
+    """The cell's record if it has finished, its progress if it has a checkpoint, else None."""
+    if is_finished(run_dir):
+        return cell_record(cell, run_dir)
+    return running_record(cell, run_dir) if has_checkpoint(run_dir) else None
 
 
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
@@ -229,7 +238,12 @@ def _record(cell: Cell, history: list[dict[str, Any]], ppo: dict[str, Any], wall
 
 def run_cells(cells: list[Cell], root: Path, jobs: int, on_done=None,
               deadline: float | None = None) -> list[dict[str, Any]]:
-    return map_jobs(partial(run_cell, root=root, deadline=deadline), cells, jobs, on_done)
+    """`run_cell` of each cell on `jobs` worker processes: the records of the cells that have
+    one (a cell left for after the deadline, never started, has none). `on_done` sees each
+    record as it comes."""
+    records = map_jobs(partial(run_cell, root=root, deadline=deadline), cells, jobs,
+                       lambda r: on_done(r) if on_done and r else None)
+    return [r for r in records if r is not None]
 
 
 # --------------------------------------------------------------------------- results
