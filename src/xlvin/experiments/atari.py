@@ -322,9 +322,8 @@ def run_cells(cells: list[Cell], root: Path, jobs: int, deadline: float | None =
     none). `on_done` sees each record as it comes. The executors they share are pre-trained
     first (`prepare`)."""
     prepare(cells)
-    records = map_jobs(partial(run, root=root, deadline=deadline, eval_games=eval_games),
-                       cells, jobs, lambda r: on_done(r) if on_done and r else None)
-    return [r for r in records if r is not None]
+    return map_jobs(partial(run, root=root, deadline=deadline, eval_games=eval_games), cells,
+                    jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results

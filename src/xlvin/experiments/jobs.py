@@ -13,24 +13,29 @@ from xlvin.process import exit_with_parent
 
 
 def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) -> list[Any]:
-    """[fn(item) for item in items] on `jobs` spawned worker processes, in completion order.
-    The workers end with this process, however it ends: killed (they watch it), or stopped by
-    Ctrl-C or a failed item (they are terminated at once, not after their current item)."""
+    """[fn(item) for item in items] on `jobs` spawned worker processes, in completion order,
+    less the items whose fn returned None (a cell left for after a deadline has no result);
+    `on_done` sees each result as it comes. The workers end with this process, however it
+    ends: killed (they watch it), or stopped by Ctrl-C or a failed item (they are terminated at
+    once, not after their current item)."""
     results = []
+
+    def done(result: Any) -> None:
+        if result is not None:
+            results.append(result)
+            if on_done:
+                on_done(result)
+
     if jobs <= 1 or len(items) <= 1:
         for item in items:
-            results.append(fn(item))
-            if on_done:
-                on_done(results[-1])
+            done(fn(item))
         return results
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context,
                                initializer=exit_with_parent, initargs=(os.getpid(),))
     try:
         for future in as_completed([pool.submit(fn, item) for item in items]):
-            results.append(future.result())
-            if on_done:
-                on_done(results[-1])
+            done(future.result())
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in multiprocessing.active_children():

@@ -241,9 +241,7 @@ def run_cells(cells: list[Cell], root: Path, jobs: int, on_done=None,
     """`run_cell` of each cell on `jobs` worker processes: the records of the cells that have
     one (a cell left for after the deadline, never started, has none). `on_done` sees each
     record as it comes."""
-    records = map_jobs(partial(run_cell, root=root, deadline=deadline), cells, jobs,
-                       lambda r: on_done(r) if on_done and r else None)
-    return [r for r in records if r is not None]
+    return map_jobs(partial(run_cell, root=root, deadline=deadline), cells, jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results
