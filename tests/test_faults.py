@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from xlvin.cli import main
 from xlvin.errors import UserError
-from xlvin.experiments import table1
+from xlvin.experiments import ray_reaper, table1
 from xlvin.io import run_dir as run_dir_module
 from xlvin.io import weights as weights_module
 from xlvin.io.checkpoint import CHECKPOINT
@@ -252,6 +252,40 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def command_line(pid: int) -> str:
+    """The command line of process `pid` (its beginning), to name a survivor."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120].decode()
+    except OSError:
+        return "?"
+
+
+def test_the_reaper_sees_a_process_that_closes_a_file_while_it_looks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ray process shutting down closes files while the reaper reads its open files: the one
+    that closed is skipped, the process is still found by the session file it keeps open."""
+    session = tmp_path / "session"
+    session.mkdir()
+    with open(session / "raylet.out", "w") as log:
+        holder = subprocess.Popen(["sleep", "60"], stdin=subprocess.PIPE, stdout=log)
+    try:
+        real_readlink = os.readlink
+        closed_once: set[str] = set()
+
+        def readlink(path):  # of each process, one descriptor (not the session's) has closed
+            target, process = real_readlink(path), str(Path(path).parent)
+            if process not in closed_once and not target.startswith(str(session)):
+                closed_once.add(process)
+                raise FileNotFoundError(errno.ENOENT, "closed", str(path))
+            return target
+
+        monkeypatch.setattr(ray_reaper.os, "readlink", readlink)
+        assert ray_reaper.session_processes(str(session)) == [holder.pid]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_killed_sweep_leaves_no_ray_process_and_no_worker(tmp_path: Path) -> None:
     """`xlvin sweep` on local Ray killed with SIGKILL while a task runs: its raylet, the task's
     worker and Ray's agents are all gone within seconds (none finishes the cell alone)."""
@@ -272,7 +306,7 @@ def test_a_killed_sweep_leaves_no_ray_process_and_no_worker(tmp_path: Path) -> N
     deadline = time.monotonic() + 20
     while not all(map(is_gone, ray_processes)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert [pid for pid in ray_processes if not is_gone(pid)] == []
+    assert {pid: command_line(pid) for pid in ray_processes if not is_gone(pid)} == {}
     # the killed task's scratch folder, unless Ray's cleanup removed it first (under load it may)
     shutil.rmtree((tmp_path / f"worker-{worker}").read_text(), ignore_errors=True)
 
