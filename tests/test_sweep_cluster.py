@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from xlvin.cli import main
-from xlvin.experiments.ray_reaper import session_processes
+from xlvin.experiments.ray_reaper import kill_session
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 RAY_CLI = [sys.executable, "-c", "from ray.scripts.scripts import main; main()"]
@@ -59,11 +58,7 @@ def without_auth(env: dict[str, str]) -> dict[str, str]:
 def stop_nodes(folder: Path) -> None:
     """Kill the processes of the Ray nodes whose temporary folders are under `folder` (and only
     those: `ray stop` would stop every Ray on this machine)."""
-    for pid in session_processes(str(folder)):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            continue
+    kill_session(str(folder))
 
 
 @pytest.fixture(scope="module")

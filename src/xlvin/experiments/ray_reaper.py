@@ -64,7 +64,13 @@ def main(argv: list[str]) -> None:
     driver, session_dir = int(argv[0]), argv[1]
     while os.getppid() == driver:
         time.sleep(POLL_SECONDS)
-    until = time.monotonic() + REAP_SECONDS
+    kill_session(session_dir)
+
+
+def kill_session(session_dir: str, seconds: float = REAP_SECONDS) -> None:
+    """SIGKILL the processes with a file open under `session_dir`, looking again until none is
+    left or `seconds` have passed."""
+    until = time.monotonic() + seconds
     while (left := session_processes(session_dir)) and time.monotonic() < until:
         for pid in left:
             try:
