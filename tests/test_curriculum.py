@@ -67,6 +67,7 @@ def test_an_agent_that_always_succeeds_passes_every_level_in_order() -> None:
     assert curriculum.finished() and passed == [1, 2, 3, 4]
     assert [h["level"] for h in curriculum.history] == [1, 2, 3, 4]
     for h in curriculum.history:
+        assert h["seconds"] > 0  # each level's own training time
         assert h["passed"] and 50 <= h["episodes"] < 50 + 4 * 32  # the first full window, one rollout late at most
         assert set(h["held_out"]) == {"8"} and h["held_out"]["8"]["-1"] == 1.0  # shortest paths solve every start
     curriculum.close()
@@ -79,7 +80,9 @@ def test_an_agent_that_always_fails_fails_its_first_level_on_the_budget() -> Non
     run_rounds(curriculum, Oracle(walls=True), 1000)
     assert curriculum.finished() and passed == []
     (h,) = curriculum.history
-    assert h == {"level": 1, "passed": False, "episodes": h["episodes"], "env_steps": h["env_steps"]}
+    assert h == {"level": 1, "passed": False, "episodes": h["episodes"], "env_steps": h["env_steps"],
+                 "seconds": h["seconds"]}
+    assert h["seconds"] > 0
     assert 300 <= h["episodes"] < 300 + 4 * 32  # the level is failed on the first rollout past it
     assert h["env_steps"] % (4 * 32) == 0
     curriculum.close()
@@ -134,12 +137,15 @@ def test_an_interrupted_curriculum_resumes_exactly(tmp_path: Path, monkeypatch: 
         with pytest.raises(Interrupt):
             main(["train", *curriculum_args(tmp_path / "cut")])
     # what `xlvin reproduce maze --include-running` reports of it meanwhile: a prefix of the history
+    untimed = lambda levels: [{k: v for k, v in h.items() if k != "seconds"} for h in levels]
     running = maze.running_record(maze.Cell("maze", "ppo", 0), tmp_path / "cut")
-    assert running["levels"] == history[: len(running["levels"])]
+    assert untimed(running["levels"]) == untimed(history[: len(running["levels"])])
     assert running["in_progress"]["level"] in (1, 2, 3) and running["env_steps"] > 0
     assert main(["train", *curriculum_args(tmp_path / "cut"), "--resume"]) == 0
     cut = json.loads((tmp_path / "cut" / "summary.json").read_text())
-    assert cut["curriculum"] == history
+    assert untimed(cut["curriculum"]) == untimed(history)
+    # a level's seconds count its training before and after the resume, not the pause between
+    assert all(0 < h["seconds"] < full["wall_seconds"] + 60 for h in cut["curriculum"])
     for name in ("model.safetensors", *(f"levels/level-{h['level']:02d}.safetensors"
                                         for h in history if h["passed"])):
         a, b = load_file(str(tmp_path / "full" / name)), load_file(str(tmp_path / "cut" / name))

@@ -59,7 +59,10 @@ EXPERIMENTS = {
 #: K = 4 with only the 2 actions a distilled rollout policy ranks highest expanded below depth 1.
 #: `xlvin-32*`: the same agents with the CPU preset's 32-wide encoder and transition, as `ppo-32`
 #: (here `xlvin-32-b2` trains at ~5x the steps/s of `xlvin-b2`, the full `xlvin-32` at ~1/9 of
-#: `xlvin-32-b2`'s).
+#: `xlvin-32-b2`'s). The executor ablation (`xlvin.experiments.maze_ablation`) takes
+#: `xlvin-32-b2` apart: its executor untrained (`-untrained`), pre-trained on XLVIN-R's random
+#: graphs instead of mazes (`-random`), or its output chi replaced by zeros (`-zero-chi`); and
+#: `ppo-32-transe`, PPO-32 with the TransE term (a transition model trained by it alone, no tree).
 _XLVIN = {"agent": "xlvin", "executor": "maze"}
 AGENTS: dict[str, dict[str, Any]] = {
     "vin": {"agent": "vin"},
@@ -76,14 +79,28 @@ AGENTS: dict[str, dict[str, Any]] = {
     "xlvin-32-k1": {**_XLVIN, "depth": 1, "hidden": 32},
     "xlvin-32-k2": {**_XLVIN, "depth": 2, "hidden": 32},
     "xlvin-32-b2": {**_XLVIN, "depth": 4, "prune": 2, "hidden": 32},
+    "xlvin-32-b2-untrained": {**_XLVIN, "depth": 4, "prune": 2, "hidden": 32,
+                              "executor": "maze-untrained"},
+    "xlvin-32-b2-random": {**_XLVIN, "depth": 4, "prune": 2, "hidden": 32,
+                           "executor": "maze-random"},
+    "xlvin-32-b2-zero-chi": {**_XLVIN, "depth": 4, "prune": 2, "hidden": 32, "zero_chi": True},
+    "ppo-32-transe": {"agent": "ppo", "hidden": 32, "ppo_transe": True},
 }
 
 
 def _note(overrides: dict[str, Any]) -> str:
-    """The settings of an agent that are ours, not the paper's: pruning and the CPU width."""
+    """The settings of an agent that are ours, not the paper's: pruning, the CPU width and the
+    ablations."""
     parts = [f"pruned b = {overrides['prune']} (ours)"] if overrides.get("prune") else []
     if overrides.get("hidden"):
         parts.append(f"{overrides['hidden']} channels (CPU preset)")
+    ablations = {"maze-untrained": "untrained executor", "maze-random": "executor of random graphs"}
+    if overrides.get("executor") in ablations:
+        parts.append(ablations[overrides["executor"]])
+    if overrides.get("zero_chi"):
+        parts.append("chi = 0")
+    if overrides.get("ppo_transe"):
+        parts.append("+ TransE term")
     return ", ".join(parts)
 
 

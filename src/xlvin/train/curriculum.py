@@ -17,6 +17,7 @@ The check runs after each rollout, so a level passes at the first rollout end at
 is in its checkpoint state, so an interrupted curriculum resumes exactly.
 """
 
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,8 +129,9 @@ class Curriculum:
     """The continual maze as a data source of the training loop (module docstring): open-ended,
     one rollout of `ppo.num_steps` steps of `ppo.num_envs` envs and one PPO update per round.
 
-    `history` lists each level tried: level, passed, episodes and env steps it used, and after a
-    pass the held-out success {side: {level: rate, -1: all}}.
+    `history` lists each level tried: level, passed, episodes and env steps it used, the seconds
+    it trained (`seconds`: acting and learning, resumes included, held-out evaluations not), and
+    after a pass the held-out success {side: {level: rate, -1: all}}.
     """
 
     rounds = None
@@ -152,6 +154,8 @@ class Curriculum:
         self.window: deque[bool] = deque(maxlen=cfg.window)
         self.episodes = 0  # of the current level
         self.env_steps = 0  # of the current level
+        self.seconds = 0.0  # of the current level, before `self.clock`
+        self.clock = time.perf_counter()  # since when the current level's time runs
         self.history: list[dict[str, Any]] = []
         self.done = False
 
@@ -169,19 +173,24 @@ class Curriculum:
         if len(self.window) == self.cfg.window and np.mean(self.window) >= self.cfg.threshold:
             self._pass(policy)
         elif self.episodes >= self.cfg.budget:
-            self._record(passed=False)
+            self._record(passed=False, seconds=self.level_seconds())
             self.done = True
         return rollout
 
-    def _record(self, passed: bool, **more: Any) -> None:
+    def level_seconds(self) -> float:
+        """The seconds the current level has trained so far (resumes included)."""
+        return self.seconds + time.perf_counter() - self.clock
+
+    def _record(self, passed: bool, seconds: float, **more: Any) -> None:
         self.history.append({"level": self.level, "passed": passed, "episodes": self.episodes,
-                             "env_steps": self.env_steps, **more})
+                             "env_steps": self.env_steps, "seconds": seconds, **more})
 
     def _pass(self, policy: ActorCritic) -> None:
         """Evaluate on the held-out mazes, keep the policy, move to the next level (fresh envs)."""
+        seconds = self.level_seconds()
         test = {str(size): {str(d): rate for d, rate in held.success(policy).items()}
                 for size, held in self.held_out.items()}
-        self._record(passed=True, held_out=test)
+        self._record(passed=True, seconds=seconds, held_out=test)
         if self.on_level_passed is not None:
             self.on_level_passed(self.level, policy)
         if self.index + 1 == len(self.levels):
@@ -190,6 +199,7 @@ class Curriculum:
         self.index += 1
         self.window.clear()
         self.episodes = self.env_steps = 0
+        self.seconds, self.clock = 0.0, time.perf_counter()
         envs = self.online.envs
         envs.unwrapped.call("set_level", self.level)
         self.online.state = reset_envs(envs, self.seed + 1000 * self.index)
@@ -208,6 +218,7 @@ class Curriculum:
         state["curriculum"] = {
             "index": self.index, "window": [bool(s) for s in self.window],
             "episodes": self.episodes, "env_steps": self.env_steps, "history": self.history,
+            "seconds": self.level_seconds(),
             "done": self.done, "levels": self.levels,
         }
         return state, tensors
@@ -218,6 +229,8 @@ class Curriculum:
             raise ValueError(f"the checkpoint's levels {mine['levels']} are not {self.levels}")
         self.index, self.done = mine["index"], mine["done"]
         self.episodes, self.env_steps = mine["episodes"], mine["env_steps"]
+        # checkpoints written before levels were timed: their level's time so far is unknown
+        self.seconds, self.clock = mine.get("seconds", 0.0), time.perf_counter()
         self.window = deque((bool(s) for s in mine["window"]), maxlen=self.cfg.window)
         self.history = mine["history"]
         self.online.envs.unwrapped.call("set_level", self.level)

@@ -330,7 +330,9 @@ def pretrain_and_save(
 #: 1,000 training 8x8 mazes, H = 10 like the maze latent (the authors' later code: executor
 #: width 10), LayerNorm after every step. "untrained" is XLVIN-R's executor before any
 #: pre-training (its initial weights, frozen like the others): an ablation of what the
-#: pre-training on value iteration adds. "authors-random" is the executor of the authors' later
+#: pre-training on value iteration adds. "maze-untrained" and "maze-random" are the maze
+#: executor's architecture (H = 10, LayerNorm) left at its initial weights, or pre-trained on
+#: XLVIN-R's random graphs instead of mazes: ablations of the maze executor. "authors-random" is the executor of the authors' later
 #: XLVIN-R code (dransyhe/CNAP, models/executor/train.py with its defaults): their Erdos-Renyi
 #: MDPs, 500 of them, one Adam step at a constant 5e-3 per VI step, one pass, sum aggregation
 #: (their policy then runs it with max: `--executor-aggregation`), LayerNorm, linear messages.
@@ -343,6 +345,10 @@ DEFAULT_EXECUTORS = {
         layer_norm=True, messages="linear"),
     "cartpole": ExecutorConfig(family="cartpole_tree", epochs=5),
     "maze": ExecutorConfig(family=MAZE_FAMILY, train_graphs=1000, hidden=10, layer_norm=True),
+    "maze-untrained": ExecutorConfig(family=MAZE_FAMILY, train_graphs=1000, hidden=10,
+                                     layer_norm=True, epochs=0),
+    "maze-random": ExecutorConfig(family="random_deterministic", states=20, actions=8, hidden=10,
+                                  layer_norm=True),
 }
 
 

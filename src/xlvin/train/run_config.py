@@ -92,7 +92,8 @@ class TrainConfig:
     executor: str = option(
         DEFAULT_EXECUTOR, "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the "
         "paper's maze executor: H = 10, LayerNorm always on), 'untrained' (XLVIN-R's before pre-training: an "
-        "ablation), 'authors-random' (the XLVIN-R executor of the authors' later code) or a "
+        "ablation), 'maze-untrained' and 'maze-random' (the maze executor's architecture untrained, "
+        "or pre-trained on random graphs: ablations), 'authors-random' (the XLVIN-R executor of the authors' later code) or a "
         ".safetensors file"
     )
     transe_weight: float = option(1e-3, "weight of the TransE loss added to PPO (paper: 0.001)")
