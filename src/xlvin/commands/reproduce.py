@@ -1,6 +1,6 @@
-"""`xlvin reproduce classic|executor-ablation|maze|contextual-maze|atari`: the paper's Table 1
-(and an ablation of its executor), its maze figures and its Atari figures 4 and 6, every cell,
-resumable, into results/."""
+"""`xlvin reproduce classic|executor-ablation|maze|contextual-maze|maze-ablation|atari`: the
+paper's Table 1 (and an ablation of its executor), its maze figures (and an ablation of the maze
+executor) and its Atari figures 4 and 6, every cell, resumable, into results/."""
 
 import argparse
 import time
@@ -11,10 +11,12 @@ from tqdm import tqdm
 
 from xlvin.config import csv_choices
 from xlvin.errors import UserError
-from xlvin.experiments import atari, atari_vae, executor_ablation, maze, table1
+from xlvin.config import add_options, from_args
+from xlvin.experiments import atari, atari_vae, executor_ablation, maze, maze_ablation, table1
 from xlvin.experiments.figures import require_plots
 from xlvin.experiments.jobs import deadline_after
-from xlvin.train.run_config import MAX_SEED
+from xlvin.train.curriculum import CurriculumConfig
+from xlvin.train.run_config import MAX_SEED, check_device
 
 
 def _with_progress(
@@ -122,6 +124,34 @@ def _maze(args: argparse.Namespace) -> None:
     _check_any_ran(records, cells)
     print(maze.write_results(records, args.results, wall))
     print(f"wrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")
+
+
+def _maze_ablation(args: argparse.Namespace) -> None:
+    _check_seeds(args)
+    check_device(args.device)
+    curriculum = from_args(CurriculumConfig, args, CurriculumConfig(budget=maze_ablation.BUDGET))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    cells = maze_ablation.cells(seeds, curriculum, args.device)
+    curriculum.levels()  # mazes with the levels asked for, before anything runs
+    if not (args.finished_only or args.include_running):
+        records, _ = _with_progress(
+            lambda done: maze.run_cells(cells, args.runs, args.jobs, on_done=done,
+                                        deadline=deadline_after(args.deadline_minutes)),
+            len(cells), "maze ablation curricula",
+            lambda r: f"{r['agent']} s{r['seed']}: passed {len(r['levels_passed'])}"
+            + (" (stopped at the deadline)" if r["in_progress"] else ""),
+            lambda: maze.prepare(cells),
+        )
+        _check_any_ran(records, cells)
+    so_far = [maze.record_so_far(c, c.run_dir(args.runs)) for c in cells]
+    records = [r for r in so_far if r is not None
+               and (args.include_running or r["in_progress"] is None)]
+    if not records:
+        raise UserError(f"none of the {len(cells)} cells has results under {args.runs}")
+    print(maze_ablation.write_results(records, args.results))
+    ended = sum(r["in_progress"] is None for r in records)
+    print(f"wrote {args.results}/maze.md, .json, .png: {ended} of {len(cells)} cells ended, "
+          f"{len(records) - ended} still training; runs under {args.runs}")
 
 
 def _check_any_ran(records: list[dict], cells: list) -> None:
@@ -261,6 +291,29 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="train nothing: write the results of finished cells and the progress "
                        "of cells still training (from their last checkpoint, marked so)")
         m.set_defaults(func=_maze)
+
+    m = which.add_parser(
+        "maze-ablation",
+        help="beyond the paper: the continual maze with XLVIN's executor taken apart",
+        description=maze_ablation.__doc__,
+    )
+    m.add_argument("--seeds", type=int, default=maze_ablation.SEEDS,
+                   help=f"training seeds (default {maze_ablation.SEEDS})")
+    m.add_argument("--first-seed", type=int, default=maze_ablation.FIRST_SEED,
+                   help=f"the first training seed (default {maze_ablation.FIRST_SEED}: the "
+                   "committed results' seeds, chosen before their first run)")
+    m.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
+    add_options(m, CurriculumConfig, skip=("budget",))
+    m.add_argument("--budget", type=int, default=None,
+                   help=f"episodes allowed a level before it is failed (default "
+                   f"{maze_ablation.BUDGET:,}: the committed CPU preset's; the paper's 1,000,000)")
+    _output_options(m, "runs/maze", FINISHED_HELP)
+    _deadline_option(m, "each cell checkpoints where it got to and is reported so; the next "
+                     "call resumes it; cells not started by then wait for it")
+    m.add_argument("--include-running", action="store_true",
+                   help="train nothing: write the results of finished cells and the progress "
+                   "of cells still training (from their last checkpoint, marked so)")
+    m.set_defaults(func=_maze_ablation, results=Path("results/ablation"))
 
     a = which.add_parser(
         "atari",

@@ -1,0 +1,295 @@
+"""What the executor contributes on the mazes (beyond the paper): the continual 8x8 maze of
+`xlvin.experiments.maze` with XLVIN's planner taken apart, every other setting that of the
+committed CPU preset (`xlvin-32-b2`: pruned depth-4 tree, 32 wide, orthogonal init; PPO 32 envs x
+32 steps, lr 1e-3; a budget of 200,000 episodes a level).
+
+Arms, each a maze agent of `xlvin.experiments.maze.AGENTS` (cells are shared with `xlvin
+reproduce maze` under the same --runs):
+
+- XLVIN as committed: the maze executor, pre-trained on the training mazes' MDPs and frozen;
+- the same with its executor untrained (its initial weights, frozen);
+- the same with its executor pre-trained on XLVIN-R's random graphs instead of mazes;
+- the same with zeros in place of the executor's output chi (tree and transition still trained
+  by TransE, but the heads hear nothing of the plan);
+- PPO-32 with the TransE term (a transition model on PPO's encoder, trained by it alone; no
+  tree, no TransE pre-training);
+- PPO-32 as committed.
+
+Per cell: env steps and seconds to pass each level, held-out 8x8 and 16x16 success after each.
+Per arm, over its finished cells: env steps to pass the last level (a cell that fails a level
+counts at `HORIZON`, worse than any that finishes), the area under its level curve (levels passed
+against env steps, up to `HORIZON`, as a fraction of all levels), the held-out success after the
+last level; each an IQM with its 95 % bootstrap interval and P(arm > PPO-32) (fewer steps,
+larger area, higher success). RESULTS/maze.{md,json,png}.
+"""
+
+import functools
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlvin.experiments import maze
+from xlvin.experiments.figures import pyplot
+from xlvin.io.run_dir import write_json
+from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+from xlvin.train.curriculum import CurriculumConfig
+
+#: arm -> maze agent.
+ARMS = {
+    "XLVIN (maze executor)": "xlvin-32-b2",
+    "XLVIN, untrained executor": "xlvin-32-b2-untrained",
+    "XLVIN, executor of random graphs": "xlvin-32-b2-random",
+    "XLVIN, chi = 0": "xlvin-32-b2-zero-chi",
+    "PPO-32 + TransE term": "ppo-32-transe",
+    "PPO-32": "ppo-32",
+}
+#: The arm every other is compared with.
+BASELINE = "PPO-32"
+#: The committed results' seeds, chosen before their first run (`--first-seed`, `--seeds`).
+FIRST_SEED, SEEDS = 100, 5
+#: The committed CPU preset's budget: episodes a level.
+BUDGET = 200_000
+#: Env steps over which a level curve's area is taken, and where a cell that failed counts on
+#: "env steps to pass the last level". Above the most any committed curriculum took (2.2 M).
+HORIZON = 3_000_000
+
+
+def cells(seeds: list[int], curriculum: CurriculumConfig, device: str = "cpu") -> list[maze.Cell]:
+    """Every arm's cell of each seed, seed by seed: cut short, every arm has the same seeds."""
+    return [maze.Cell("maze", agent, seed, curriculum, device)
+            for seed in seeds for agent in ARMS.values()]
+
+
+@functools.cache
+def _facts(curriculum: str) -> tuple[int, dict[str, dict[int, int]]]:
+    cfg = json.loads(curriculum)
+    return len(CurriculumConfig(**cfg).levels()), maze.held_out_counts(cfg)
+
+
+def curriculum_facts(record: dict[str, Any]) -> tuple[int, dict[str, dict[int, int]]]:
+    """The record's curriculum: how many levels it has, and {side: {level: held-out starts}}."""
+    return _facts(json.dumps(record["curriculum"], sort_keys=True))
+
+
+def cell_scores(record: dict[str, Any]) -> dict[str, Any]:
+    """One cell's numbers: whether it passed every level, the env steps and seconds at which it
+    passed each level (cumulative), the area under its level curve and, if it finished, the
+    held-out success (all levels) after its last level, per side."""
+    levels, counts = curriculum_facts(record)
+    steps, seconds, passed_at, seconds_at = 0, 0.0, [], []
+    for h in record["levels"]:
+        steps += h["env_steps"]
+        seconds += h.get("seconds", float("nan"))  # runs made before levels were timed: unknown
+        if h["passed"]:
+            passed_at.append(steps)
+            seconds_at.append(seconds)
+    finished = record["in_progress"] is None and record["failed_level"] is None
+    # the level curve: levels passed against env steps, held after a failure or the last level
+    area = sum(HORIZON - min(at, HORIZON) for at in passed_at) / (levels * HORIZON)
+    last = record["levels"][-1] if finished else None
+    return {
+        "finished": finished, "levels": levels, "levels_passed": len(passed_at),
+        "steps_at_pass": passed_at, "seconds_at_pass": seconds_at,
+        "steps_to_last": passed_at[-1] if finished else None,
+        "steps_to_last_or_horizon": min(passed_at[-1], HORIZON) if finished else HORIZON,
+        "seconds_to_last": seconds_at[-1] if finished else None,
+        "area": area,
+        "held_out_last": {side: maze.weighted_all(last["held_out"][side], per_level)
+                          for side, per_level in counts.items()} if last else {},
+    }
+
+
+#: name -> (what it measures, whether higher is better).
+STATISTICS = {
+    "steps_to_last": ("env steps to pass the last level (a failure counts at the horizon)", False),
+    "area": ("area under the level curve", True),
+    "held_out_8": ("held-out 8x8 success after the last level", True),
+    "held_out_16": ("held-out 16x16 success after the last level", True),
+}
+
+
+def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per arm: its cells (finished, failed, still training) and, over the cells that ended
+    (passed every level or failed one), each of `STATISTICS` as IQM [95 % CI] with P(> PPO-32)."""
+    by_arm: dict[str, dict[str, list[float]]] = {}
+    rows = []
+    for arm, agent in ARMS.items():
+        mine = sorted((r for r in records if r["agent"] == agent), key=lambda r: r["seed"])
+        ended = [r for r in mine if r["in_progress"] is None]
+        scores = [cell_scores(r) for r in ended]
+        values = {
+            "steps_to_last": [s["steps_to_last_or_horizon"] for s in scores],
+            "area": [s["area"] for s in scores],
+            "held_out_8": [s["held_out_last"]["8"] for s in scores if "8" in s["held_out_last"]],
+            "held_out_16": [s["held_out_last"]["16"] for s in scores
+                            if "16" in s["held_out_last"]],
+        }
+        by_arm[arm] = values
+        seconds = [s["seconds_to_last"] for s in scores if s["finished"]]
+        row: dict[str, Any] = {
+            "arm": arm, "agent": agent, "seeds": [r["seed"] for r in ended],
+            "finished": [r["seed"] for r, s in zip(ended, scores) if s["finished"]],
+            "failed": {str(r["seed"]): r["failed_level"] for r in ended if r["failed_level"]},
+            "running": [r["seed"] for r in mine if r["in_progress"] is not None],
+            "cells": {str(r["seed"]): s for r, s in zip(ended, scores)},
+            "seconds_to_last": ({**summarize(np.array(seconds)), "per_seed": seconds}
+                                if seconds and np.all(np.isfinite(seconds)) else None),
+        }
+        for name, runs in values.items():
+            row[name] = {**summarize(np.array(runs)), "per_seed": runs} if runs else None
+        rows.append(row)
+    base = by_arm[BASELINE]
+    for row in rows:
+        for name, (_, higher) in STATISTICS.items():
+            mine, theirs = by_arm[row["arm"]][name], base[name]
+            if row["arm"] != BASELINE and mine and theirs:
+                sign = 1.0 if higher else -1.0
+                row[f"{name}_over_ppo"] = improvement_over(sign * np.array(mine),
+                                                           sign * np.array(theirs))
+    return rows
+
+
+def per_level(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """arm -> level -> median env steps and seconds it took to pass (over the cells that passed
+    it), and how many of the cells that tried it passed it."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for arm, agent in ARMS.items():
+        tried: dict[int, list[dict[str, Any]]] = {}
+        for r in records:
+            if r["agent"] == agent:
+                for h in r["levels"]:
+                    tried.setdefault(h["level"], []).append(h)
+        for level, hs in sorted(tried.items()):
+            passed = [h for h in hs if h["passed"]]
+            timed = [h["seconds"] for h in passed if "seconds" in h]
+            out.setdefault(arm, {})[str(level)] = {
+                "passed": len(passed), "tried": len(hs),
+                "median_env_steps": float(np.median([h["env_steps"] for h in passed])) if passed else None,
+                "median_seconds": float(np.median(timed)) if timed else None,
+            }
+    return out
+
+
+def _stat_text(stat: dict[str, Any] | None, scale: float, digits: int) -> str:
+    if stat is None:
+        return "-"
+    return interval_text(stat["iqm"] * scale, stat["iqm_low"] * scale, stat["iqm_high"] * scale,
+                         digits)
+
+
+def markdown(rows: list[dict[str, Any]], levels: dict[str, Any], budget: int) -> str:
+    lines = [("| arm | cells ended (finished / failed) | still training | env steps to pass level "
+              "10, k: IQM [95 % CI] | P(fewer than PPO-32) | area under the level curve | "
+              "P(> PPO-32) | held-out 8x8 after level 10, % | P(> PPO-32) | held-out 16x16 after "
+              "level 10, % | P(> PPO-32) | minutes to pass level 10 |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        failed = ", ".join(f"s{s}: level {d}" for s, d in r["failed"].items())
+        lines.append(
+            f"| {r['arm']} | {len(r['seeds'])} ({len(r['finished'])} / {len(r['failed'])}"
+            f"{': ' + failed if failed else ''}) | {len(r['running'])} | "
+            f"**{_stat_text(r['steps_to_last'], 1e-3, 0)}** | "
+            f"{improvement_text(r.get('steps_to_last_over_ppo'))} | "
+            f"{_stat_text(r['area'], 1, 3)} | {improvement_text(r.get('area_over_ppo'))} | "
+            f"{_stat_text(r['held_out_8'], 100, 1)} | "
+            f"{improvement_text(r.get('held_out_8_over_ppo'))} | "
+            f"{_stat_text(r['held_out_16'], 100, 1)} | "
+            f"{improvement_text(r.get('held_out_16_over_ppo'))} | "
+            f"{_stat_text(r['seconds_to_last'], 1 / 60, 1)} |")
+    all_levels = sorted({int(d) for arm in levels.values() for d in arm})
+    lines += ["", ("Env steps (k) and minutes to pass each level, median over the cells that "
+                   "passed it (passed / tried)"), "",
+              "| arm | " + " | ".join(f"level {d}" for d in all_levels) + " |",
+              "|---|" + "---|" * len(all_levels)]
+    for arm, per in levels.items():
+        cells_text = []
+        for d in all_levels:
+            p = per.get(str(d))
+            if p is None:
+                cells_text.append("-")
+            elif p["median_env_steps"] is None:
+                cells_text.append(f"0 / {p['tried']}")
+            else:
+                minutes = "" if p["median_seconds"] is None else f", {p['median_seconds'] / 60:.1f} min"
+                cells_text.append(f"{p['median_env_steps'] / 1e3:.0f} k{minutes} "
+                                  f"({p['passed']} / {p['tried']})")
+        lines.append(f"| {arm} | " + " | ".join(cells_text) + " |")
+    lines += ["", (
+        f"Each arm over its cells that ended (passed every level, or failed one within "
+        f"{budget:,} episodes); cells still training are counted but not in the statistics. A "
+        f"cell that failed counts at {HORIZON / 1e6:.0f} M env steps to pass level 10; the area "
+        f"under its level curve (levels passed against env steps, up to {HORIZON / 1e6:.0f} M, "
+        "as a fraction of all 10) holds its last level. IQM with its 95 % bootstrap interval; "
+        "P(> PPO-32): the probability that a cell of the arm beats one of PPO-32 (fewer steps, "
+        "larger area, higher success), with its bootstrap interval. `xlvin reproduce "
+        "maze-ablation`; see `xlvin.experiments.maze_ablation`.")]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) -> None:
+    """Left: every cell's level curve (levels passed against env steps), one colour per arm.
+    Right: per statistic, every cell as a point per arm and the IQM with its interval."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2),
+                             gridspec_kw={"width_ratios": [1.6, 1, 1, 1]})
+    colours = {arm: f"C{i}" for i, arm in enumerate(ARMS)}
+    arm_of = {agent: arm for arm, agent in ARMS.items()}
+    ax = axes[0]
+    labelled: set[str] = set()
+    for r in records:
+        arm = arm_of[r["agent"]]
+        s = cell_scores(r)
+        xs = [0.0] + [x / 1e6 for x in s["steps_at_pass"]]
+        ys = list(range(len(xs)))
+        xs.append(max(xs[-1], r["env_steps"] / 1e6))
+        ys.append(ys[-1])
+        ax.step(xs, ys, where="post", color=colours[arm], alpha=0.7,
+                linestyle="--" if r["in_progress"] is not None else "-",
+                label=None if arm in labelled else arm)
+        labelled.add(arm)
+        if r["failed_level"] is not None:
+            ax.scatter([xs[-1]], [ys[-1]], marker="x", color=colours[arm], s=40)
+    ax.set_xlabel("env steps (M)")
+    ax.set_ylabel("levels passed")
+    ax.set_title("level curves (dashed: still training; x: failed a level)", fontsize=9)
+    ax.legend(fontsize=7)
+    for ax, (name, title, scale) in zip(axes[1:], (
+            ("steps_to_last", "env steps to pass level 10 (M)", 1e-6),
+            ("held_out_8", "held-out 8x8 after level 10", 1.0),
+            ("held_out_16", "held-out 16x16 after level 10", 1.0))):
+        for i, row in enumerate(rows):
+            stat = row[name]
+            if stat is None:
+                continue
+            values = np.array(stat["per_seed"]) * scale
+            ax.scatter(i + np.linspace(-0.15, 0.15, len(values)), values, s=12,
+                       color=colours[row["arm"]], alpha=0.7)
+            ax.errorbar(i, stat["iqm"] * scale,
+                        yerr=[[(stat["iqm"] - stat["iqm_low"]) * scale],
+                              [(stat["iqm_high"] - stat["iqm"]) * scale]],
+                        fmt="_", color="black", markersize=16, capsize=4)
+        ax.set_xticks(range(len(rows)), [textwrap.fill(r["arm"], 14) for r in rows], fontsize=6)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("the maze executor ablated: continual 8x8 maze, CPU preset (pruned depth-4 "
+                 "tree, 32 wide); IQM and 95 % CI over the cells that ended", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_results(records: list[dict[str, Any]], results: Path) -> str:
+    """RESULTS/maze.{md,json,png} of the ablation's records (finished and still training)."""
+    rows = aggregate(records)
+    levels = per_level(records)
+    budget = records[0]["curriculum"]["budget"]
+    results.mkdir(parents=True, exist_ok=True)
+    md = markdown(rows, levels, budget)
+    (results / "maze.md").write_text(md)
+    write_json(results / "maze.json", {"arms": ARMS, "baseline": BASELINE, "horizon": HORIZON,
+                                       "rows": rows, "per_level": levels, "runs": records})
+    plot(rows, records, results / "maze.png")
+    return md

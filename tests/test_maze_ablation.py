@@ -1,0 +1,167 @@
+"""The maze executor ablation (`xlvin reproduce maze-ablation`): its arms differ from the committed
+XLVIN in exactly the part they take away, its executors are what they say, and its statistics
+(env steps to the last level, the level curve's area, held-out success, P(> PPO-32)) are computed
+as documented, from run directories as `xlvin reproduce maze` leaves them."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from xlvin.cli import main
+from xlvin.experiments import maze, maze_ablation
+from xlvin.experiments.maze_ablation import ARMS, HORIZON, aggregate, cell_scores
+from xlvin.nn.executor import VIExecutor
+from xlvin.train.curriculum import CurriculumConfig
+from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, pretrain_executor
+from xlvin.train.run_config import check_run
+from xlvin.train.spaces import Spaces
+
+
+def test_each_arm_differs_from_the_committed_xlvin_in_exactly_what_it_ablates() -> None:
+    base = dataclasses.asdict(maze.Cell("maze", "xlvin-32-b2", 100).config().train)
+    ppo = dataclasses.asdict(maze.Cell("maze", "ppo-32", 100).config().train)
+    expected = {
+        "xlvin-32-b2-untrained": (base, {"executor": "maze-untrained"}),
+        "xlvin-32-b2-random": (base, {"executor": "maze-random"}),
+        "xlvin-32-b2-zero-chi": (base, {"zero_chi": True}),
+        "ppo-32-transe": (ppo, {"ppo_transe": True}),
+    }
+    for agent, (reference, changed) in expected.items():
+        cfg = maze.Cell("maze", agent, 100).config()
+        mine = dataclasses.asdict(cfg.train)
+        assert {k: v for k, v in mine.items() if reference[k] != v} == changed, agent
+        assert cfg.ppo == maze.MAZE_PPO
+        assert check_run(cfg)[0] == Spaces((3, 8, 8), "maze", 8)
+    assert set(ARMS.values()) == {"xlvin-32-b2", "ppo-32", *expected}
+    assert base["init"] == "orthogonal"  # the committed preset's, stated in the docs
+
+
+def test_the_ablated_executors_share_the_maze_executors_architecture() -> None:
+    maze_cfg = DEFAULT_EXECUTORS["maze"]
+    untrained, random = DEFAULT_EXECUTORS["maze-untrained"], DEFAULT_EXECUTORS["maze-random"]
+    assert dataclasses.replace(untrained, epochs=maze_cfg.epochs) == maze_cfg and untrained.epochs == 0
+    for cfg in (untrained, random):
+        assert (cfg.hidden, cfg.layer_norm, cfg.aggregation, cfg.messages) == (
+            maze_cfg.hidden, maze_cfg.layer_norm, maze_cfg.aggregation, maze_cfg.messages)
+    assert random.family == DEFAULT_EXECUTORS["random"].family != maze_cfg.family
+    # untrained: the initial weights of its seed, exactly
+    executor, _ = pretrain_executor(dataclasses.replace(untrained, train_graphs=4), progress=False)
+    torch.manual_seed(untrained.seed)
+    fresh = VIExecutor(hidden=10, aggregation=untrained.aggregation, layer_norm=True)
+    mine, theirs = executor.state_dict(), fresh.state_dict()
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+
+CURRICULUM = dataclasses.asdict(CurriculumConfig(last_level=3, budget=500, eval_per_level=5))
+
+
+def record(agent: str, seed: int, level_steps: list[int], failed: bool = False,
+           running: bool = False, held: float = 0.5) -> dict:
+    """A cell's record with one history entry per level (the last one failed if `failed`)."""
+    levels = []
+    for i, steps in enumerate(level_steps):
+        passed = not (failed and i == len(level_steps) - 1)
+        entry = {"level": i + 1, "passed": passed, "episodes": steps // 3, "env_steps": steps,
+                 "seconds": steps / 1000}
+        if passed:
+            entry["held_out"] = {side: {str(d): held for d in range(1, 17)} for side in ("8", "16")}
+        levels.append(entry)
+    return {"experiment": "maze", "agent": agent, "seed": seed, "curriculum": CURRICULUM,
+            "levels": levels, "levels_passed": [h["level"] for h in levels if h["passed"]],
+            "failed_level": levels[-1]["level"] if failed else None,
+            "in_progress": {"level": 2, "episodes": 5, "window_success": 0.5} if running else None,
+            "env_steps": sum(level_steps), "steps_per_second": 1000.0, "episodes": 1,
+            "wall_seconds": 1.0}
+
+
+def test_cell_scores_accumulate_levels_and_count_a_failure_at_the_horizon() -> None:
+    done = cell_scores(record("ppo-32", 0, [1000, 2000, 3000], held=0.8))
+    assert done["finished"] and done["levels"] == 3
+    assert done["steps_at_pass"] == [1000, 3000, 6000] and done["steps_to_last"] == 6000
+    assert done["seconds_at_pass"] == [1.0, 3.0, 6.0] and done["seconds_to_last"] == 6.0
+    expected = ((HORIZON - 1000) + (HORIZON - 3000) + (HORIZON - 6000)) / (3 * HORIZON)
+    assert done["area"] == pytest.approx(expected)
+    assert done["held_out_last"]["8"] == pytest.approx(0.8)  # every level 0.8: weighted, 0.8
+    failed = cell_scores(record("ppo-32", 1, [1000, 5000], failed=True))
+    assert not failed["finished"] and failed["steps_to_last"] is None
+    assert failed["steps_to_last_or_horizon"] == HORIZON and failed["held_out_last"] == {}
+    assert failed["area"] == pytest.approx((HORIZON - 1000) / (3 * HORIZON))
+    assert failed["area"] < done["area"]
+
+
+def test_aggregate_compares_every_arm_with_ppo_32_in_the_right_direction() -> None:
+    records = []
+    for seed in range(4):  # XLVIN twice as fast as PPO-32 and better held out; one PPO fails
+        records.append(record("xlvin-32-b2", seed, [1000, 1000, 1000 + seed], held=0.9))
+        records.append(record("ppo-32", seed, [2000, 2000, 2000 + seed], held=0.6,
+                              failed=seed == 3))
+    records.append(record("xlvin-32-b2-zero-chi", 7, [1000], running=True))
+    rows = {r["arm"]: r for r in aggregate(records)}
+    xlvin, ppo = rows["XLVIN (maze executor)"], rows["PPO-32"]
+    assert xlvin["steps_to_last_over_ppo"]["p"] == 1.0  # fewer steps is better
+    assert xlvin["area_over_ppo"]["p"] == 1.0 and xlvin["held_out_8_over_ppo"]["p"] == 1.0
+    assert "steps_to_last_over_ppo" not in ppo
+    assert ppo["failed"] == {"3": 3} and ppo["finished"] == [0, 1, 2]
+    assert sorted(ppo["steps_to_last"]["per_seed"]) == [6000, 6001, 6002, HORIZON]
+    assert len(ppo["held_out_8"]["per_seed"]) == 3  # held out after the last level: finishers
+    chi = rows["XLVIN, chi = 0"]
+    assert chi["running"] == [7] and chi["seeds"] == [] and chi["steps_to_last"] is None
+    assert rows["PPO-32 + TransE term"]["seeds"] == []
+
+
+def write_cell(root: Path, rec: dict) -> None:
+    """A finished cell's run directory as `train_run` leaves it (the files the report reads)."""
+    run_dir = maze.Cell("maze", rec["agent"], rec["seed"]).run_dir(root)
+    run_dir.mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps({
+        "curriculum": rec["levels"], "wall_seconds": 12.0,
+        "ppo": {"env_steps": rec["env_steps"], "sps": 500.0, "episodes": 10}}))
+
+
+def test_the_command_reports_the_cells_of_the_seeds_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    rng = np.random.default_rng(0)
+    for seed in (100, 101):
+        for agent in ARMS.values():
+            steps = [int(s) for s in rng.integers(1000, 5000, size=3)]
+            write_cell(tmp_path / "runs", record(agent, seed, steps, held=0.7))
+    write_cell(tmp_path / "runs", record("ppo-32", 102, [9000], failed=True))  # not asked for
+    out = tmp_path / "results"
+    args = ["reproduce", "maze-ablation", "--seeds", "2", "--last-level", "3", "--budget", "500",
+            "--eval-per-level", "5", "--runs", str(tmp_path / "runs"), "--results", str(out)]
+    assert main([*args, "--finished-only"]) == 0
+    assert "12 of 12 cells ended" in capsys.readouterr().out
+    data = json.loads((out / "maze.json").read_text())
+    assert data["arms"] == ARMS and len(data["runs"]) == 12
+    assert {r["arm"]: r["seeds"] for r in data["rows"]} == {arm: [100, 101] for arm in ARMS}
+    assert (out / "maze.png").stat().st_size > 10_000
+    md = (out / "maze.md").read_text()
+    assert all(f"| {arm} | 2 (2 / 0) | 0 |" in md for arm in ARMS)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--seeds", "0"], "--seeds must be in"),
+    (["--budget", "0"], "budget must be >= 1"),
+    (["--device", "tpu"], "device"),
+])
+def test_bad_input_is_one_line_and_creates_nothing(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "results"
+    assert main(["reproduce", "maze-ablation", "--runs", str(runs), "--results", str(out),
+                 *extra]) != 0
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not runs.exists() and not out.exists()
+
+
+def test_cells_come_seed_by_seed_so_a_cut_run_leaves_every_arm_the_same_seeds() -> None:
+    cells = maze_ablation.cells([100, 101], CurriculumConfig())
+    assert [(c.seed, c.agent) for c in cells[:6]] == [(100, a) for a in ARMS.values()]
+    assert {c.seed for c in cells[6:]} == {101}
