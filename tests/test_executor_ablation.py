@@ -1,5 +1,6 @@
 """The executor ablation (`xlvin reproduce executor-ablation`): its arms, its cells, its table."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -20,10 +21,48 @@ def test_arms_share_cells_where_they_coincide() -> None:
         assert cell.variant in table1.VARIANTS  # every arm is a real Table-1 variant
 
 
-def record(protocol: str, arm: str, seed: int, final: float, best: float) -> dict:
-    agent, variant = ablation.ARMS[arm][protocol]
+def record(protocol: str, arm: str, seed: int, final: float, best: float,
+           init: str | None = None) -> dict:
+    init = init or ablation.PROTOCOL_INIT[protocol]
+    agent, variant = ablation.arm_variant(protocol, init, arm)
     return {"protocol": protocol, "env": "CartPole-v0", "agent": agent, "variant": variant,
-            "seed": seed, "arm": arm, "final_return": final, "max_eval_return": best}
+            "seed": seed, "arm": arm, "final_return": final, "max_eval_return": best,
+            "init": init}
+
+
+def test_an_init_other_than_the_protocols_is_a_variant_of_every_arm() -> None:
+    own = ablation.cells(["paper"], ["CartPole-v0"], [0])
+    both = ablation.cells(["paper"], ["CartPole-v0"], [0], ["pytorch", "orthogonal"])
+    assert set(own) < set(both) and len(both) == 2 * len(own)
+    orthogonal = set(both) - set(own)
+    assert table1.Cell("paper", "CartPole-v0", "xlvin-r", 0, variant="orthogonal-init") in orthogonal
+    assert table1.Cell("paper", "CartPole-v0", "xlvin-r", 0,
+                       variant="orthogonal-init+untrained-executor") in orthogonal
+    for cell in both:
+        cfg = cell.config()
+        assert cfg.train.init == ("orthogonal" if cell in orthogonal else "pytorch")
+        base = table1.Cell("paper", "CartPole-v0", cell.agent, 0,
+                           variant=cell.variant.replace("orthogonal-init", "").strip("+")).config()
+        # the init is all that differs from the protocol's own cell of the arm
+        assert cfg == dataclasses.replace(base, train=dataclasses.replace(base.train,
+                                                                          init=cfg.train.init))
+    ours = ablation.cells(["ours"], ["CartPole-v0"], [0], ["pytorch"])
+    assert all(c.config().train.init == "pytorch" and c.variant.startswith("pytorch-init")
+               for c in ours)
+
+
+def test_each_init_is_compared_with_the_ppo_of_the_same_init(tmp_path: Path) -> None:
+    records = [record("paper", "PPO + TransE term", s, 50.0, 60.0, "pytorch") for s in range(4)]
+    records += [record("paper", "PPO + TransE term", s, 5.0, 6.0, "orthogonal") for s in range(4)]
+    records += [record("paper", "XLVIN-R", s, 20.0 + s, 30.0, init)
+                for s in range(4) for init in ("pytorch", "orthogonal")]
+    md = ablation.write_results(records, tmp_path)
+    rows = {(r["init"], r["arm"]): r
+            for r in json.loads((tmp_path / "executor.json").read_text())["rows"]}
+    assert rows[("pytorch", "XLVIN-R")]["final_over_ppo"]["p"] == 0.0
+    assert rows[("orthogonal", "XLVIN-R")]["final_over_ppo"]["p"] == 1.0
+    assert "| CartPole-v0 | orthogonal | XLVIN-R | 4 |" in md
+    assert "| CartPole-v0 | pytorch (protocol's) | XLVIN-R | 4 |" in md
 
 
 def test_rows_compare_each_arm_with_the_protocols_own_ppo(tmp_path: Path) -> None:
@@ -38,7 +77,7 @@ def test_rows_compare_each_arm_with_the_protocols_own_ppo(tmp_path: Path) -> Non
     assert "final_over_ppo" not in rows["PPO + TransE term"]  # the baseline itself
     assert rows["XLVIN-R"]["final"]["per_seed"] == [100.0, 101.0, 102.0, 103.0]
     assert rows["XLVIN-R"]["final"]["iqm"] == pytest.approx(101.5)
-    assert "| CartPole-v0 | XLVIN-R | 4 | **101.5" in md
+    assert "| CartPole-v0 | pytorch (protocol's) | XLVIN-R | 4 | **101.5" in md
     assert (tmp_path / "executor.png").stat().st_size > 0
 
 
@@ -67,3 +106,12 @@ def test_results_use_the_seeds_every_arm_has_finished(tmp_path: Path) -> None:
     records = ablation.finished_records(tmp_path, ["paper"], ["CartPole-v0"])
     assert {r["seed"] for r in records} == {0, 1}
     assert len(records) == 2 * len(ablation.ARMS)
+
+
+@pytest.mark.parametrize("inits", ["xavier", "pytorch,pytorch", ","])
+def test_a_bad_init_is_one_line_and_creates_nothing(inits: str, tmp_path: Path, capsys) -> None:
+    code = main(["reproduce", "executor-ablation", "--inits", inits, "--runs", str(tmp_path / "r"),
+                 "--results", str(tmp_path / "results")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "init" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "results").exists()

@@ -81,8 +81,9 @@ def _executor_ablation(args: argparse.Namespace) -> None:
     _check_seeds(args)
     protocols = csv_choices(args.protocols, table1.PROTOCOLS, "protocol")
     envs = csv_choices(args.envs, table1.ENVS, "environment")
+    inits = csv_choices(args.inits, executor_ablation.INITS, "init") if args.inits else None
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    cells = executor_ablation.cells(protocols, envs, seeds)
+    cells = executor_ablation.cells(protocols, envs, seeds, inits)
     if not args.finished_only:
         _with_progress(
             lambda done: table1.run_cells(cells, args.runs, args.jobs, on_done=done), len(cells),
@@ -91,7 +92,7 @@ def _executor_ablation(args: argparse.Namespace) -> None:
             f"s{r['seed']}: {r['final_return']:.1f}",
             lambda: table1.prepare(cells, args.jobs),
         )
-    records = executor_ablation.finished_records(args.runs, protocols, envs)
+    records = executor_ablation.finished_records(args.runs, protocols, envs, inits)
     if not records:
         raise UserError(f"no cell of the ablation has finished under {args.runs}")
     print(executor_ablation.write_results(records, args.results))
@@ -275,6 +276,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"comma-separated protocols (default {','.join(table1.PROTOCOLS)})")
     e.add_argument("--envs", default="CartPole-v0,Acrobot-v1",
                    help="comma-separated environments (default CartPole-v0,Acrobot-v1)")
+    e.add_argument("--inits", default="",
+                   help=f"comma-separated initialisations of encoder and heads, of "
+                   f"{', '.join(executor_ablation.INITS)} (default: each protocol's own, paper "
+                   "pytorch and ours orthogonal)")
     _output_options(e, "runs/table1", "train nothing: write the results of every finished cell")
     e.set_defaults(func=_executor_ablation, results=Path("results/ablation"))
     for name, (env, _) in maze.EXPERIMENTS.items():

@@ -10,9 +10,13 @@ where they coincide):
 - XLVIN-R as the protocol runs it;
 - XLVIN-R at depth K = 1 and K = 2 (one of them is the protocol's own XLVIN-R).
 
-Per (protocol, environment, arm): the final policy's and the max-over-evaluations' IQM with its
-95 % bootstrap interval and P(arm > PPO) on each (PPO: the protocol's own PPO arm), from every
-finished seed; RESULTS/executor.{md,json,png}, the figure with one point per seed.
+Each arm runs under an initialisation of encoder and heads (`--inits`): the protocol's own
+(`paper`: PyTorch's defaults, as the authors' code; `ours`: orthogonal, the convention of the PPO
+code the paper cites) or the other one, through the `orthogonal-init` / `pytorch-init` variant.
+
+Per (protocol, init, environment, arm): the final policy's and the max-over-evaluations' IQM with its
+95 % bootstrap interval and P(arm > PPO) on each (PPO: the protocol's own PPO arm under the same
+init), from the seeds every arm of it has finished; RESULTS/executor.{md,json,png}, the figure with one point per seed.
 """
 
 import textwrap
@@ -40,13 +44,27 @@ ARMS: dict[str, dict[str, tuple[str, str]]] = {
 #: The arm every other is compared with: the protocol's own PPO.
 BASELINE = {"paper": "PPO + TransE term", "ours": "PPO (no TransE term)"}
 STATISTICS = {"final": "final_return", "max_eval": "max_eval_return"}
+#: The initialisations of encoder and heads, and each protocol's own.
+INITS = ("pytorch", "orthogonal")
+PROTOCOL_INIT = {"paper": "pytorch", "ours": "orthogonal"}
 
 
-def cells(protocols: list[str], envs: list[str], seeds: list[int]) -> list[Cell]:
-    """Every distinct cell of the arms (arms that coincide share their cells)."""
+def arm_variant(protocol: str, init: str, arm: str) -> tuple[str, str]:
+    """(Table-1 agent, variant) of `arm` under `protocol` with `init`: the arm's own variant,
+    after the init's where it is not the protocol's own (`orthogonal-init+untrained-executor`)."""
+    agent, variant = ARMS[arm][protocol]
+    parts = [] if init == PROTOCOL_INIT[protocol] else [f"{init}-init"]
+    return agent, "+".join(parts + ([variant] if variant else []))
+
+
+def cells(protocols: list[str], envs: list[str], seeds: list[int],
+          inits: list[str] | None = None) -> list[Cell]:
+    """Every distinct cell of the arms under each of `inits` (default: each protocol's own);
+    arms that coincide share their cells."""
     unique = {Cell(protocol, env, agent, seed, variant=variant)
-              for protocol in protocols for env in envs for arm in ARMS.values()
-              for agent, variant in [arm[protocol]] for seed in seeds}
+              for protocol in protocols for init in (inits or [PROTOCOL_INIT[protocol]])
+              for env in envs for arm in ARMS
+              for agent, variant in [arm_variant(protocol, init, arm)] for seed in seeds}
     return sorted(unique, key=lambda c: (c.protocol, c.env, c.agent, c.variant, c.seed))
 
 
@@ -57,33 +75,43 @@ def finished_seeds(root: Path, protocol: str, env: str, agent: str, variant: str
             if d.name[4:].isdigit() and table1.is_finished(d)}
 
 
-def finished_records(root: Path, protocols: list[str], envs: list[str]) -> list[dict[str, Any]]:
-    """The records of the arms under `root`, each labelled with its arm, on the seeds that every
-    arm of its (protocol, env) has finished: every comparison is on the same seeds, whichever
-    other seeds some cells (Table 1's own, say) have."""
+def finished_records(root: Path, protocols: list[str], envs: list[str],
+                     inits: list[str] | None = None) -> list[dict[str, Any]]:
+    """The records of the arms under `root`, each labelled with its arm and init, on the seeds
+    that every arm of its (protocol, init, env) has finished: every comparison is on the same
+    seeds, whichever other seeds some cells (Table 1's own, say) have. `inits`: default, each
+    protocol's own."""
     records = []
     for protocol in protocols:
-        for env in envs:
-            arms = {arm: by_protocol[protocol] for arm, by_protocol in ARMS.items()}
-            common = set.intersection(*(finished_seeds(root, protocol, env, *cell)
-                                        for cell in arms.values()))
-            for arm, (agent, variant) in arms.items():
-                for seed in sorted(common):
-                    cell = Cell(protocol, env, agent, seed, variant=variant)
-                    records.append({**table1.cell_record(cell, cell.run_dir(root)), "arm": arm})
+        for init in inits or [PROTOCOL_INIT[protocol]]:
+            for env in envs:
+                arms = {arm: arm_variant(protocol, init, arm) for arm in ARMS}
+                common = set.intersection(*(finished_seeds(root, protocol, env, *cell)
+                                            for cell in arms.values()))
+                for arm, (agent, variant) in arms.items():
+                    for seed in sorted(common):
+                        cell = Cell(protocol, env, agent, seed, variant=variant)
+                        records.append({**table1.cell_record(cell, cell.run_dir(root)),
+                                        "arm": arm, "init": init})
     return records
 
 
+def _init(record: dict[str, Any]) -> str:
+    """A record's init (records written before inits were an option: the protocol's own)."""
+    return record.get("init") or PROTOCOL_INIT[record["protocol"]]
+
+
 def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for r in records:
-        groups.setdefault((r["protocol"], r["env"], r["arm"]), []).append(r)
+        groups.setdefault((r["protocol"], _init(r), r["env"], r["arm"]), []).append(r)
     rows = []
-    for (protocol, env, arm), group in sorted(
-            groups.items(), key=lambda kv: (kv[0][0], kv[0][1], list(ARMS).index(kv[0][2]))):
+    for (protocol, init, env, arm), group in sorted(
+            groups.items(), key=lambda kv: (kv[0][0], kv[0][2], INITS.index(kv[0][1]),
+                                            list(ARMS).index(kv[0][3]))):
         group = sorted(group, key=lambda r: r["seed"])
-        ppo = groups.get((protocol, env, BASELINE[protocol]))
-        row: dict[str, Any] = {"protocol": protocol, "env": env, "arm": arm,
+        ppo = groups.get((protocol, init, env, BASELINE[protocol]))
+        row: dict[str, Any] = {"protocol": protocol, "init": init, "env": env, "arm": arm,
                                "agent": group[0]["agent"], "variant": group[0]["variant"],
                                "seeds": [r["seed"] for r in group]}
         for name, field in STATISTICS.items():
@@ -102,13 +130,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         if not part:
             continue
         lines += [f"### {PROTOCOL_LABELS[protocol]}", "",
-                  ("| env | arm | seeds | final policy: IQM [95 % CI] | P(> PPO), final | max over "
-                  "evaluations (authors'): IQM [95 % CI] | P(> PPO), max |"),
-                  "|---|---|---|---|---|---|---|"]
+                  ("| env | init | arm | seeds | final policy: IQM [95 % CI] | P(> PPO), final | "
+                   "max over evaluations (authors'): IQM [95 % CI] | P(> PPO), max |"),
+                  "|---|---|---|---|---|---|---|---|"]
         for r in part:
             final, best = r["final"], r["max_eval"]
+            own = " (protocol's)" if r["init"] == PROTOCOL_INIT[protocol] else ""
             lines.append(
-                f"| {r['env']} | {r['arm']} | {len(r['seeds'])} | "
+                f"| {r['env']} | {r['init']}{own} | {r['arm']} | {len(r['seeds'])} | "
                 f"**{interval_text(final['iqm'], final['iqm_low'], final['iqm_high'], 1)}** | "
                 f"{improvement_text(r.get('final_over_ppo'))} | "
                 f"{interval_text(best['iqm'], best['iqm_low'], best['iqm_high'], 1)} | "
@@ -118,24 +147,28 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "Final policy: greedy, 100 fresh episodes (seeds 1,000,000+). Max over evaluations: the "
         "best of the 100-episode greedy evaluations after every update (the authors' statistic). "
         "IQM over training seeds with its 95 % stratified bootstrap interval; P(> PPO): "
-        "probability that a run of the arm beats a run of the protocol's own PPO arm (`paper`: "
-        "PPO with the TransE term, as the authors' code trains it; `ours`: without), with its "
-        "bootstrap interval. `xlvin reproduce executor-ablation`; see "
+        "probability that a run of the arm beats a run of the protocol's own PPO arm under the "
+        "same init (`paper`: PPO with the TransE term, as the authors' code trains it; `ours`: "
+        "without), with its bootstrap interval. Init: of encoder and heads, PyTorch's defaults "
+        "(the `paper` protocol's, as the authors' code) or orthogonal (`ours`, the PPO "
+        "convention). `xlvin reproduce executor-ablation`; see "
         "`xlvin.experiments.executor_ablation`.")
     return "\n".join(lines) + "\n"
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    """One panel per (protocol, env) and statistic: every seed as a point per arm, the IQM as
-    a bar with its interval."""
+    """One panel per (protocol, init, env) and statistic: every seed as a point per arm, the IQM
+    as a bar with its interval."""
     plt = pyplot()
 
-    panels = sorted({(r["protocol"], r["env"]) for r in rows},
-                    key=lambda k: (table1.PROTOCOLS.index(k[0]), table1.ENVS.index(k[1])))
+    panels = sorted({(r["protocol"], r["init"], r["env"]) for r in rows},
+                    key=lambda k: (table1.PROTOCOLS.index(k[0]), table1.ENVS.index(k[2]),
+                                   INITS.index(k[1])))
     fig, axes = plt.subplots(len(panels), 2, figsize=(13, 3.6 * len(panels)), squeeze=False)
     arms = list(ARMS)
-    for (protocol, env), ax_row in zip(panels, axes):
-        part = {r["arm"]: r for r in rows if (r["protocol"], r["env"]) == (protocol, env)}
+    for (protocol, init, env), ax_row in zip(panels, axes):
+        part = {r["arm"]: r for r in rows
+                if (r["protocol"], r["init"], r["env"]) == (protocol, init, env)}
         for ax, (name, title) in zip(ax_row, (("final", "final policy"),
                                               ("max_eval", "max over evaluations"))):
             for i, arm in enumerate(arms):
@@ -148,7 +181,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
                                                   [stat["iqm_high"] - stat["iqm"]]],
                             fmt="_", color="black", markersize=18, capsize=4)
             ax.set_xticks(range(len(arms)), [textwrap.fill(a, 14) for a in arms], fontsize=7)
-            ax.set_title(f"{env}, protocol {protocol}: {title}", fontsize=9)
+            ax.set_title(f"{env}, protocol {protocol}, {init} init: {title}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -160,6 +193,7 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     results.mkdir(parents=True, exist_ok=True)
     md = markdown(rows)
     (results / "executor.md").write_text(md)
-    write_json(results / "executor.json", {"arms": ARMS, "rows": rows})
+    write_json(results / "executor.json", {"arms": ARMS, "protocol_init": PROTOCOL_INIT,
+                                           "rows": rows})
     plot(rows, results / "executor.png")
     return md

@@ -205,6 +205,7 @@ VARIANTS: dict[str, Callable[[RunConfig], RunConfig]] = {
     # our update instead of the authors' (4 epochs x 4 minibatches: ~16 Adam steps an update, not 2)
     "epochs-4x4": _ppo(update_epochs=4, num_minibatches=4, minibatch_size=0),
     "orthogonal-init": _train(init="orthogonal"),
+    "pytorch-init": _train(init="pytorch"),
     "relu-messages": _train(executor_messages="relu"),
     "no-layernorm": _train(executor_layer_norm=False),
     "relu-messages-no-layernorm": _train(executor_messages="relu", executor_layer_norm=False),
