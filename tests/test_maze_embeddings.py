@@ -7,11 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from xlvin.cli import main
-from xlvin.envs.maze import MAZE_ID
-from xlvin.envs.maze_data import MOVES, maze_split
+from xlvin.envs.maze import AGENT, MAZE_ID
+from xlvin.envs.maze_data import MOVES, bfs_distances, maze_split
 from xlvin.experiments.maze_embeddings import (
+    goal_rho_over_mazes,
+    long_mazes,
     average_ranks,
     cell_states,
     pca,
@@ -183,3 +186,29 @@ def test_refusals_are_one_line_and_create_nothing(
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
     assert not out.parent.exists() and not (tmp_path / "cache").exists()
+
+
+class DistanceTable(torch.nn.Module):
+    """An encoder that embeds a state of one maze as 1 / (1 + `table`[agent's cell]) (walls,
+    -1 in a BFS table, never hold the agent)."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        super().__init__()
+        self.table = torch.as_tensor(1.0 / (1.0 + np.maximum(table, 0)), dtype=torch.float32)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return (obs[:, AGENT] * self.table).sum((1, 2))[:, None]  # [B, 1]
+
+
+def test_goal_rho_is_one_for_an_encoder_that_orders_states_by_their_path() -> None:
+    mazes = maze_split(8, "test")
+    indices = long_mazes(mazes)
+    assert len(indices) == 56 and np.array_equal(indices, long_mazes(mazes))
+    i = int(indices[0])
+    distances = bfs_distances(mazes.walls[i : i + 1], mazes.goals[i : i + 1])[0].astype(float)
+    assert goal_rho_over_mazes(DistanceTable(distances), mazes, [i])[0] == pytest.approx(1.0)
+    shuffled = np.random.default_rng(0).permutation(distances.ravel()).reshape(distances.shape)
+    assert abs(goal_rho_over_mazes(DistanceTable(shuffled), mazes, [i])[0]) < 0.9
+    # one maze's embeddings do not order another maze's states
+    other = goal_rho_over_mazes(DistanceTable(distances), mazes, indices[1:4])
+    assert np.all(np.isnan(other) | (other < 0.999))

@@ -149,7 +149,7 @@ def _maze_ablation(args: argparse.Namespace) -> None:
                and (args.include_running or r["in_progress"] is None)]
     if not records:
         raise UserError(f"none of the {len(cells)} cells has results under {args.runs}")
-    print(maze_ablation.write_results(records, args.results))
+    print(maze_ablation.write_results(records, args.results, args.runs))
     ended = sum(r["in_progress"] is None for r in records)
     print(f"wrote {args.results}/maze.md, .json, .png: {ended} of {len(cells)} cells ended, "
           f"{len(records) - ended} still training; runs under {args.runs}")

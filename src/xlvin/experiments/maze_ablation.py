@@ -33,9 +33,17 @@ import numpy as np
 
 from xlvin.experiments import maze
 from xlvin.experiments.figures import pyplot
+from xlvin.experiments.maze_embeddings import (
+    PAPER_LEVELS,
+    goal_rho_over_mazes,
+    long_mazes,
+    transe_only,
+)
 from xlvin.io.run_dir import write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.train.curriculum import CurriculumConfig
+from xlvin.train.run import level_weights_file, load_run
+from xlvin.train.run_config import on_cpu
 
 #: arm -> maze agent.
 ARMS = {
@@ -173,6 +181,38 @@ def per_level(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, fl
     return out
 
 
+def geometry(records: list[dict[str, Any]], root: Path) -> dict[str, Any]:
+    """Figure 5's number for every arm: Spearman's rho of ||h_s - h_goal|| against the BFS
+    distance (`maze_embeddings.goal_rho`), averaged over the held-out mazes with a path of 6 or
+    more moves (`long_mazes`: 56 of the 833 8x8 ones) rather than figure 5's one maze, for the
+    encoder of each cell after levels 1, 2 and 9 (the paper's figure) and for the XLVIN arms'
+    common start, the TransE pre-training alone. Per arm and level: the per-seed means and their
+    IQM [95 % CI]."""
+    if not records:
+        return {}
+    curriculum = CurriculumConfig(**records[0]["curriculum"])
+    mazes = curriculum.held_out_splits()[curriculum.size]
+    indices = long_mazes(mazes)
+    out: dict[str, Any] = {"mazes": len(indices), "levels": list(PAPER_LEVELS), "arms": {}}
+    arm_of = {agent: arm for arm, agent in ARMS.items()}
+    for r in sorted(records, key=lambda r: (list(ARMS.values()).index(r["agent"]), r["seed"])):
+        run_dir = maze.Cell("maze", r["agent"], r["seed"], curriculum).run_dir(root)
+        for level in PAPER_LEVELS:
+            if level_weights_file(run_dir, level).is_file():
+                agent, _ = load_run(run_dir, level=level)
+                rho = float(np.nanmean(goal_rho_over_mazes(agent.encoder, mazes, indices)))
+                out["arms"].setdefault(arm_of[r["agent"]], {}).setdefault(
+                    str(level), {"per_seed": {}})["per_seed"][str(r["seed"])] = rho
+    for levels in out["arms"].values():
+        for row in levels.values():
+            row.update(summarize(np.array(list(row["per_seed"].values()))))
+    if any(agent.startswith("xlvin") and arm in out["arms"] for arm, agent in ARMS.items()):
+        cfg = on_cpu(maze.Cell("maze", ARMS["XLVIN (maze executor)"], 0, curriculum).config())
+        encoder, _, _ = transe_only(cfg, progress=False)
+        out["transe_only"] = float(np.nanmean(goal_rho_over_mazes(encoder, mazes, indices)))
+    return out
+
+
 def _stat_text(stat: dict[str, Any] | None, scale: float, digits: int) -> str:
     if stat is None:
         return "-"
@@ -281,15 +321,38 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) 
     plt.close(fig)
 
 
-def write_results(records: list[dict[str, Any]], results: Path) -> str:
-    """RESULTS/maze.{md,json,png} of the ablation's records (finished and still training)."""
+def geometry_markdown(geo: dict[str, Any]) -> list[str]:
+    if not geo.get("arms"):
+        return []
+    levels = geo["levels"]
+    lines = ["", (f"Figure 5's Spearman rho (||h_s - h_goal|| against BFS distance), mean over "
+                  f"{geo['mazes']} held-out 8x8 mazes with a path of 6 or more moves, after each "
+                  "level: IQM [95 % CI] over the cells that passed it (n)"), "",
+             "| arm | " + " | ".join(f"after level {d}" for d in levels) + " |",
+             "|---|" + "---|" * len(levels)]
+    for arm, per in geo["arms"].items():
+        cells = [f"{_stat_text(per[str(d)], 1, 2)} ({per[str(d)]['n']})" if str(d) in per else "-"
+                 for d in levels]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    if "transe_only" in geo:
+        lines += ["", (f"Before any level, the XLVIN arms' common start (TransE pre-training "
+                       f"alone): {geo['transe_only']:.2f}.")]
+    return lines
+
+
+def write_results(records: list[dict[str, Any]], results: Path, root: Path | None = None) -> str:
+    """RESULTS/maze.{md,json,png} of the ablation's records (finished and still training), with
+    figure 5's geometry of every arm (`geometry`) when their run directories under `root` are
+    given."""
     rows = aggregate(records)
     levels = per_level(records)
+    geo = geometry(records, root) if root is not None else {}
     budget = records[0]["curriculum"]["budget"]
     results.mkdir(parents=True, exist_ok=True)
-    md = markdown(rows, levels, budget)
+    md = markdown(rows, levels, budget) + "\n".join(geometry_markdown(geo)) + "\n"
     (results / "maze.md").write_text(md)
     write_json(results / "maze.json", {"arms": ARMS, "baseline": BASELINE, "horizon": HORIZON,
-                                       "rows": rows, "per_level": levels, "runs": records})
+                                       "rows": rows, "per_level": levels, "geometry": geo,
+                                       "runs": records})
     plot(rows, records, results / "maze.png")
     return md

@@ -93,12 +93,16 @@ def cell_states(walls: np.ndarray, goal: tuple[int, int]) -> CellStates:
                       int((~walls).sum()) - len(cells))
 
 
-def choose_maze(mazes: MazeSet, seed: int, long_path: int = LONG_PATH) -> int:
-    """A seeded choice among the mazes whose longest optimal path has >= `long_path` moves (the
-    longest mazes when none has)."""
+def long_mazes(mazes: MazeSet, long_path: int = LONG_PATH) -> np.ndarray:
+    """The indices of the mazes whose longest optimal path has >= `long_path` moves (the longest
+    mazes when none has)."""
     longest = bfs_distances(mazes.walls, mazes.goals).reshape(len(mazes.walls), -1).max(1)  # [M]
-    candidates = np.flatnonzero(longest >= min(long_path, longest.max()))
-    return int(np.random.default_rng(seed).choice(candidates))
+    return np.flatnonzero(longest >= min(long_path, longest.max()))
+
+
+def choose_maze(mazes: MazeSet, seed: int, long_path: int = LONG_PATH) -> int:
+    """A seeded choice among `long_mazes`."""
+    return int(np.random.default_rng(seed).choice(long_mazes(mazes, long_path)))
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
@@ -136,17 +140,42 @@ def project(points: np.ndarray, mean: np.ndarray, components: np.ndarray) -> np.
 
 
 @torch.no_grad()
+def encode(encoder: nn.Module, states: CellStates) -> np.ndarray:
+    """h [N, k] of every state, in evaluation mode (BatchNorm's running statistics: how the
+    policy acts)."""
+    encoder.eval()
+    return encoder(torch.from_numpy(states.obs)).numpy().astype(np.float64)
+
+
+@torch.no_grad()
 def embed(
     encoder: nn.Module, transition: TransitionModel, states: CellStates
 ) -> tuple[np.ndarray, np.ndarray]:
     """(h [N, k] of every state, predictions h_s + T(h_s, a) [E, k] of every edge), in
-    evaluation mode (BatchNorm's running statistics: how the policy acts)."""
-    encoder.eval()
+    evaluation mode."""
+    h = encode(encoder, states)
     transition.eval()
-    h = encoder(torch.from_numpy(states.obs))  # [N, k]
     sources, actions = torch.from_numpy(states.edges[:, 0]), torch.from_numpy(states.edges[:, 1])
-    predicted = transition.next_embedding(h[sources], actions)  # [E, k]
-    return h.numpy().astype(np.float64), predicted.numpy().astype(np.float64)
+    predicted = transition.next_embedding(torch.from_numpy(h).float()[sources], actions)  # [E, k]
+    return h, predicted.numpy().astype(np.float64)
+
+
+def goal_rho(h: np.ndarray, states: CellStates) -> float:
+    """Figure 5's number: Spearman's rho of ||h_s - h_goal|| against the BFS distance, over the
+    states but the goal."""
+    others = np.arange(len(h)) != states.goal_index
+    to_goal = np.linalg.norm(h - h[states.goal_index], axis=1)  # [N]
+    return rank_correlation(to_goal[others], states.distances[others])
+
+
+def goal_rho_over_mazes(encoder: nn.Module, mazes: MazeSet, indices: np.ndarray) -> np.ndarray:
+    """`goal_rho` of the encoder's embeddings on each maze of `indices` [M]: [M] (NaN where a
+    maze's distances or embedding distances are all equal)."""
+    rhos = []
+    for i in indices:
+        states = cell_states(mazes.walls[i], tuple(mazes.goals[i]))
+        rhos.append(goal_rho(encode(encoder, states), states))
+    return np.array(rhos)
 
 
 def panel(model: str, label: str, level: int | None, h: np.ndarray, predicted: np.ndarray,
@@ -154,15 +183,13 @@ def panel(model: str, label: str, level: int | None, h: np.ndarray, predicted: n
     """One panel's numbers and PCA coordinates: Spearman's rho of ||h_s - h_goal|| against BFS
     distance (the goal left out), and transition hits@1 (the fraction of edges whose prediction
     is nearer to the true successor's h than to any other state's)."""
-    others = np.arange(len(h)) != states.goal_index
-    to_goal = np.linalg.norm(h - h[states.goal_index], axis=1)  # [N]
     nearest = np.linalg.norm(predicted[:, None] - h[None], axis=2).argmin(1)  # [E]
     mean, components = pca(h)
     return {
         "model": model,
         "label": label,
         "level": level,
-        "spearman_rho": rank_correlation(to_goal[others], states.distances[others]),
+        "spearman_rho": goal_rho(h, states),
         "states": len(h),
         "edges": len(predicted),
         "transition_hits_at_1": float((nearest == states.edges[:, 2]).mean()),
