@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from xlvin.cli import main
+from xlvin.errors import UserError
 from xlvin.experiments import maze, maze_ablation
 from xlvin.experiments.maze_ablation import ARMS, HORIZON, aggregate, cell_scores
 from xlvin.nn.executor import VIExecutor
@@ -165,3 +166,29 @@ def test_cells_come_seed_by_seed_so_a_cut_run_leaves_every_arm_the_same_seeds() 
     cells = maze_ablation.cells([100, 101], CurriculumConfig())
     assert [(c.seed, c.agent) for c in cells[:6]] == [(100, a) for a in ARMS.values()]
     assert {c.seed for c in cells[6:]} == {101}
+
+
+def test_results_of_cells_run_elsewhere_are_kept(tmp_path: Path) -> None:
+    """A second machine's cells add to the committed results rather than replace them."""
+    first = [record(agent, 100, [1000, 2000, 3000]) for agent in ARMS.values()]
+    maze_ablation.write_results(first, tmp_path)
+    data = json.loads((tmp_path / "maze.json").read_text())
+    data["geometry"] = {"mazes": 56, "levels": [1, 2, 9], "transe_only": 0.2,
+                        "arms": {"PPO-32": {"1": {"per_seed": {"100": -0.5}}}}}
+    (tmp_path / "maze.json").write_text(json.dumps(data))
+    again = [record("ppo-32", 100, [500, 500, 500]), record("ppo-32", 101, [4000, 4000, 4000])]
+    maze_ablation.write_results(again, tmp_path)
+    data = json.loads((tmp_path / "maze.json").read_text())
+    runs = {(r["agent"], r["seed"]): r for r in data["runs"]}
+    assert len(runs) == 7 and runs[("ppo-32", 100)]["env_steps"] == 1500  # the new record wins
+    rows = {r["arm"]: r for r in data["rows"]}
+    assert rows["PPO-32"]["seeds"] == [100, 101] and rows["XLVIN, chi = 0"]["seeds"] == [100]
+    # geometry: a cell recomputed drops its old rho (its run may have changed); others stay
+    assert "PPO-32" not in data["geometry"]["arms"]
+    assert data["geometry"]["transe_only"] == 0.2
+
+
+def test_corrupt_earlier_results_are_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "maze.json").write_text('{"runs": [{"agent": 3}]}')
+    with pytest.raises(UserError, match="corrupt results"):
+        maze_ablation.write_results([record("ppo-32", 100, [1000, 1000, 1000])], tmp_path)

@@ -39,7 +39,7 @@ from xlvin.experiments.maze_embeddings import (
     long_mazes,
     transe_only,
 )
-from xlvin.io.run_dir import write_json
+from xlvin.io.run_dir import reading_results, write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.run import level_weights_file, load_run
@@ -340,13 +340,54 @@ def geometry_markdown(geo: dict[str, Any]) -> list[str]:
     return lines
 
 
+def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict]:
+    """What RESULTS/maze.json holds of cells not in `records` (run elsewhere, or on a machine
+    whose run directories are gone): their records, and their geometry {arm: {level: {seed:
+    rho}}}, with the TransE start's rho if `records` do not bring it."""
+    path = results / "maze.json"
+    if not path.is_file():
+        return [], {}
+    with reading_results(path):
+        data = json.loads(path.read_text())
+        mine = {(r["agent"], r["seed"]) for r in records}
+        runs = [r for r in data["runs"] if (r["agent"], r["seed"]) not in mine]
+        agents = {(r["agent"], str(r["seed"])) for r in runs}
+        geo = data.get("geometry") or {}
+        kept = {arm: {level: {seed: rho for seed, rho in row["per_seed"].items()
+                              if (ARMS[arm], seed) in agents}
+                      for level, row in levels.items()}
+                for arm, levels in geo.get("arms", {}).items()}
+        return runs, {"arms": kept, "transe_only": geo.get("transe_only"), "mazes": geo.get("mazes")}
+
+
+def merge_geometry(geo: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
+    """`geometry`'s output with the kept cells' rho added (and summarised again)."""
+    arms: dict[str, Any] = {}
+    for arm in ARMS:
+        for level in map(str, PAPER_LEVELS):
+            per_seed = {**kept.get("arms", {}).get(arm, {}).get(level, {}),
+                        **geo.get("arms", {}).get(arm, {}).get(level, {}).get("per_seed", {})}
+            if per_seed:
+                arms.setdefault(arm, {})[level] = {
+                    "per_seed": per_seed, **summarize(np.array(list(per_seed.values())))}
+    out = {**geo, "arms": arms, "levels": list(PAPER_LEVELS)}
+    if "transe_only" not in geo and kept.get("transe_only") is not None:
+        out["transe_only"] = kept["transe_only"]
+    if "mazes" not in out and arms:
+        out["mazes"] = kept["mazes"]
+    return out
+
+
 def write_results(records: list[dict[str, Any]], results: Path, root: Path | None = None) -> str:
     """RESULTS/maze.{md,json,png} of the ablation's records (finished and still training), with
     figure 5's geometry of every arm (`geometry`) when their run directories under `root` are
-    given."""
+    given. Cells in an earlier RESULTS/maze.json and not in `records` are kept (`kept_results`),
+    so that results gathered over several machines add up."""
+    kept_runs, kept_geo = kept_results(results, records)
+    records = kept_runs + records
     rows = aggregate(records)
     levels = per_level(records)
-    geo = geometry(records, root) if root is not None else {}
+    geo = merge_geometry(geometry(records, root) if root is not None else {}, kept_geo)
     budget = records[0]["curriculum"]["budget"]
     results.mkdir(parents=True, exist_ok=True)
     md = markdown(rows, levels, budget) + "\n".join(geometry_markdown(geo)) + "\n"
