@@ -192,3 +192,13 @@ def test_corrupt_earlier_results_are_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "maze.json").write_text('{"runs": [{"agent": 3}]}')
     with pytest.raises(UserError, match="corrupt results"):
         maze_ablation.write_results([record("ppo-32", 100, [1000, 1000, 1000])], tmp_path)
+
+
+def test_a_bad_deadline_is_refused_before_any_pretraining(tmp_path: Path, capsys,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path / "cache"))
+    code = main(["reproduce", "maze-ablation", "--deadline-minutes", "-1", "--runs",
+                 str(tmp_path / "runs"), "--results", str(tmp_path / "results")])
+    assert code == 2 and "--deadline-minutes" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+    assert not (tmp_path / "cache").exists()  # no executor was pre-trained

@@ -100,17 +100,24 @@ def _executor_ablation(args: argparse.Namespace) -> None:
           f"(the seeds every arm of a protocol and env has finished)")
 
 
+def _curricula_so_far(cells: list[maze.Cell], runs: Path, include_running: bool) -> list[dict]:
+    """The records of the cells that have finished under `runs`, and with `include_running`
+    the progress of those still training; one UserError when there is none."""
+    so_far = [maze.record_so_far(c, c.run_dir(runs)) for c in cells]
+    records = [r for r in so_far if r is not None
+               and (include_running or r["in_progress"] is None)]
+    if not records:
+        raise UserError(f"none of the {len(cells)} cells has results under {runs}")
+    return records
+
+
 def _maze(args: argparse.Namespace) -> None:
     _check_seeds(args)
     cells = maze.cells_from_options(args.experiment, args.seeds, args, args.first_seed)
     deadline = deadline_after(args.deadline_minutes)
     if args.finished_only or args.include_running:
-        so_far = [maze.record_so_far(c, c.run_dir(args.runs)) for c in cells]
-        records = [r for r in so_far if r is not None
-                   and (args.include_running or r["in_progress"] is None)]
+        records = _curricula_so_far(cells, args.runs, args.include_running)
         finished = sum(r["in_progress"] is None for r in records)
-        if not records:
-            raise UserError(f"none of the {len(cells)} cells has results under {args.runs}")
         print(maze.write_results(records, args.results, None))
         print(f"{finished} of {len(cells)} cells have finished; still training, reported with "
               f"their progress so far: {len(records) - finished}; results written")
@@ -134,21 +141,20 @@ def _maze_ablation(args: argparse.Namespace) -> None:
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     cells = maze_ablation.cells(seeds, curriculum, args.device)
     curriculum.levels()  # mazes with the levels asked for, before anything runs
-    if not (args.finished_only or args.include_running):
+    deadline = deadline_after(args.deadline_minutes)
+    train = not (args.finished_only or args.include_running)
+    if train:
         records, _ = _with_progress(
             lambda done: maze.run_cells(cells, args.runs, args.jobs, on_done=done,
-                                        deadline=deadline_after(args.deadline_minutes)),
+                                        deadline=deadline),
             len(cells), "maze ablation curricula",
             lambda r: f"{r['agent']} s{r['seed']}: passed {len(r['levels_passed'])}"
             + (" (stopped at the deadline)" if r["in_progress"] else ""),
             lambda: maze.prepare(cells),
         )
         _check_any_ran(records, cells)
-    so_far = [maze.record_so_far(c, c.run_dir(args.runs)) for c in cells]
-    records = [r for r in so_far if r is not None
-               and (args.include_running or r["in_progress"] is None)]
-    if not records:
-        raise UserError(f"none of the {len(cells)} cells has results under {args.runs}")
+    # after training, the cells a deadline stopped are reported with their progress
+    records = _curricula_so_far(cells, args.runs, train or args.include_running)
     print(maze_ablation.write_results(records, args.results, args.runs))
     ended = sum(r["in_progress"] is None for r in records)
     print(f"wrote {args.results}/maze.md, .json, .png: {ended} of {len(cells)} cells ended, "
@@ -234,6 +240,17 @@ def _deadline_option(parser: argparse.ArgumentParser, what_then: str) -> None:
 FINISHED_HELP = "train nothing: write the results of the cells that have finished"
 
 
+def _curriculum_output_options(parser: argparse.ArgumentParser) -> None:
+    """The output options of the maze experiments: `_output_options`, the deadline, and
+    --include-running (curricula report their progress so far)."""
+    _output_options(parser, "runs/maze", FINISHED_HELP)
+    _deadline_option(parser, "each cell checkpoints where it got to and is reported so; the "
+                     "next call resumes it; cells not started by then wait for it")
+    parser.add_argument("--include-running", action="store_true",
+                        help="train nothing: write the results of finished cells and the "
+                        "progress of cells still training (from their last checkpoint, marked so)")
+
+
 def _evaluated_cell_options(parser: argparse.ArgumentParser, runs: str, evaluated: str) -> None:
     """The output, deadline and --eval-games options of the Atari experiments, whose cells are
     evaluated where they stop (`_check_atari_options`)."""
@@ -289,12 +306,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         )
         _seed_options(m, 10)
         maze.add_cell_options(m, name)
-        _output_options(m, "runs/maze", FINISHED_HELP)
-        _deadline_option(m, "each cell checkpoints where it got to and is reported so; the "
-                         "next call resumes it; cells not started by then wait for it")
-        m.add_argument("--include-running", action="store_true",
-                       help="train nothing: write the results of finished cells and the progress "
-                       "of cells still training (from their last checkpoint, marked so)")
+        _curriculum_output_options(m)
         m.set_defaults(func=_maze)
 
     m = which.add_parser(
@@ -312,12 +324,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--budget", type=int, default=None,
                    help=f"episodes allowed a level before it is failed (default "
                    f"{maze_ablation.BUDGET:,}: the committed CPU preset's; the paper's 1,000,000)")
-    _output_options(m, "runs/maze", FINISHED_HELP)
-    _deadline_option(m, "each cell checkpoints where it got to and is reported so; the next "
-                     "call resumes it; cells not started by then wait for it")
-    m.add_argument("--include-running", action="store_true",
-                   help="train nothing: write the results of finished cells and the progress "
-                   "of cells still training (from their last checkpoint, marked so)")
+    _curriculum_output_options(m)
     m.set_defaults(func=_maze_ablation, results=Path("results/ablation"))
 
     a = which.add_parser(
