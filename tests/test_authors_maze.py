@@ -35,6 +35,10 @@ Differences found, each pinned by a test below (benchmarks/authors_code/README.m
    `xlvin.experiments.value_predictability`): the same R^2 on the same embeddings; their script
    regresses each level on the states of the last held-out maze only (its lists are emptied per
    maze), and its 20-feature "After gnn" R^2 is 1.0 on any maze of at most 21 free cells.
+10. Their held-out evaluation plays every other maze: SB3's subprocess worker resets an env
+    after each end, on top of their env's own reset inside `step`, so each env of
+    `test_vec_envs` skips the maze after every one it plays (1,414 of the 2,824 level-1 held-out
+    mazes). Ours plays every held-out start it is given.
 """
 
 import json
@@ -378,6 +382,17 @@ def test_value_r2_matches_their_linear_regression_score(fixture) -> None:
     scores = {(r["level"], r["stage"]): r["score"] for r in regressions}
     assert scores[(1, "post")] == scores[(2, "post")] == 1.0  # 15 states, 20 features
     assert 0.3 < scores[(1, "pre")] < 0.7 and 0.3 < scores[(2, "pre")] < 0.7
+
+
+def test_their_held_out_evaluation_plays_every_other_maze(fixture) -> None:
+    """Difference 10: their loop over `test_vec_envs` ends ceil(n / 2) episodes on an env given
+    n mazes (their env's reset inside `step`, then SB3's reset after the end)."""
+    _, meta = fixture
+    run = meta["held_out"]
+    per, rem = divmod(run["mazes"], run["processes"])
+    shares = [per + (i < rem) for i in range(run["processes"])]  # their test_vec_envs' split
+    assert sum(shares) == run["mazes"] == 2824
+    assert run["ended"] == sum((n + 1) // 2 for n in shares) == 1414
 
 
 def test_value_r2_properties() -> None:

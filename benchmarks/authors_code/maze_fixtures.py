@@ -23,6 +23,8 @@ compares them with our code, without theirs. What is recorded:
   on one held-out maze, and what their executor pre-training pipeline
   (`GenerateData._generate_data`, `models/executor/data.py`) makes of that P and R: node
   features, senders, receivers, edge features, the value-iteration targets and the policy.
+- `held_out` (maze.json): their held-out evaluation loop with their `test_vec_envs` on the
+  level-1 held-out mazes and a constant action: how many mazes ended.
 - `vp.*`: their `v_star_predictability` run on three held-out mazes with two seeded, untrained
   policies saved as their level-1 and level-2 checkpoints (built as their `__main__` builds
   them); each `LinearRegression.fit` call's embeddings and targets and each `score`, read by
@@ -304,6 +306,29 @@ def vp_case(mdp_index: int, tensors: dict, meta: dict) -> None:
                   "checkpoints": "untrained policies, torch.manual_seed(level) before building"}
 
 
+def held_out_case(meta: dict) -> None:
+    """Their held-out evaluation's loop (`training/maze.py`, `test_hold_out_mazes`) on the
+    level-1 held-out mazes, with their `test_vec_envs` (15 SB3 subprocess envs) and a policy
+    that always moves east: how many mazes end, against how many it was given."""
+    from cnap.environment.env import test_vec_envs
+
+    with open(f"{DATASET}/test_8*8_maze_by_level.pkl", "rb") as f:
+        indices = pickle.load(f)[1]
+    env = test_vec_envs(num_processes=15, maze_size=8, train_maze=False,
+                        maze_indices_list=indices, device="cpu")
+    env.reset()
+    ended = steps = 0
+    while True:
+        _, reward, _, _ = env.step(torch.zeros(15, 1, dtype=torch.long))
+        steps += 1
+        ended += int(((reward == 1.0) | (reward == -1.0)).sum())
+        if torch.max(reward) < -1.0:
+            break
+    env.close()
+    meta["held_out"] = {"level": 1, "mazes": len(indices), "processes": 15, "ended": ended,
+                        "steps": steps}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cnap", type=Path, required=True, help="their checkout (e303fc5)")
@@ -328,6 +353,7 @@ def main() -> None:
         index = choose_mdp_maze()
         mdp_case(index, tensors, meta)
         vp_case(index, tensors, meta)
+        held_out_case(meta)
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in tensors.items()}, out / "maze.safetensors")
     (out / "maze.json").write_text(json.dumps(meta, indent=1) + "\n")
