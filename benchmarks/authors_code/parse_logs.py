@@ -1,17 +1,25 @@
 """Our statistics over the logs of the authors' CartPole runs (`run.sh` writes them).
 
-    .venv/bin/python benchmarks/authors_code/parse_logs.py LOGS --results results/authors-code \
+    .venv/bin/python benchmarks/authors_code/parse_logs.py LOGS [--results DIR] \
         [--ours results/table1-paper.json ...]
+    .venv/bin/python benchmarks/authors_code/parse_logs.py --from-json OLD/table1.json \
+        --results DIR [--ours ...]
+
+Run it with this project's .venv (`bash scripts/setup.sh`, or `bash scripts/test.sh`, sets it
+up): it imports `xlvin.stats`.
 
 Their `training/classic_control.py` prints one line per update, after a greedy evaluation of at
 least 100 episodes on 15 parallel envs (`Rollout 0 : Total rewards ... (Average: X)`), and at
 the end `Largest average reward = M`, the statistic the paper reports. Per run this takes: the
 maximum over the evaluations (theirs, checked against their own printed maximum), the last
-evaluation (the final policy: the closest their code comes to our headline) and the mean of the
-last 10. Per agent: IQM with its 95 % bootstrap interval, mean +- std, and P(XLVIN-R > PPO) on
-each statistic. `--ours` adds the CartPole-v0 PPO and XLVIN-R rows of our `xlvin reproduce
-classic` results (`table1-*.json`), on the same statistics, labelled by file.
-Writes RESULTS/table1.json and RESULTS/table1.md.
+evaluation (after the last update) and the mean of the last 10. Their code has no evaluation of
+the final policy on fresh episodes; `--ours` adds the CartPole-v0 PPO and XLVIN-R rows of our
+`xlvin reproduce classic` results (`table1-*.json`), labelled by file, on the same statistics
+plus that one, the final policy on 100 fresh episodes (our headline). Per agent: IQM with its
+95 % bootstrap interval, mean +- std, and P(XLVIN-R > PPO) on each statistic. Writes
+RESULTS/table1.json and RESULTS/table1.md; RESULTS defaults to `results/` beside LOGS (the
+`run.sh --out` folder), outside the repository's committed results. `--from-json` reads the
+authors' runs from an earlier table1.json instead of logs (to rewrite a committed table).
 """
 
 import argparse
@@ -28,7 +36,9 @@ EVAL_LINE = re.compile(r"^Rollout \d+ : Total rewards \S+ from total episodes (\
 MAX_LINE = re.compile(r"Largest average reward =\s+(\S+)")
 LOG_NAME = re.compile(r"^cartpole-(ppo|xlvin-r)-seed(\d+)\.txt$")
 STATISTICS = {"max": "max over evaluations (the authors' statistic)",
-              "last": "last evaluation (final policy)", "last10": "mean of the last 10 evaluations"}
+              "last": "last evaluation (after the last update)",
+              "last10": "mean of the last 10 evaluations",
+              "final_fresh": "final policy (100 fresh episodes; ours only)"}
 #: The paper's Table 1 (mean +- std over 5 seeds).
 PAPER = {"ppo": "104.6 +- 48.5", "xlvin-r": "199.2 +- 1.6"}
 
@@ -74,6 +84,8 @@ def rows_for(source: str, runs: dict[str, list[dict]]) -> list[dict]:
         row = {"source": source, "agent": agent, "seeds": len(runs[agent]),
                "paper": PAPER[agent]}
         for stat in STATISTICS:
+            if not all(stat in r for r in runs[agent]):
+                continue  # their code has no final evaluation on fresh episodes
             row[stat] = summarize([r[stat] for r in runs[agent]])
             if agent != "ppo" and "ppo" in runs:
                 row[f"{stat}_over_ppo"] = improvement_over([r[stat] for r in runs[agent]],
@@ -85,15 +97,16 @@ def rows_for(source: str, runs: dict[str, list[dict]]) -> list[dict]:
 def markdown(rows: list[dict], theirs: dict[str, list[dict]]) -> str:
     head = ("| code | agent | seeds | paper (mean +- std) | "
             + " | ".join(f"{label}: IQM [95 % CI]" for label in STATISTICS.values())
-            + " | max: mean +- std | P(XLVIN-R > PPO), max | P(XLVIN-R > PPO), last |")
+            + " | max: mean +- std | P(XLVIN-R > PPO), max | P(XLVIN-R > PPO), last"
+            + " | P(XLVIN-R > PPO), final policy |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:
         cells = [row["source"], row["agent"], str(row["seeds"]), row["paper"]]
         cells += [interval_text(row[s]["iqm"], row[s]["iqm_low"], row[s]["iqm_high"], 1)
-                  for s in STATISTICS]
+                  if s in row else "-" for s in STATISTICS]
         cells.append(f"{row['max']['mean']:.1f} +- {row['max']['std']:.1f}")
-        cells += [improvement_text(row.get("max_over_ppo")),
-                  improvement_text(row.get("last_over_ppo"))]
+        cells += [improvement_text(row.get(f"{s}_over_ppo"))
+                  for s in ("max", "last", "final_fresh")]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Per seed (the authors' code): max over evaluations / last evaluation.")
@@ -106,15 +119,27 @@ def markdown(rows: list[dict], theirs: dict[str, list[dict]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("logs", type=Path)
-    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("logs", type=Path, nargs="?", help="run.sh's OUT/logs")
+    parser.add_argument("--results", type=Path,
+                        help="where table1.{md,json} go (default: results/ beside LOGS)")
+    parser.add_argument("--from-json", type=Path,
+                        help="the authors' runs from an earlier table1.json instead of LOGS")
     parser.add_argument("--ours", type=Path, nargs="*", default=[])
     args = parser.parse_args(argv)
+    if (args.logs is None) == (args.from_json is None):
+        parser.error("give LOGS or --from-json, not both")
+    if args.results is None:
+        if args.logs is None:
+            parser.error("--from-json needs --results")
+        args.results = args.logs.resolve().parent / "results"
     theirs: dict[str, list[dict]] = {}
-    for path in sorted(args.logs.glob("cartpole-*-seed*.txt"),
-                       key=lambda p: int(LOG_NAME.match(p.name).group(2))):
-        agent, seed = LOG_NAME.match(path.name).groups()
-        theirs.setdefault(agent, []).append({"seed": int(seed), **parse_log(path)})
+    if args.from_json is not None:
+        theirs = json.loads(args.from_json.read_text())["runs"]
+    else:
+        for path in sorted(args.logs.glob("cartpole-*-seed*.txt"),
+                           key=lambda p: int(LOG_NAME.match(p.name).group(2))):
+            agent, seed = LOG_NAME.match(path.name).groups()
+            theirs.setdefault(agent, []).append({"seed": int(seed), **parse_log(path)})
     if not theirs:
         print(f"parse_logs: no finished run logs in {args.logs}", file=sys.stderr)
         return 1
