@@ -1,30 +1,58 @@
 #!/usr/bin/env bash
-# The authors' own XLVIN code (dransyhe/CNAP), run beside ours on CartPole-v0 (Table 1).
+# The authors' own XLVIN code (dransyhe/CNAP), run beside ours: CartPole-v0 (Table 1) by
+# default, their maze curriculum with --maze.
 #
-#   bash benchmarks/authors_code/run.sh --cnap PATH [--out DIR] [--seeds "1 2 ... 10"] [--jobs N]
+#   bash benchmarks/authors_code/run.sh --cnap PATH [--out DIR] [--results DIR] [--seeds "1 2 ... 10"] [--jobs N]
+#   bash benchmarks/authors_code/run.sh --cnap PATH --maze [--out DIR] [--results DIR] [--seeds "1 2 3"]
+#                                       [--cpu-budget SECONDS] [--venv DIR]
 #
 # PATH is a checkout of https://github.com/dransyhe/CNAP (commit e303fc5; see README.md here).
-# Four steps, each skipped when its output is already complete, so a second call resumes:
+# CartPole, four steps, each skipped when its output is already complete, so a second call resumes:
 #   1. an isolated virtual environment in DIR/venv (not ours: gym 0.19, numpy<2, SB3 1.3.0,
 #      a current torch, the torch_scatter stand-in of this folder), their package editable;
 #   2. their executor pre-training and their CartPole TransE pre-training, their settings;
 #   3. their CartPole XLVIN-R and PPO for every seed, N at a time, one log per run;
-#   4. our parser (run with this project's .venv) over those logs, into
-#      results/authors-code/table1.{md,json}.
-# DIR defaults to ~/xlvin-runs/authors-code. Nothing of their code enters this repository.
+#   4. our parser (run with this project's .venv) over those logs, into RESULTS/table1.{md,json}.
+# DIR defaults to ~/xlvin-runs/authors-code, RESULTS to DIR/results: pass
+# --results results/authors-code to update the committed table.
+#
+# --maze: the same environment (--venv, default ~/xlvin-runs/authors-code/venv, built if
+# missing), then, in DIR (default ~/xlvin-runs/authors-code-maze):
+#   M1. their executor pre-training at the maze's hidden size 10 (their maze.py loads
+#       erdos-renyi-gnnstep1-actFalse-lnTrue-hidden10.pt, a name their pre-training never writes);
+#   M2. their maze XLVIN (--include_executor=True) and PPO for every seed (default 1 2 3), one
+#       run at a time at the lowest CPU priority, each stopped after SECONDS of CPU time in its
+#       main process (default 1200; their own limit, 1000 rollouts a level, is days of CPU);
+#       a finished run (curriculum done, or stopped at its budget) is not run again;
+#   M3. our parser over those logs, into RESULTS/maze.{md,json}.
+# Nothing of their code enters this repository.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cnap="" out="$HOME/xlvin-runs/authors-code" seeds="1 2 3 4 5 6 7 8 9 10" jobs=2
+cnap="" out="" results="" seeds="" jobs=2 maze=0 venv="" cpu_budget=1200
 while [ $# -gt 0 ]; do
   case "$1" in
     --cnap) cnap=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --results) results=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
-    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --seeds, --jobs)" >&2; exit 2 ;;
+    --maze) maze=1; shift ;;
+    --venv) venv=$2; shift 2 ;;
+    --cpu-budget) cpu_budget=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --results, --seeds, --jobs, --maze, --venv, --cpu-budget)" >&2; exit 2 ;;
   esac
 done
+if [ "$maze" = 1 ]; then
+  out=${out:-$HOME/xlvin-runs/authors-code-maze}
+  venv=${venv:-$HOME/xlvin-runs/authors-code/venv}
+  seeds=${seeds:-"1 2 3"}
+else
+  out=${out:-$HOME/xlvin-runs/authors-code}
+  venv=${venv:-$out/venv}
+  seeds=${seeds:-"1 2 3 4 5 6 7 8 9 10"}
+fi
+results=${results:-$out/results}
 [ -n "$cnap" ] || { echo "run.sh: --cnap PATH is required (a checkout of dransyhe/CNAP)" >&2; exit 2; }
 cnap=$(cd "$cnap" 2>/dev/null && pwd) || { echo "run.sh: --cnap $cnap is not a folder" >&2; exit 2; }
 [ -f "$cnap/cnap/training/classic_control.py" ] ||
@@ -33,27 +61,37 @@ for s in $seeds; do
   # CNAP's set_seed(seed) and make_env seed nothing when the seed is 0.
   [[ "$s" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: seeds must be positive integers (CNAP seeds nothing for 0), got $s" >&2; exit 2; }
 done
-mkdir -p "$out/logs" "$out/models/transe/trained_transe" "$out/work/cnap/models/executor/trained_executor"
+[[ "$cpu_budget" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --cpu-budget must be a positive number of seconds, got $cpu_budget" >&2; exit 2; }
+mkdir -p "$out/logs"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 
 # 1. Their environment. Every pin is a compatibility fix for Python 3.11 (README.md lists them).
-venv="$out/venv"
-stamp="$venv/.cnap-setup"
-want=$(cat "$here/run.sh" "$here"/torch_scatter_standin/torch_scatter/__init__.py | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+#    Rebuilt when this function or the torch_scatter stand-in changes.
+setup_venv() {
   python3.11 -m venv "$venv"
-  pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+  local pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
   "${pip[@]}" "torch==2.13.0" "numpy<2" "wheel<0.40"
   "${pip[@]}" "setuptools<66"                        # gym 0.19's setup.py needs the old setuptools
   "${pip[@]}" --no-build-isolation "gym==0.19.0"     # builds against that setuptools
   "${pip[@]}" --no-deps "stable_baselines3==1.3.0"   # its torch pin would pull an old CUDA torch
   "${pip[@]}" "pandas<2.2" "matplotlib<3.9" networkx scipy "cloudpickle>=2.2"  # gym pins <1.7: fails on 3.11
   "${pip[@]}" safetensors                            # fixtures.py's output only
+  "${pip[@]}" scikit-learn                           # their value_predictability.py (maze_fixtures.py)
   "${pip[@]}" "$here/torch_scatter_standin"
   "${pip[@]}" --no-deps --no-build-isolation -e "$cnap"
+}
+stamp="$venv/.cnap-setup"
+want=$({ declare -f setup_venv; cat "$here"/torch_scatter_standin/torch_scatter/__init__.py; } | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  setup_venv
   echo "$want" > "$stamp"
 fi
 py="$venv/bin/python"
+
+if [ "$maze" = 1 ]; then
+  exec bash "$here/run_maze.sh" "$cnap" "$out" "$venv" "$results" "$seeds" "$cpu_budget"
+fi
+mkdir -p "$out/models/transe/trained_transe" "$out/work/cnap/models/executor/trained_executor"
 
 # 2. Pre-training, with their defaults. Paths are relative to the working folder in their code:
 #    the TransE script writes trained_transe/ under its cwd, classic_control reads
@@ -94,4 +132,4 @@ for seed in $seeds; do for agent in xlvin-r ppo; do echo "$agent $seed"; done; d
   xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1"'
 
 # 4. Our statistics over their logs.
-"$repo/.venv/bin/python" "$here/parse_logs.py" "$out/logs" --results "$repo/results/authors-code"
+"$repo/.venv/bin/python" "$here/parse_logs.py" "$out/logs" --results "$results"
