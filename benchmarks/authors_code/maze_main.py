@@ -21,8 +21,10 @@ none of which changes what it computes:
 One thing is changed, where their code would otherwise never return: their held-out
 evaluation (`test_hold_out_mazes`) steps the deterministic policy until every held-out maze has
 ended, and their env has no step limit, so one maze on which the policy cycles between cells
-keeps it (and the run) going forever; seen in the first trial, an untrained policy at level 2.
-Here a held-out maze still going after `HELD_OUT_CAP` moves is ended as their env ends a
+would keep it (and the run) going forever. (A trial run sat in a held-out evaluation for minutes
+under heavy CPU contention, which is what prompted the cap; whether a policy was cycling there
+was not established: an untrained policy ends all 150 mazes of a check within 21 moves.) Here a
+held-out maze still going after `HELD_OUT_CAP` moves is ended as their env ends a
 failure: reward -1 (what their count of failures reads) and the env's own `reset` (the next maze
 of that env's share). Each such cut prints `wrapper: held-out maze cut`. A maze has at most 21
 free cells, so a policy still walking after 1,000 moves is cycling (its BatchNorm, in training
