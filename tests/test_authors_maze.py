@@ -440,3 +440,45 @@ def test_value_predictability_pools_mazes_and_reports_its_size(maze) -> None:
     pooled = value_r2(np.concatenate(pooled_x), np.concatenate(pooled_y))
     assert partial["r2"] == pytest.approx(pooled)
     assert partial["r2"] < 0.99 and partial["features"] == 1
+
+
+def test_maze_log_parser_reads_passes_held_out_and_the_budget(tmp_path) -> None:
+    """benchmarks/authors_code/parse_maze_logs.py on a log in the form their maze.py and our
+    harness write: levels passed and the rollouts each took, the last complete held-out
+    evaluation, a run stopped at its CPU budget inside a later one, and a run still going."""
+    from benchmarks.authors_code import parse_maze_logs
+
+    held_out = ["wrapper: held-out evaluation started"] + [
+        f"#test# Overall percentage passed for paths of length {lv} is: {v}"
+        for lv, v in ((1, 90.0), (2, 40.0))] + ["#test# Overall percentage passed is: 70.5",
+                                                 "wrapper: held-out evaluation finished"]
+    lines = ["harness: agent ppo seed 3", "harness: flags --env=maze --seed=3 --save_model=True",
+             "harness: cpu_budget_s 1200 (main process, RLIMIT_CPU)",
+             "Training on maze level:  1",
+             "Gathered rollout 1: #passes=40, #failed=60, perc=0.400",
+             "Rollout 1 : percentage passed 80.000 from total episodes 100",
+             "Gathered rollout 2: #passes=90, #failed=10, perc=0.900",
+             "Rollout 2 : percentage passed 97.000 from total episodes 100",
+             "Level 1, rollout 2 : percentage passed 0.970 from total done mazes 100",
+             *held_out, "Training on maze level:  2",
+             "Gathered rollout 1: #passes=9, #failed=91, perc=0.090",
+             "Level 2, rollout 1 : percentage passed 0.960 from total done mazes 100",
+             "wrapper: held-out evaluation started", "Command terminated by signal 24",
+             "harness: cpu_s 1199.0 user 3.0 system (with reaped children)",
+             "harness: exit 152", "wall_s 4000"]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "maze-ppo-seed3.txt").write_text("\n".join(lines) + "\n")
+    (logs / "maze-xlvin-seed3.txt.part").write_text("\n".join(lines[:6]) + "\n")
+    assert parse_maze_logs.main([str(logs)]) == 0
+    data = json.loads((tmp_path / "results" / "maze.json").read_text())
+    ppo = data["runs"]["ppo"][0]
+    assert ppo["status"] == "cpu budget" and ppo["levels_passed"] == [1, 2]
+    assert ppo["rollouts_to_pass"] == {"1": 2, "2": 1} and ppo["env_steps"] == 3 * 2048 * 15
+    assert ppo["held_out"] == 70.5 and ppo["held_out_by_level"] == {"1": 90.0, "2": 40.0}
+    assert ppo["in_held_out"] and ppo["cpu_s"] == 1202.0 and data["cpu_budget_s"] == 1200
+    assert data["runs"]["xlvin"][0]["status"] == "running"
+    rows = {r["agent"]: r for r in data["rows"]}
+    assert rows["ppo"]["levels_passed"]["iqm"] == 2 and rows["xlvin"]["unfinished"] == [3]
+    text = (tmp_path / "results" / "maze.md").read_text()
+    assert "at most 1,200 s of CPU" in text and "stopped inside a held-out evaluation" in text
