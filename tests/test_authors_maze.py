@@ -39,6 +39,14 @@ Differences found, each pinned by a test below (benchmarks/authors_code/README.m
     after each end, on top of their env's own reset inside `step`, so each env of
     `test_vec_envs` skips the maze after every one it plays (1,414 of the 2,824 level-1 held-out
     mazes). Ours plays every held-out start it is given.
+
+Found while running their maze training and not pinned here (benchmarks/authors_code/README.md,
+"Mazes: their XLVIN and PPO runs"): through the `maze` entry point their evaluations raise
+NameError (a module-level `args`); `maze.py` seeds nothing and ignores `--lr` (Adam's default
+1e-3); no held-out evaluation without `--save_model`; vector envs are never closed; with no step
+limit, a deterministic policy that cycles would never end their held-out evaluation. Known
+architecture differences (their maze encoder flattens where the paper pools, depth 1 where the
+paper says K = 4) are left to our `paper` settings and not compared here.
 """
 
 import json
