@@ -74,9 +74,11 @@ run_one() {
     echo "harness: started $(date -u +%FT%TZ)"
   } > "$log.part"
   echo "$(date +%T) maze $agent seed $seed (at most $cpu_budget s of CPU)"
+  # RLIMIT_CPU: SIGXCPU at the budget, SIGKILL a minute later (a hard limit equal to the soft
+  # one would kill with SIGKILL at once, which cannot be told from other kills)
   local start=$SECONDS rc=0
   lowest "$dir" /usr/bin/time -f "harness: cpu_s %U user %S system (with reaped children)" \
-    prlimit --cpu="$cpu_budget" "$py" "$here/maze_main.py" "${flags[@]}" >> "$log.part" 2>&1 || rc=$?
+    prlimit --cpu="$cpu_budget:$((cpu_budget + 60))" "$py" "$here/maze_main.py" "${flags[@]}" >> "$log.part" 2>&1 || rc=$?
   {
     echo "harness: exit $rc"
     echo "wall_s $((SECONDS - start))"
