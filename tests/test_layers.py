@@ -11,7 +11,7 @@ The layers, lowest first (a module may import its own layer and those below):
   accel        fast paths of nn and of the loss; train calls them, they never call train
   process      threads, seeds, warnings of a training process
   train        learning: configs, the agent registry, the loop, a run
-  api          the Python API (XLVIN, PPO, ATreeC) over train
+  api          the Python API (XLVIN, PPO, ATreeC) and its callbacks, over train
   experiments  one module per paper experiment, over train
   commands     the `xlvin` command, over the API and the experiments
   package      xlvin/__init__.py: the lazy facade of the public names
@@ -32,7 +32,7 @@ LAYERS = (
     ("accel", ("xlvin.accel",)),
     ("process", ("xlvin.process",)),
     ("train", ("xlvin.train",)),
-    ("api", ("xlvin.api",)),
+    ("api", ("xlvin.api", "xlvin.callbacks")),
     ("experiments", ("xlvin.experiments",)),
     ("commands", ("xlvin.commands", "xlvin.cli")),
     ("package", ("xlvin",)),

@@ -1,6 +1,7 @@
 """XLVIN: eXecuted Latent Value Iteration Networks (Deac et al., 2020) and its baselines.
 
     from xlvin import XLVIN, PPO, ATreeC       # the Python API (xlvin.api)
+    from xlvin import EvalCallback             # learn(callback=...) (xlvin.callbacks)
     from xlvin import register_agent           # your own agent (xlvin.train.agents)
 
 The names below are imported on first use, so `import xlvin` stays light (no torch).
@@ -18,6 +19,10 @@ _EXPORTS = {
         ("register_agent", "register_encoder", "build_encoder", "build_agent", "Architecture"),
         "xlvin.train.agents",
     ),
+    **dict.fromkeys(
+        ("Callback", "CallbackList", "EvalCallback", "CheckpointCallback", "StopOnReward"),
+        "xlvin.callbacks",
+    ),
     "Spaces": "xlvin.train.spaces",
     "RunConfig": "xlvin.train.run_config",
     "UserError": "xlvin.errors",
@@ -28,9 +33,14 @@ __all__ = [
     "XLVIN",
     "ATreeC",
     "Architecture",
+    "Callback",
+    "CallbackList",
+    "CheckpointCallback",
+    "EvalCallback",
     "Model",
     "RunConfig",
     "Spaces",
+    "StopOnReward",
     "UserError",
     "__version__",
     "build_agent",

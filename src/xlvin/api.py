@@ -15,12 +15,16 @@ evaluate` reads, and `load` reads the ones `xlvin train` writes. The command lin
 over this module.
 """
 
+import contextlib
 import copy
+import dataclasses
+import functools
+import random
 import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,25 +32,30 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from xlvin.callbacks import Callback, as_callback
 from xlvin.config import close_match, from_dict, load_json, to_dict
-from xlvin.envs.packages import import_gym_packages
+from xlvin.envs.packages import import_gym_packages, require_gym_packages
 from xlvin.errors import UserError
+from xlvin.io.executor_file import read_executor_meta
 from xlvin.io.run_dir import (
+    CONFIG,
     LOCK,
     MODEL,
     SUMMARY,
     check_new_run_dir,
     claim_run_dir,
-    create_run_dir,
     read_json_object,
+    reading_results,
+    write_json,
 )
-from xlvin.io.weights import save_weights
+from xlvin.io.weights import read_metadata, save_weights
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import seed_everything
 from xlvin.train.agents import agent_spec, build_agent, expand_agent
-from xlvin.train.collect import policy_device
+from xlvin.train.collect import make_vector_env, policy_device
+from xlvin.train.loop import TrainResult
 from xlvin.train.pretrained import executor_file, load_executor_processor
-from xlvin.train.run import evaluate_agent, load_run, train_run
+from xlvin.train.run import evaluate_agent, read_run, train_run, weights_metadata
 from xlvin.train.run_config import (
     MAX_SEED,
     SECTIONS,
@@ -56,12 +65,15 @@ from xlvin.train.run_config import (
     option_names,
     whole_rollouts,
 )
+from xlvin.train.spaces import Spaces, env_spaces
 
 #: The first seed of `evaluate` (and `xlvin evaluate`): far from every training seed.
 EVAL_SEED = 1_000_000
 #: An environment as the API takes it: an id, an instance, a callable that makes one (a class or
 #: a function), or a vector env.
 EnvLike = str | gym.Env | gym.vector.VectorEnv | Callable[..., gym.Env]
+#: The prefix of the ids the API registers its envs' callables and instances under.
+API_PREFIX = "api/"
 #: Keys of a vector env's spec that describe the vectorisation, not the environment.
 VECTOR_KEYS = ("max_episode_steps", "num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
 
@@ -90,7 +102,7 @@ def _registered_id(make: Callable[..., gym.Env]) -> str:
     `api/<module>.<name>` and return that id (the same in every process for the same callable)."""
     module = getattr(make, "__module__", None) or "env"
     name = getattr(make, "__qualname__", None) or type(make).__qualname__
-    env_id = "api/" + re.sub(r"[^\w.-]", "_", f"{module}.{name}")
+    env_id = API_PREFIX + re.sub(r"[^\w.-]", "_", f"{module}.{name}")
     if env_id not in gym.registry or gym.registry[env_id].entry_point is not make:
         gym.registry.pop(env_id, None)  # a new callable of the same name replaces the old one
         gym.register(env_id, entry_point=make, disable_env_checker=True)
@@ -149,13 +161,101 @@ def check_evaluation(episodes: int, seed: int) -> None:
         raise UserError(f"--seed must be in [0, {MAX_SEED}], got {seed}")
 
 
+#: Flags that name a keyword argument of the API (beyond `option_names`).
+API_FLAGS = ("episodes", "out", "resume", "config")
+#: A command-line flag in an error message, and the value after it.
+FLAG = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)( (?=[\d'\"/.~-]))?")
+
+
+def in_python_terms(message: str) -> str:
+    """An error message of the shared checks with its flags as the API's keyword arguments:
+    `--seed must be` -> `seed must be`, `--depth 9 builds` -> `depth=9 builds`."""
+    if "in Python:" in message:  # already says both
+        return message
+    known = {*option_names(), *API_FLAGS}
+
+    def keyword(match: re.Match[str]) -> str:
+        name = match[1].replace("-", "_")
+        if name not in known:
+            return match[0]
+        return f"{name}=" if match[2] else name
+
+    return FLAG.sub(keyword, message)
+
+
+def _python_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` with its UserErrors' flags in Python terms (`in_python_terms`); the command
+    line, which calls the API too, prints the original (`command_line_message`)."""
+
+    @functools.wraps(method)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except UserError as err:
+            if hasattr(err, "command_line_message"):
+                raise
+            python = type(err)(in_python_terms(str(err)))
+            python.command_line_message = str(err)
+            raise python from None
+
+    return wrapped
+
+
+#: File suffixes that `save` refuses: it writes a run directory, not one file.
+FILE_SUFFIXES = (".zip", ".pkl", ".pt", ".pth", ".safetensors", ".tar", ".gz")
+
+
+def _make_as(env_id: str, kwargs: dict[str, Any], **run_kwargs: Any) -> gym.Env:
+    """`gym.make(env_id)`: the env a run's unregistered id stands for (`Model.load(env=...)`)."""
+    return gym.make(env_id, **{**kwargs, **run_kwargs})
+
+
+@contextlib.contextmanager
+def _rngs_kept() -> Iterator[None]:
+    """Restore torch's, NumPy's and Python's global generators after the block."""
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            np.random.set_state(numpy_state)
+            random.setstate(python_state)
+
+
+class _Hooks:
+    """The training loop's hooks over a user's `Callback`: the model shows the policy being
+    trained and the steps so far, and the training's random generators are kept."""
+
+    def __init__(self, model: "Model", callback: Callback) -> None:
+        self.model, self.callback = model, callback
+
+    def _call(self, policy: ActorCritic, result: TrainResult, hook: Callable[..., Any],
+              *args: Any) -> bool:
+        self.model.policy, self.model._num_timesteps = policy, result.env_steps
+        with _rngs_kept():
+            return hook(self.model, *args) is not False
+
+    def on_rollout(self, policy: ActorCritic, result: TrainResult) -> bool:
+        return self._call(policy, result, self.callback.on_rollout)
+
+    def on_update(self, policy: ActorCritic, result: TrainResult, metrics: dict[str, float]) -> bool:
+        return self._call(policy, result, self.callback.on_update, dict(metrics))
+
+    def on_evaluation(self, policy: ActorCritic, result: TrainResult,
+                      evaluation: dict[str, float]) -> bool:
+        return self._call(policy, result, self.callback.on_evaluation,
+                          {"mean": evaluation["eval_return"], **evaluation})
+
+
 class Model:
     """An agent of the agent registry trained with PPO (`agent=` picks it; `XLVIN`, `PPO` and
     `ATreeC` fix it). `model.policy` is the `ActorCritic` network, `model.config` the run's
-    `RunConfig`, `model.run_dir` the run directory once it has learned or was loaded."""
+    `RunConfig`, `model.run_dir` the run directory once it has learned or was loaded,
+    `model.num_timesteps` the env steps it has trained, `model.env` (`get_env()`) its vector env."""
 
     agent: ClassVar[str | None] = None
 
+    @_python_errors
     def __init__(
         self,
         env: EnvLike | None = None,
@@ -189,24 +289,27 @@ class Model:
                                     f"has {num_envs}")
         self._setup(with_options(cfg, options, source))
 
-    def _setup(self, cfg: RunConfig) -> None:
-        """Check `cfg` as `xlvin train` does (before anything is built or written)."""
+    def _setup(self, cfg: RunConfig, spaces: Spaces | None = None) -> None:
+        """Check `cfg` as `xlvin train` does (before anything is built or written); `spaces`: a
+        saved run's, the env then not needed."""
         self.config = cfg
-        self.spaces, self.architecture = check_run(cfg)
+        self.spaces, self.architecture = check_run(cfg, spaces)
         self.policy: ActorCritic | None = None
         self.run_dir: Path | None = None
         self.summary: dict[str, Any] | None = None
         self._executor_meta: dict[str, Any] | None = None
-        self._learned = False
+        self._num_timesteps = 0
+        self._env: gym.vector.VectorEnv | None = None
         self._generator = torch.Generator().manual_seed(cfg.train.seed)
 
     @classmethod
-    def from_config(cls, cfg: RunConfig) -> "Model":
+    def from_config(cls, cfg: RunConfig, spaces: Spaces | None = None) -> "Model":
         """The model of a `RunConfig` (the class of its agent when it has one: `XLVIN`, ...).
-        Imports nothing: the envs of `cfg.train.gym_packages` must be imported already."""
+        Imports nothing: the envs of `cfg.train.gym_packages` must be imported already, unless
+        `spaces` (a saved run's) are given."""
         model_cls = cls._class_for(cfg.train.agent, "this config")
         model = model_cls.__new__(model_cls)
-        model._setup(cfg)
+        model._setup(cfg, spaces)
         return model
 
     @classmethod
@@ -217,6 +320,30 @@ class Model:
                             f"{cls.__name__}")
         return cls if cls is not Model else MODELS.get(agent, Model)
 
+    @property
+    def num_timesteps(self) -> int:
+        """The env steps the model has trained (all envs, autoreset steps included): 0 before
+        `learn`, live inside a callback."""
+        return self._num_timesteps
+
+    @property
+    def env(self) -> gym.vector.VectorEnv | None:
+        """`get_env()`."""
+        return self.get_env()
+
+    def get_env(self) -> gym.vector.VectorEnv | None:
+        """The vector env the model trains on (`num_envs` copies of the run's env, made on first
+        use and kept), or None where the run's env cannot be made (`Model.load(env=...)`)."""
+        if self._env is None:
+            t = self.config.train
+            try:
+                self._run_env_available()
+            except UserError:
+                return None
+            self._env = make_vector_env(t.env, self.config.ppo.num_envs, env_kwargs=t.env_kwargs)
+        return self._env
+
+    @_python_errors
     def learn(
         self,
         total_steps: int | None = None,
@@ -224,30 +351,73 @@ class Model:
         out: str | Path | None = None,
         resume: bool = False,
         progress: bool = True,
+        callback: Callback | Iterable[Callback] | None = None,
     ) -> "Model":
         """Train as `xlvin train` does: pre-training (its progress shown even with
         progress=False: it can take minutes), PPO, checkpoints, TensorBoard under `out/tb`, the
         progress bar, then the final weights and summary. `total_steps` sets `total_steps`
-        (online protocol); a new run rounds it up to whole rollouts, with a warning unless it
-        is the default; `out` is the run directory (a new temporary folder when None:
-        `model.run_dir`); `resume=True` continues the unfinished run in `out` exactly."""
-        if self._learned:
-            raise UserError("this model has learned already: a run trains once (make a new model, "
-                            "or learn(out=DIR, resume=True) on a new model to continue one)")
-        cfg = self.config
-        if total_steps is not None:
-            cfg = with_options(cfg, {"total_steps": total_steps}, "learn()")
-        if not resume:  # a run keeps the total it started with
-            cfg, rounded = whole_rollouts(cfg)
-            if rounded:
-                warnings.warn(f"total_steps {rounded}", stacklevel=2)
-        if out is None:
-            if resume:
-                raise UserError("learn(resume=True) needs out=DIR, the run directory to continue")
-            out = Path(tempfile.mkdtemp(prefix="xlvin-")) / "run"
-        self.policy, self.summary = train_run(cfg, Path(out), progress=progress, resume=resume)
-        self.config, self.run_dir, self._learned = cfg, Path(out), True
+        (online protocol), rounded up to whole rollouts (num_envs x num_steps), with a warning
+        unless it is the default; `out` is the run directory (a new temporary folder when None:
+        `model.run_dir`); `resume=True` continues the unfinished run in `out` exactly, or, with
+        a larger `total_steps`, a finished one to that total.
+
+        Again (or after `load`), `learn(n)` continues the model's run in place for n more env
+        steps (as Stable-Baselines3's `learn(n, reset_num_timesteps=False)`): metrics,
+        TensorBoard and checkpoints carry on from the run's last checkpoint (a finished run keeps
+        one at its end), `num_timesteps` counts on, and `config.ppo.total_steps` becomes the new
+        total. Online runs only. Learning rate: with `anneal_lr` (the default) it decays linearly
+        to 0 over the run's current total, lr x (1 - updates / total updates); continuing raises
+        the total, so the next update's rate is lr x n / (steps before + n), where the run had
+        stopped near 0, and the extended run differs from one trained for the whole total at
+        once. With `anneal_lr=False` it does not: learn(n) then learn(n) gives exactly the
+        weights and metrics of learn(2 n) (same machine).
+
+        `callback`: a `xlvin.callbacks.Callback` (or a list of them) called after each rollout,
+        update and evaluation; returning False finishes the run at the next update boundary,
+        with a checkpoint to continue from."""
+        hooks = None if callback is None else _Hooks(self, as_callback(callback))
+        if self.run_dir is not None and not resume:
+            cfg, out, resume = self._continued(total_steps, out), self.run_dir, True
+        else:
+            cfg = self.config
+            if total_steps is not None:
+                cfg = with_options(cfg, {"total_steps": total_steps}, "learn()")
+            cfg = self._whole_rollouts(cfg)
+            if out is None:
+                if resume:
+                    raise UserError("learn(resume=True) needs out=DIR, the run directory to "
+                                    "continue")
+                out = Path(tempfile.mkdtemp(prefix="xlvin-")) / "run"
+        self.policy, self.summary = train_run(cfg, Path(out), progress=progress, resume=resume,
+                                              hooks=hooks)
+        self.config, self.run_dir = cfg, Path(out)
+        self._executor_meta = self.summary["executor"]
+        self._num_timesteps = self.summary["ppo"]["env_steps"]
         return self
+
+    @staticmethod
+    def _whole_rollouts(cfg: RunConfig) -> RunConfig:
+        cfg, rounded = whole_rollouts(cfg)
+        if rounded:
+            warnings.warn(f"total_steps {rounded}", stacklevel=4)
+        return cfg
+
+    def _continued(self, steps: int | None, out: str | Path | None) -> RunConfig:
+        """The config of this model's run continued for `steps` more env steps."""
+        assert self.run_dir is not None
+        if steps is None:
+            raise UserError(f"this model's run has trained {self.num_timesteps} steps: "
+                            "learn(n) continues it for n more")
+        if out is not None and Path(out).resolve() != self.run_dir.resolve():
+            raise UserError(f"learn() continues this model's run in place, in {self.run_dir}; "
+                            "save() copies it elsewhere")
+        saved = RunConfig.from_json(read_json_object(self.run_dir / CONFIG), str(self.run_dir))
+        if saved.train.protocol != "online":
+            raise UserError(f"only online runs continue; {self.run_dir} is a "
+                            f"{saved.train.protocol} run")
+        more = self._whole_rollouts(with_options(saved, {"total_steps": steps}, "learn()"))
+        return with_options(saved, {"total_steps": self.num_timesteps + more.ppo.total_steps},
+                            "learn()")
 
     def _policy(self) -> ActorCritic:
         """The policy network; before `learn`, the initial one the run would start from."""
@@ -260,9 +430,11 @@ class Model:
             self.policy = build_agent(self.architecture, self.spaces, processor).to(t.device)
         return self.policy
 
+    @_python_errors
     def predict(self, obs: Any, deterministic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(action, value) of one observation, or (actions [N], values [N]) of a batch [N, ...],
-        NumPy or torch: the greedy action when `deterministic`, else one sampled from pi(.|s)."""
+        NumPy or torch: the greedy action when `deterministic`, else one sampled from pi(.|s).
+        Needs no env: a loaded model knows its spaces."""
         policy = self._policy()
         x = obs.detach().cpu() if isinstance(obs, torch.Tensor) else torch.as_tensor(np.asarray(obs))
         shape = self.spaces.obs_shape
@@ -287,45 +459,133 @@ class Model:
             return actions[0].numpy(), values[0].numpy()
         return actions.numpy(), values.numpy()
 
+    @_python_errors
     def evaluate(
-        self, episodes: int = 100, seed: int = EVAL_SEED, deterministic: bool = True
+        self, episodes: int = 100, seed: int = EVAL_SEED, deterministic: bool = True,
+        env: EnvLike | None = None,
     ) -> dict[str, Any]:
         """Return mean, std and every return over `episodes` fresh episodes seeded seed, seed + 1,
-        ...: the numbers `xlvin evaluate` prints."""
+        ...: the numbers `xlvin evaluate` prints. `env`: evaluate on this env (an id, an env or a
+        callable that makes one, with the model's spaces) instead of the run's; needed when the
+        run's env was made from a Python object this process has not registered."""
         check_evaluation(episodes, seed)
-        return evaluate_agent(self._policy(), self.config, episodes, seed, deterministic)
+        return evaluate_agent(self._policy(), self._evaluation_config(env), episodes, seed,
+                              deterministic)
 
+    def _run_env_available(self) -> None:
+        """Refuse, in one line saying what to pass, a run's env that cannot be made here."""
+        t = self.config.train
+        require_gym_packages(t.gym_packages, t.env)
+        if t.env.startswith(API_PREFIX) and t.env not in gym.registry:
+            raise UserError(
+                f"the run's environment {t.env!r} was registered from a Python object by the "
+                "process that trained it and cannot be made here: pass --env ID, a registered "
+                "env with its spaces, to xlvin evaluate (--gym-packages MODULE registers yours; "
+                "in Python: env=, the env or a callable that makes it)")
+
+    def _evaluation_config(self, env: EnvLike | None) -> RunConfig:
+        """The config evaluations run under: the run's, or with `env` (checked to have the
+        model's spaces) as its env."""
+        if env is None:
+            self._run_env_available()
+            return self.config
+        env_id, kwargs, _ = resolve_env(env, None)
+        self._check_spaces(env_id, kwargs)
+        train = dataclasses.replace(self.config.train, env=env_id, env_kwargs=kwargs)
+        return dataclasses.replace(self.config, train=train)
+
+    def _check_spaces(self, env_id: str, kwargs: dict[str, Any]) -> None:
+        found = env_spaces(env_id, kwargs)
+        ours = self.spaces
+        if (found.obs_shape, found.num_actions, found.states) != (
+                ours.obs_shape, ours.num_actions, ours.states):
+            raise UserError(
+                f"env {env_id!r} has observations {list(found.obs_shape)} and "
+                f"{found.num_actions} actions; the model reads {list(ours.obs_shape)} and "
+                f"{ours.num_actions}")
+
+    def _use_env(self, env: EnvLike) -> None:
+        """Make the run's env with `env` in this process (`load(env=...)`): an env the API
+        registered from a Python object in the process that trained it is registered again,
+        under the run's id, as `env` (a callable or instance as the API registers it, so that
+        the run's checkpoint of its state fits); any other must be the run's own env."""
+        t = self.config.train
+        env_id, kwargs, _ = resolve_env(env, None)
+        if (env_id, kwargs) != (t.env, t.env_kwargs):
+            if not t.env.startswith(API_PREFIX):
+                raise UserError(f"env= is {env_id!r} but the run trained on {t.env!r}; "
+                                "evaluate(env=...) evaluates on another env")
+            maker = (gym.registry[env_id].entry_point if env_id.startswith(API_PREFIX)
+                     else functools.partial(_make_as, env_id, kwargs))
+            gym.registry.pop(t.env, None)
+            gym.register(t.env, entry_point=maker, disable_env_checker=True)
+        self._check_spaces(t.env, t.env_kwargs)
+
+    @_python_errors
     def save(self, path: str | Path) -> Path:
-        """Write the run directory `xlvin evaluate` reads to `path` (new, or an empty folder):
-        after `learn` or `load`, a copy of the run's directory (metrics, TensorBoard and summary
-        included); before, the config and the initial weights."""
+        """Write the run directory `xlvin evaluate` reads to `path` (a new or empty folder, not a
+        file name such as model.zip): after `learn` or `load`, a copy of the run's directory
+        (metrics, TensorBoard and summary included); before, the config and the initial
+        weights."""
         path = Path(path)
+        if path.suffix.lower() in FILE_SUFFIXES and not path.is_dir():
+            raise UserError(f"save({str(path)!r}): a model is saved as a run directory, not a "
+                            f"{path.suffix} file; give a folder, e.g. {str(path.with_suffix(''))!r}")
         if self.run_dir is not None and path.resolve() == self.run_dir.resolve():
             return path
         check_new_run_dir(path)
-        policy = self._policy()
+        if self.run_dir is None:
+            return self.save_policy(path)
         with claim_run_dir(path) as run_dir:
-            if self.run_dir is not None:
-                shutil.copytree(self.run_dir, run_dir, dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns(LOCK))
-            else:
-                create_run_dir(run_dir, self.config.to_json())
-                save_weights(run_dir / MODEL, policy, {"config": self.config.to_json(),
-                                                       "executor": self._executor_meta})
+            shutil.copytree(self.run_dir, run_dir, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(LOCK))
         return path
 
+    @_python_errors
+    def save_policy(self, path: str | Path) -> Path:
+        """Write the current policy (mid-training too: the callbacks' saves) as a run directory
+        `Model.load` and `xlvin evaluate` read: its config and weights only. `path`: a new or
+        empty folder, or one `save_policy` wrote before (overwritten)."""
+        path = Path(path)
+        if not (path.is_dir() and {p.name for p in path.iterdir()} <= {CONFIG, MODEL, LOCK}):
+            check_new_run_dir(path)
+        policy = self._policy()
+        with claim_run_dir(path) as run_dir:
+            write_json(run_dir / CONFIG, self.config.to_json())
+            save_weights(run_dir / MODEL, policy, weights_metadata(
+                self.config, self._executor_metadata(), self.spaces))
+        return path
+
+    def _executor_metadata(self) -> dict[str, Any] | None:
+        """The description of the policy's executor (its file's header; None without one)."""
+        t = self.config.train
+        if self._executor_meta is None and agent_spec(t.agent).executor:
+            self._executor_meta = read_executor_meta(executor_file(t.executor, t))
+        return self._executor_meta
+
     @classmethod
-    def load(cls, path: str | Path, *, gym_packages: Iterable[str] = ()) -> "Model":
+    @_python_errors
+    def load(
+        cls, path: str | Path, *, env: EnvLike | None = None, gym_packages: Iterable[str] = ()
+    ) -> "Model":
         """The model of a finished run directory (written by `save` or `xlvin train`), on the CPU.
-        Nothing in it is imported or run: an env from modules the run names needs
-        `gym_packages=` (or those modules imported first)."""
+        Nothing in it is imported or run, and no env is needed to `predict`: the run stores its
+        observation and action spaces. `evaluate` and `learn` make the run's env: one from
+        modules the run names needs `gym_packages=` (or those modules imported first); one the
+        API registered from a callable or an instance in the training process needs `env=`
+        here (the env, or a callable that makes it)."""
         import_gym_packages(list(gym_packages))
         path = Path(path)
-        agent, cfg = load_run(path)
-        model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg))
-        model.policy, model.run_dir, model._learned = agent, path, True
+        agent, cfg, spaces = read_run(path)
+        model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg), spaces)
+        model.policy, model.run_dir = agent, path
+        model._executor_meta = read_metadata(path / MODEL).get("executor")
         if (path / SUMMARY).is_file():
             model.summary = read_json_object(path / SUMMARY)
+            with reading_results(path / SUMMARY):
+                model._num_timesteps = int(model.summary["ppo"]["env_steps"])
+        if env is not None:
+            model._use_env(env)
         return model
 
 

@@ -8,6 +8,7 @@ imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handle
 
 import argparse
 import os
+import re
 import sys
 import typing
 from importlib.metadata import version
@@ -19,14 +20,20 @@ from xlvin.kernels import DEFAULT_ON, add_option, pin, wanted
 
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (exit 2), like every other error, and
-    an unknown option names the known ones closest to it."""
+    an unknown option or command names the known ones closest to it."""
 
     def error(self, message: str) -> typing.NoReturn:
-        self.exit(2, f"xlvin: error: {self.prog}: {message}{self._did_you_mean(message)} "
-                     f"(see {self.prog} --help)\n")
+        command = _command_parser(self, getattr(self, "argv", []))
+        self.exit(2, f"xlvin: error: {message}{self._did_you_mean(message)} "
+                     f"(see {command.prog} --help)\n")
 
     def _did_you_mean(self, message: str) -> str:
-        """'; did you mean --total-steps?' for 'unrecognized arguments: --total-timesteps'."""
+        """'; did you mean --total-steps?' for 'unrecognized arguments: --total-timesteps', and
+        '; did you mean train?' for "invalid choice: 'trian'"."""
+        choice = re.match(r"argument \S+: invalid choice: '([^']*)'", message)
+        if choice:
+            guess = close_match(choice[1], sorted(_command_words(self)))
+            return f"; did you mean {guess}?" if guess else ""
         prefix = "unrecognized arguments: "
         if not message.startswith(prefix):
             return ""
@@ -37,6 +44,12 @@ class Parser(argparse.ArgumentParser):
             guess = close_match(name, known) if name.startswith("--") else None
             guesses += [guess] if guess else []
         return f"; did you mean {', '.join(guesses)}?" if guesses else ""
+
+
+def _command_words(parser: argparse.ArgumentParser) -> set[str]:
+    """The sub-commands `parser` takes."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(subs[0].choices) if subs else set()
 
 
 def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
@@ -105,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 141
-    except UserError as err:
-        print(f"xlvin: error: {one_line(err, limit=2000)}", file=sys.stderr)
+    except UserError as err:  # the API's errors in the command line's terms
+        message = UserError(getattr(err, "command_line_message", err))
+        print(f"xlvin: error: {one_line(message, limit=2000)}", file=sys.stderr)
     except OSError as err:
         print(f"xlvin: error: {os_error_line(err)}", file=sys.stderr)
     except MemoryError:

@@ -60,23 +60,29 @@ def time_split(summary: dict[str, Any]) -> str:
 def _train(args: argparse.Namespace) -> None:
     import_gym_packages(args.gym_packages or [])  # the flag's modules only, never a file's
     saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
-    cfg, rounded = run_config(args, saved), None
-    if not args.resume:  # a run keeps the total it started with
-        cfg, rounded = whole_rollouts(cfg)
+    cfg, rounded = whole_rollouts(run_config(args, saved))
     model = Model.from_config(cfg)
     if rounded:
         print(f"xlvin: --total-steps {rounded}", file=sys.stderr)
     model.learn(out=args.out, progress=not args.quiet, resume=args.resume)
     assert model.summary is not None
-    ppo = model.summary["ppo"]
-    print(f"{time_split(model.summary)}; run directory: {args.out}")
-    print(json.dumps({k: v for k, v in ppo.items() if not isinstance(v, list)}, indent=2))
+    print(f"{time_split(model.summary)}; {counts(model.summary['ppo'])}; run directory: {args.out}")
+
+
+def counts(ppo: dict[str, Any]) -> str:
+    """`5,120 env steps, 40 updates, 212 episodes (last 20: return 23.4)`: what PPO trained on
+    (summary.json's `ppo` holds every number)."""
+    line = f"{ppo['env_steps']:,} env steps, {ppo['updates']:,} updates, {ppo['episodes']:,} episodes"
+    returns = ppo["episode_returns"][-20:]
+    if returns:
+        line += f" (last {len(returns)}: return {sum(returns) / len(returns):.1f})"
+    return line
 
 
 def _evaluate(args: argparse.Namespace) -> None:
     check_evaluation(args.episodes, args.seed)
     result = Model.load(args.run_dir, gym_packages=args.gym_packages).evaluate(
-        episodes=args.episodes, seed=args.seed
+        episodes=args.episodes, seed=args.seed, env=args.env
     )
     if args.json:
         print(json.dumps(result))
@@ -109,7 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--resume", action="store_true",
         help="continue the unfinished run in --out from its last checkpoint (its config.json is "
-        "the default; flags given must agree with it)",
+        "the default; flags given must agree with it); with a larger --total-steps, continue "
+        "a finished online run to that total",
     )
     add_run_options(train)
     train.set_defaults(func=_train)
@@ -129,6 +136,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.add_argument(
         "--gym-packages", nargs="+", default=[], metavar="NAME",
-        help="modules to import that register the run's environment (the run says which it needs)",
+        help="modules to import that register the run's environment (the run says which it "
+        "needs), or the --env to evaluate on",
+    )
+    evaluate.add_argument(
+        "--env", default=None, metavar="ID",
+        help="evaluate on this registered env (same observation and action spaces) instead of "
+        "the run's: for a run whose env was made from a Python object (xlvin's Python API)",
     )
     evaluate.set_defaults(func=_evaluate)

@@ -122,10 +122,12 @@ def require_run_dir(path: Path) -> Path:
 def open_run_dir(
     path: Path, config: dict[str, Any],
     normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    finished_ok: bool = False,
 ) -> Path:
-    """The unfinished run in `path` to resume: it must have been started with `config`
-    (compared after `normalize`, which reads a saved config as the current code would, so a
-    run saved before a field existed compares equal when it holds that field's default)."""
+    """The unfinished run in `path` to resume (or, `finished_ok`, a finished one to continue):
+    it must have been started with `config` (compared after `normalize`, which reads a saved
+    config as the current code would, so a run saved before a field existed compares equal when
+    it holds that field's default)."""
     path = Path(path)
     if not (path / CONFIG).is_file():
         raise UserError(f"--resume: {path} holds no run to resume ({CONFIG} is missing)")
@@ -140,8 +142,9 @@ def open_run_dir(
             if _section(saved, section).get(key) != _section(config, section).get(key)
         ) or sorted(set(saved) ^ set(config))
         raise UserError(f"{path} holds a different run ({', '.join(diff)} differ); not resuming")
-    if (path / SUMMARY).is_file():
-        raise UserError(f"{path} holds a finished run; nothing to resume")
+    if (path / SUMMARY).is_file() and not finished_ok:
+        raise UserError(f"{path} holds a finished run; nothing to resume (a larger total steps "
+                        "continues it)")
     return path
 
 

@@ -80,6 +80,20 @@ class DataSource(Protocol):
     def close(self) -> None: ...
 
 
+class Hooks(Protocol):
+    """What `train(hooks=...)` calls (the API's callbacks sit behind it): after each round's data
+    is collected, after each update (with its metrics), after each evaluation (with its result).
+    Returning False stops training at the next update boundary, with a checkpoint."""
+
+    def on_rollout(self, policy: ActorCritic, result: "TrainResult") -> bool: ...
+
+    def on_update(self, policy: ActorCritic, result: "TrainResult",
+                  metrics: dict[str, float]) -> bool: ...
+
+    def on_evaluation(self, policy: ActorCritic, result: "TrainResult",
+                      evaluation: dict[str, float]) -> bool: ...
+
+
 @dataclass
 class Evaluation:
     """Greedy evaluations of the policy during training (the progress curve): `points` of them,
@@ -110,6 +124,7 @@ class TrainResult:
     progress: list[dict[str, float]] = field(default_factory=list)  # evaluations during training
     stopped_rounds: list[int] = field(default_factory=list)  # rounds cut short by target_kl
     stopped_at_deadline: bool = False  # ended before its last update by `train(deadline=...)`
+    stopped_by_hooks: bool = False  # ended before its last update by `train(hooks=...)`
     last_metrics: dict[str, float] = field(default_factory=dict)  # metrics of the last update
 
     def add_round(self, rollout: Rollout) -> None:
@@ -191,6 +206,7 @@ def train(
     checkpoint: Checkpointer | None = None,
     average_last: int = 0,
     deadline: float | None = None,
+    hooks: Hooks | None = None,
 ) -> TrainResult:
     """Train `policy` with PPO on the rounds of `data` (module docstring); closes `data`.
 
@@ -221,6 +237,11 @@ def train(
     `deadline` (a `time.time()` value): once it has passed, training stops before the next
     update, saves `checkpoint` there (so a resumed run ends exactly as an uninterrupted one) and
     returns with `stopped_at_deadline` set; the policy is left as it was after the last update.
+
+    `hooks` (`Hooks`): called after each round's collection, update and evaluation; once one
+    returns False, training stops at the next update boundary, saves `checkpoint` there and
+    returns with `stopped_by_hooks` set. A run that ends (its last update, or stopped by `hooks`)
+    saves a last checkpoint there too, so that it can be continued (`resume` with more rounds).
     """
     evaluation = evaluation or Evaluation()
     total = None if data.rounds is None else data.rounds * data.updates_per_round
@@ -232,7 +253,8 @@ def train(
     seed_everything(seed)
     generator = torch.Generator().manual_seed(seed)
     optimizer = make_optimizer(policy, cfg)
-    result, rollout, resumed_at = TrainResult(), None, -1
+    result, rollout, saved_at = TrainResult(), None, -1
+    stop_asked = False
     averaged: dict[str, torch.Tensor] = {}  # sums of the weights after the last updates
     bar: tqdm | None = None
     evaluator = (Evaluator(data.env_id, evaluation.episodes, data.env_kwargs)
@@ -240,7 +262,7 @@ def train(
     try:
         if checkpoint is not None and checkpoint.exists():
             result, rollout, averaged = _resume(checkpoint, policy, optimizer, generator, data)
-            resumed_at = result.updates
+            saved_at = result.updates
         start = time.perf_counter() - result.wall_time_s
         bar = tqdm(total=total, initial=result.updates, disable=not progress, unit="update",
                    desc=data.env_id)
@@ -249,17 +271,19 @@ def train(
             if k == 0 and data.finished():
                 break
             stop = deadline is not None and time.time() >= deadline
-            if (checkpoint is not None and (stop or checkpoint.due(result.updates))
-                    and result.updates != resumed_at):
+            if (checkpoint is not None and (stop or stop_asked or checkpoint.due(result.updates))
+                    and result.updates != saved_at):
                 result.wall_time_s = time.perf_counter() - start
                 _save(checkpoint, policy, optimizer, generator, data, result,
                       rollout if k > 0 else None, averaged)
-            if stop:
-                result.stopped_at_deadline = True
+                saved_at = result.updates
+            if stop or stop_asked:
+                result.stopped_at_deadline, result.stopped_by_hooks = stop, stop_asked and not stop
                 break
             if k == 0:
                 rollout = data.collect(policy, round, generator, cfg.accelerate)
                 result.add_round(rollout)
+                stop_asked = hooks is not None and hooks.on_rollout(policy, result) is False
                 if round == 0 and on_first_data is not None:
                     on_first_data(rollout.transitions())
             assert rollout is not None
@@ -293,12 +317,19 @@ def train(
                     "updates": result.updates, "episodes": result.episodes,
                     "transitions": result.transitions, "eval_return": score,
                 })
+                if hooks is not None and hooks.on_evaluation(policy, result, result.progress[-1]) is False:
+                    stop_asked = True
             result.last_metrics = metrics
             if log is not None:
                 log(result.env_steps if data.log_by_env_steps else result.updates, metrics)
+            if hooks is not None and hooks.on_update(policy, result, metrics) is False:
+                stop_asked = True
             bar.update()
             if result.episode_returns:
                 bar.set_postfix(ret=f"{_mean(result.episode_returns[-20:]):.1f}", refresh=False)
+        if checkpoint is not None and checkpoint.every > 0 and result.updates != saved_at:
+            result.wall_time_s = time.perf_counter() - start  # the end: continuable from here
+            _save(checkpoint, policy, optimizer, generator, data, result, None, averaged)
     finally:
         if bar is not None:
             bar.close()

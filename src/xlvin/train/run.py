@@ -12,9 +12,11 @@ from typing import Any
 
 from torch import nn
 
-from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer
+from xlvin.errors import UserError
+from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer, read_loop_state
 from xlvin.io.executor_file import executor_architecture
 from xlvin.io.run_dir import (
+    CONFIG,
     MODEL,
     SUMMARY,
     MetricsLogger,
@@ -22,6 +24,7 @@ from xlvin.io.run_dir import (
     claim_run_dir,
     create_run_dir,
     open_run_dir,
+    read_json_object,
     require_run_dir,
     write_json,
 )
@@ -33,7 +36,7 @@ from xlvin.process import seed_everything, set_threads
 from xlvin.train.agents import agent_spec, build_agent
 from xlvin.train.curriculum import Curriculum
 from xlvin.train.evaluation import evaluate_policy
-from xlvin.train.loop import OnlineData, train
+from xlvin.train.loop import Hooks, OnlineData, train
 from xlvin.train.ppo import TrainingDiverged
 from xlvin.train.pretrain_transe import pretrain_transe
 from xlvin.train.pretrained import (
@@ -45,6 +48,7 @@ from xlvin.train.pretrained import (
 from xlvin.train.protocols import LowData
 from xlvin.train.random_data import random_transitions
 from xlvin.train.run_config import RunConfig, check_run, on_cpu, with_transe_pretraining
+from xlvin.train.spaces import Spaces, spaces_from_json, spaces_to_json
 
 
 def saved_config(data: dict[str, Any]) -> dict[str, Any]:
@@ -53,9 +57,76 @@ def saved_config(data: dict[str, Any]) -> dict[str, Any]:
     return RunConfig.from_json(data, "the run's saved config").to_json()
 
 
+def with_total(config: dict[str, Any], total_steps: int) -> dict[str, Any]:
+    """A config's JSON with `ppo.total_steps` set to `total_steps`."""
+    return {**config, "ppo": {**config["ppo"], "total_steps": total_steps}}
+
+
+def checkpoint_config(cfg: RunConfig) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """How a checkpoint's saved config is compared with `cfg`: as `saved_config` reads it, and
+    for online runs whatever its total steps (a run continued to a larger total resumes from a
+    checkpoint taken under the smaller one)."""
+    if cfg.train.protocol != "online":
+        return saved_config
+    return lambda data: with_total(saved_config(data), cfg.ppo.total_steps)
+
+
+def steps_done(out: Path) -> int:
+    """The env steps the run in `out` has trained, at its last checkpoint (0 without one)."""
+    if not (out / CHECKPOINT).is_file():
+        return 0
+    steps = read_loop_state(out / CHECKPOINT).get("log_step")
+    if type(steps) is not int or steps < 0:
+        raise UserError(f"checkpoint {out / CHECKPOINT} does not fit this run: no valid step count")
+    return steps
+
+
+def open_to_resume(out: Path, cfg: RunConfig) -> bool:
+    """Check that `out` holds the run that `cfg` resumes, changing nothing; True when `cfg`
+    continues it to another total: an online run (finished or not) whose config differs only in
+    `ppo.total_steps`, more than the steps it has trained. Training then continues from its last
+    checkpoint (a finished run keeps one at its end) as if the run had been started with the new
+    total, except for the learning-rate schedule (`xlvin.api.Model.learn`)."""
+    config = cfg.to_json()
+    saved = saved_config(read_json_object(out / CONFIG)) if (out / CONFIG).is_file() else None
+    total, finished = cfg.ppo.total_steps, (out / SUMMARY).is_file()
+    if (saved is None or cfg.train.protocol != "online"
+            or (saved["ppo"]["total_steps"] == total and not finished)):
+        open_run_dir(out, config, saved_config)
+        return False
+    open_run_dir(out, with_total(config, saved["ppo"]["total_steps"]), saved_config,
+                 finished_ok=True)
+    done = steps_done(out)
+    if finished and not (out / CHECKPOINT).is_file():
+        raise UserError(f"{out} has no checkpoint to continue from (trained with "
+                        "--checkpoint-every 0, or by an xlvin that kept none at the end)")
+    if total <= done:
+        state = "finished" if finished else "unfinished"
+        raise UserError(f"{out} holds a {state} run of {done} steps: --total-steps {total} must "
+                        "be more to continue it")
+    return True
+
+
+def continue_run(run_dir: Path, config: dict[str, Any]) -> None:
+    """Record in the claimed `run_dir` that the run continues under `config` (a new total): its
+    config.json is rewritten and its summary removed (the run is unfinished until the new total
+    is reached; the finished run writes it again)."""
+    write_json(run_dir / CONFIG, config)
+    (run_dir / SUMMARY).unlink(missing_ok=True)
+
+
+def weights_metadata(
+    cfg: RunConfig, executor_meta: dict[str, Any] | None, spaces: Spaces, **more: Any
+) -> dict[str, Any]:
+    """The header of a policy's weights file: the run's config, its executor's description and
+    the env's spaces, enough to rebuild the policy without the env (`read_run`)."""
+    return {"config": cfg.to_json(), "executor": executor_meta, "spaces": spaces_to_json(spaces),
+            **more}
+
+
 def train_run(
     cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False,
-    deadline: float | None = None, pretrain_progress: bool = True,
+    deadline: float | None = None, pretrain_progress: bool = True, hooks: Hooks | None = None,
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train one agent and write the run directory `out`; return the agent and the summary.
     `progress`: PPO's progress bar; `pretrain_progress`: the pre-trainings' progress
@@ -72,7 +143,11 @@ def train_run(
     resume=True continues the unfinished run in `out` (started with the same `cfg`) from its
     checkpoint, or from the start when it was stopped before its first checkpoint; the finished
     run is then identical to an uninterrupted one (same weights and metrics, except wall-clock
-    figures).
+    figures). With a larger online `total_steps` it continues the run, finished or not, to that
+    total (`open_to_resume`): metrics, TensorBoard, checkpoints and step counts carry on.
+
+    `hooks` (`xlvin.train.loop.Hooks`): the API's callbacks; a run they stop finishes there
+    (weights, summary with `ppo.stopped_by_hooks`, and a checkpoint to continue from).
 
     `deadline` (a `time.time()` value, see `xlvin.train.loop.train`): training stops at the first
     update boundary after it, with a checkpoint; the run stays unfinished (no model or summary
@@ -85,7 +160,7 @@ def train_run(
     cfg = with_transe_pretraining(cfg, spaces)
     config = cfg.to_json()
     if resume:
-        open_run_dir(out, config, saved_config)
+        open_to_resume(out, cfg)
     else:
         check_new_run_dir(out)
     t = cfg.train
@@ -104,21 +179,23 @@ def train_run(
     pretrained_seconds = {"pretrain_executor_seconds": executor_seconds,
                           "pretrain_transe_seconds": time.perf_counter() - start}
     with claim_run_dir(out) as run_dir:
-        if resume:
-            open_run_dir(run_dir, config, saved_config)
-        else:
+        if not resume:
             create_run_dir(run_dir, config)
+        elif open_to_resume(run_dir, cfg):
+            continue_run(run_dir, config)
         seed_everything(t.seed)  # the initial weights; the loop seeds training itself
         agent = build_agent(arch, spaces, processor).to(t.device)
         summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress,
-                                 pretrain_progress, resume, deadline, pretrained_seconds)
+                                 pretrain_progress, resume, deadline, pretrained_seconds,
+                                 spaces, hooks)
     return agent, summary
 
 
 def _train_claimed(
     cfg: RunConfig, run_dir: Path, agent: ActorCritic, executor_meta: dict[str, Any] | None,
     shared: Path | None, progress: bool, pretrain_progress: bool, resume: bool,
-    deadline: float | None, pretrained_seconds: dict[str, float],
+    deadline: float | None, pretrained_seconds: dict[str, float], spaces: Spaces,
+    hooks: Hooks | None,
 ) -> dict[str, Any]:
     """`train_run` once its run directory is claimed: pre-train, train, save; the summary
     (`pretrained_seconds`: the pre-trainings' seconds before the claim)."""
@@ -128,7 +205,7 @@ def _train_claimed(
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0,
                                **pretrained_seconds}
     checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary,
-                              run=cfg.to_json(), normalize=saved_config)
+                              run=cfg.to_json(), normalize=checkpoint_config(cfg))
     resuming = resume and checkpoint.exists()
     rewind_to = checkpoint.log_step() if resume else None
 
@@ -164,12 +241,14 @@ def _train_claimed(
             result = train(
                 agent, OnlineData(t.env, cfg.ppo, t.seed, t.env_kwargs), cfg.ppo, t.seed,
                 log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
+                hooks=hooks,
             )
         elif t.protocol == "curriculum":
             curriculum = Curriculum(t.env, cfg.ppo, cfg.curriculum, t.seed,
-                                    on_level_passed=level_weights_saver(run_dir, cfg, executor_meta))
+                                    on_level_passed=level_weights_saver(run_dir, cfg, executor_meta,
+                                                                        spaces))
             result = train(agent, curriculum, cfg.ppo, t.seed, log=logger, progress=progress,
-                           checkpoint=checkpoint, deadline=deadline)
+                           checkpoint=checkpoint, deadline=deadline, hooks=hooks)
             summary["curriculum"] = curriculum.history
         else:
             low = cfg.low_data
@@ -179,6 +258,7 @@ def _train_claimed(
                 average_last=low.average_last,
                 on_first_data=pretrain if wants_transe and strict else None,
                 log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
+                hooks=hooks,
             )
         summary["ppo_transitions"] = result.transitions
         summary["ppo_episodes"] = result.episodes
@@ -201,7 +281,7 @@ def _train_claimed(
     summary["stopped_at_deadline"] = result.stopped_at_deadline
     if result.stopped_at_deadline:  # unfinished: resumable from the checkpoint just saved
         return summary
-    save_weights(run_dir / MODEL, agent, {"config": cfg.to_json(), "executor": executor_meta})
+    save_weights(run_dir / MODEL, agent, weights_metadata(cfg, executor_meta, spaces))
     write_json(run_dir / SUMMARY, summary)
     return summary
 
@@ -215,7 +295,7 @@ def level_weights_file(run_dir: Path, level: int) -> Path:
 
 
 def level_weights_saver(
-    run_dir: Path, cfg: RunConfig, executor_meta: dict[str, Any] | None
+    run_dir: Path, cfg: RunConfig, executor_meta: dict[str, Any] | None, spaces: Spaces
 ) -> Callable[[int, ActorCritic], None]:
     """Save the policy of each passed level beside the run's model (`load_run(dir, level=d)`
     loads it back)."""
@@ -223,30 +303,40 @@ def level_weights_saver(
     def save(level: int, policy: ActorCritic) -> None:
         path = level_weights_file(run_dir, level)
         path.parent.mkdir(exist_ok=True)
-        save_weights(path, policy, {"config": cfg.to_json(), "executor": executor_meta,
-                                    "level": level})
+        save_weights(path, policy, weights_metadata(cfg, executor_meta, spaces, level=level))
 
     return save
 
 
 def load_run(run_dir: Path, level: int | None = None) -> tuple[ActorCritic, RunConfig]:
+    """(policy, config) of `read_run`."""
+    agent, cfg, _ = read_run(run_dir, level)
+    return agent, cfg
+
+
+def read_run(
+    run_dir: Path, level: int | None = None
+) -> tuple[ActorCritic, RunConfig, Spaces]:
     """Rebuild a finished run's policy from DIR/model.safetensors, or a curriculum's policy
     of a passed `level` from its level file (an unfinished run keeps those too: one stopped by a
-    time limit). Nothing in the file is trusted: its config is checked as training checks it
-    (values, environment, memory), its executor description field by field, and no code it names
-    is imported or run. The policy is built on the CPU (the caller moves it), so a run trained on
-    a GPU loads on a machine without one."""
+    time limit); return it with the run's config and the env's spaces. Nothing in the file is
+    trusted: its config is checked as training checks it (values, memory), its executor
+    description and spaces field by field, and no code it names is imported or run. The env is
+    not needed: the file holds its spaces (a file written before it did is read by making the
+    env). The policy is built on the CPU (the caller moves it), so a run trained on a GPU loads
+    on a machine without one."""
     run_dir = require_run_dir(run_dir) if level is None else Path(run_dir)
     source = run_dir / MODEL if level is None else level_weights_file(run_dir, level)
     tensors, meta = load_weights(source)
     cfg = RunConfig.from_json(meta.get("config"), str(source))
-    spaces, arch = check_run(on_cpu(cfg))
+    stored = spaces_from_json(meta["spaces"], str(source)) if "spaces" in meta else None
+    spaces, arch = check_run(on_cpu(cfg), stored)
     processor = None
     if agent_spec(cfg.train.agent).executor:
         processor = MessagePassing(**executor_architecture(meta.get("executor"), source))
     agent = build_agent(arch, spaces, processor)
     load_state(agent, tensors, source)
-    return agent.eval(), cfg
+    return agent.eval(), cfg, spaces
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:

@@ -362,14 +362,16 @@ def check_model_fits(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None
         )
 
 
-def check_run(cfg: RunConfig) -> tuple[Spaces, Architecture]:
+def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Architecture]:
     """Everything about a run's config that can be checked without training it (values, the
-    environment, memory); return the env's spaces and the architecture derived from both."""
+    environment, memory); return the env's spaces and the architecture derived from both.
+    `spaces` (a saved run's): the env is then neither made nor needed."""
     validate(cfg.train)
     if cfg.train.protocol == "curriculum":
         check_curriculum(cfg)
-    require_gym_packages(cfg.train.gym_packages, cfg.train.env)
-    spaces = env_spaces(cfg.train.env, cfg.train.env_kwargs)
+    if spaces is None:
+        require_gym_packages(cfg.train.gym_packages, cfg.train.env)
+        spaces = env_spaces(cfg.train.env, cfg.train.env_kwargs)
     arch = architecture(cfg, spaces)
     check_model_fits(cfg, spaces, arch)
     return spaces, arch

@@ -103,11 +103,9 @@ def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Spaces:
     so a config file never runs code (a user's own envs come from `--gym-packages`)."""
     ensure_registered(env_id)
     if env_id not in gym.registry:
-        raise UserError(
-            f"unknown environment {env_id!r}: {registry_hint(env_id)} (ids that name a module "
-            "to import, module:Env, are refused; register it in a module and pass --gym-packages "
-            "MODULE)"
-        )
+        refused = (" (ids that name a module to import, module:Env, are refused; register it in a "
+                   "module and pass --gym-packages MODULE)") if ":" in env_id else ""
+        raise UserError(f"unknown environment {env_id!r}: {registry_hint(env_id)}{refused}")
     try:
         env = gym.make(env_id, **(env_kwargs or {}))
     except (gym.error.Error, TypeError) as err:
@@ -115,3 +113,39 @@ def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Spaces:
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
     return classify(env_id, obs_space, action_space)
+
+
+#: Bounds on a stored observation shape: what any supported env gives, with room to spare.
+MAX_STORED_AXES, MAX_STORED_SIZE = 3, 2**31
+
+
+def spaces_to_json(spaces: Spaces) -> dict[str, Any]:
+    """`spaces` as a run stores them (the weights' header): the observation and action spaces as
+    the agent reads them, so that the policy is rebuilt without making the env."""
+    return {"obs_shape": list(spaces.obs_shape), "kind": spaces.kind,
+            "num_actions": spaces.num_actions, "states": spaces.states}
+
+
+def spaces_from_json(data: Any, source: str) -> Spaces:
+    """The `Spaces` a run stored (`spaces_to_json`), every field checked; one UserError for
+    anything else."""
+
+    def count(value: Any, low: int) -> bool:
+        return type(value) is int and low <= value < MAX_STORED_SIZE
+
+    fields = {"obs_shape", "kind", "num_actions", "states"}
+    if not isinstance(data, dict) or set(data) != fields:
+        raise UserError(f"{source}: spaces must be an object of {', '.join(sorted(fields))}")
+    shape = data["obs_shape"]
+    if not (isinstance(shape, list) and len(shape) <= MAX_STORED_AXES
+            and all(count(n, 1) for n in shape)):
+        raise UserError(f"{source}: spaces.obs_shape must be up to {MAX_STORED_AXES} positive "
+                        "integers")
+    if data["kind"] not in OBSERVATION_KINDS:
+        raise UserError(f"{source}: spaces.kind must be one of {', '.join(OBSERVATION_KINDS)}")
+    if not count(data["num_actions"], 1) or not count(data["states"], 0):
+        raise UserError(f"{source}: spaces.num_actions must be >= 1 and spaces.states >= 0")
+    if (data["kind"] == "discrete") != (data["states"] > 0 and not shape):
+        raise UserError(f"{source}: spaces.states must be > 0 for discrete observations (shape "
+                        "[]) only")
+    return Spaces(tuple(shape), data["kind"], data["num_actions"], data["states"])

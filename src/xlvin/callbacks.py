@@ -1,0 +1,157 @@
+"""Callbacks of `Model.learn(callback=...)`, in the shape of Stable-Baselines3's.
+
+A callback subclasses `Callback` and overrides any of three hooks; each gets the model (its
+`policy` the network being trained, `num_timesteps` the env steps so far) and returns False to
+stop the run (anything else continues):
+
+    on_rollout(model)                after each round's data is collected
+    on_update(model, metrics)        after each PPO update, with its logged metrics
+    on_evaluation(model, result)     after each evaluation: the low-data protocol's own, and
+                                     those of an `EvalCallback` (to the callbacks it holds)
+
+A stop takes effect at the next update boundary: the run saves a checkpoint there and finishes
+(weights and summary written); `learn(n)` continues it later. Callbacks run with every random
+generator of training saved and restored around them, so a callback that only observes (an
+evaluation, a save) leaves the run's numbers as they are without it.
+"""
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from xlvin.errors import UserError
+
+
+class Callback:
+    """A callback that does nothing: override the hooks you need."""
+
+    def on_rollout(self, model: Any) -> bool:
+        return True
+
+    def on_update(self, model: Any, metrics: dict[str, float]) -> bool:
+        return True
+
+    def on_evaluation(self, model: Any, result: dict[str, Any]) -> bool:
+        return True
+
+
+class CallbackList(Callback):
+    """Several callbacks, each hook called on all of them in order; any False stops the run."""
+
+    def __init__(self, callbacks: Iterable[Callback]) -> None:
+        self.callbacks = list(callbacks)
+
+    def on_rollout(self, model: Any) -> bool:
+        return all([c.on_rollout(model) is not False for c in self.callbacks])
+
+    def on_update(self, model: Any, metrics: dict[str, float]) -> bool:
+        return all([c.on_update(model, metrics) is not False for c in self.callbacks])
+
+    def on_evaluation(self, model: Any, result: dict[str, Any]) -> bool:
+        return all([c.on_evaluation(model, result) is not False for c in self.callbacks])
+
+
+def as_callback(callback: Callback | Iterable[Callback] | None) -> Callback | None:
+    """`learn`'s callback argument as one Callback (a list becomes a CallbackList)."""
+    if callback is None or isinstance(callback, Callback):
+        return callback
+    if isinstance(callback, Iterable):
+        callbacks = list(callback)
+        if all(isinstance(c, Callback) for c in callbacks):
+            return CallbackList(callbacks)
+    raise UserError(f"callback must be an xlvin Callback or a list of them, got "
+                    f"{type(callback).__name__}")
+
+
+def _check_new_folder(path: Path, what: str) -> Path:
+    """Refuse, before training starts, a folder a callback would write into that holds files."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UserError(f"{what}: {path} already holds files; give a new or empty folder")
+    return path
+
+
+def _check_every(every: int, what: str) -> int:
+    if type(every) is not int or every <= 0:
+        raise UserError(f"{what}: every must be a positive number of env steps, got {every!r}")
+    return every
+
+
+class _Periodic(Callback):
+    """Acts on the first update of each new multiple of `every` env steps (counted from the
+    run's start)."""
+
+    def __init__(self, every: int, what: str) -> None:
+        self.every = _check_every(every, what)
+        self.multiples: int | None = None  # of `every`, acted on (or passed before the first call)
+
+    def due(self, model: Any) -> bool:
+        if self.multiples is None:  # the first update this callback sees: before it, none due
+            self.multiples = (model.num_timesteps - 1) // self.every
+        if model.num_timesteps // self.every <= self.multiples:
+            return False
+        self.multiples = model.num_timesteps // self.every
+        return True
+
+
+class EvalCallback(_Periodic):
+    """Every `every` env steps, evaluate the policy greedily on `episodes` fresh episodes of
+    `env` (an id, an env or a callable that makes one: a separate env; None: the run's), seeded
+    `seed` onwards as `Model.evaluate` does. Each result (mean, std, returns, `num_timesteps`) is
+    appended to `evaluations`; with `best_model_path`, the best policy so far (highest mean) is
+    saved there as a run directory (`Model.load` reads it; a new or empty folder, overwritten
+    at each new best). `callback` (e.g. `StopOnReward`) gets `on_evaluation` after each
+    evaluation; returning False stops the run."""
+
+    def __init__(
+        self, env: Any = None, every: int = 10_000, episodes: int = 10,
+        seed: int = 2_000_000, best_model_path: str | Path | None = None,
+        callback: Callback | None = None,
+    ) -> None:
+        super().__init__(every, "EvalCallback")
+        if type(episodes) is not int or episodes <= 0:
+            raise UserError(f"EvalCallback: episodes must be > 0, got {episodes!r}")
+        self.env, self.episodes, self.seed, self.callback = env, episodes, seed, callback
+        self.best_model_path = None if best_model_path is None else _check_new_folder(
+            Path(best_model_path), "EvalCallback")
+        self.evaluations: list[dict[str, Any]] = []
+        self.best_mean = float("-inf")
+
+    def on_update(self, model: Any, metrics: dict[str, float]) -> bool:
+        if not self.due(model):
+            return True
+        result = model.evaluate(self.episodes, self.seed, env=self.env)
+        result["num_timesteps"] = model.num_timesteps
+        self.evaluations.append(result)
+        if result["mean"] > self.best_mean:
+            self.best_mean = result["mean"]
+            if self.best_model_path is not None:
+                model.save_policy(self.best_model_path)
+        return self.callback is None or self.callback.on_evaluation(model, result) is not False
+
+
+class CheckpointCallback(_Periodic):
+    """Every `every` env steps, save the policy as a run directory `directory/steps-N` (N: the
+    env steps so far), which `Model.load` reads."""
+
+    def __init__(self, every: int, directory: str | Path) -> None:
+        super().__init__(every, "CheckpointCallback")
+        self.directory = _check_new_folder(Path(directory), "CheckpointCallback")
+        self.saved: list[Path] = []
+
+    def on_update(self, model: Any, metrics: dict[str, float]) -> bool:
+        if self.due(model):
+            path = self.directory / f"steps-{model.num_timesteps}"
+            model.save_policy(path)
+            self.saved.append(path)
+        return True
+
+
+class StopOnReward(Callback):
+    """Stop the run once an evaluation's mean return reaches `threshold` (the low-data
+    protocol's own evaluations, or inside `EvalCallback(callback=StopOnReward(...))`)."""
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = float(threshold)
+
+    def on_evaluation(self, model: Any, result: dict[str, Any]) -> bool:
+        return result["mean"] < self.threshold
