@@ -161,4 +161,21 @@ def test_an_unknown_env_gets_gymnasiums_own_hint_in_one_line(
     assert main(["train", "--env", env, "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
     assert hint in err and len(err.splitlines()) == 1
+    assert ("module:Env" in err) == (":" in env)  # that hint only where the id names a module
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["trian"], "argument COMMAND: invalid choice: 'trian' (choose from "),
+    (["reproduce", "clasic"], "argument EXPERIMENT: invalid choice: 'clasic'"),
+    (["evaluate", "r", "extra"], "unrecognized arguments: extra (see xlvin evaluate --help)"),
+])
+def test_a_mistyped_command_gets_a_suggestion_and_the_prefix_once(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"xlvin: error: {message}") and err.count("xlvin:") == 1
+    assert err.count("\n") == 1
+    if "invalid choice" in message:
+        assert f"; did you mean {'train' if argv == ['trian'] else 'classic'}?" in err

@@ -1,6 +1,7 @@
 """Every script in examples/ and the README's Python block run as written (with a tiny budget),
 so neither can go stale."""
 
+import json
 import re
 import runpy
 import sys
@@ -72,11 +73,13 @@ def readme_python_block() -> str:
 
 @pytest.mark.usefixtures("tiny_default_executors")
 def test_readme_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """The block itself, with its 50,000 steps cut to 256 (and the pre-training to a few
-    episodes): the only edits made to it."""
+    """The block itself, with its 50,000 and 10,000 steps cut to 256 and 64, its evaluations
+    every 128 steps (and the pre-training to a few episodes): the only edits made to it."""
     code = readme_python_block()
     assert "total_steps=50_000" in code and "depth=2, seed=0)" in code
+    assert "total_steps=10_000" in code and "every=10_000" in code
     code = code.replace("total_steps=50_000", "total_steps=256").replace(
+        "total_steps=10_000", "total_steps=64").replace("every=10_000", "every=128").replace(
         "depth=2, seed=0)", "depth=2, seed=0, num_envs=2, num_steps=32, transe_episodes=5, "
         "transe_epochs=1)")
     monkeypatch.chdir(tmp_path)
@@ -84,3 +87,6 @@ def test_readme_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     runpy.run_path(str(tmp_path / "readme.py"), run_name="__main__")
     assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0
     assert (tmp_path / "runs" / "cp" / "model.safetensors").is_file()
+    assert (tmp_path / "runs" / "best" / "model.safetensors").is_file()
+    assert json.loads((tmp_path / "runs" / "cp" / "summary.json").read_text())["ppo"][
+        "env_steps"] == 256 + 64

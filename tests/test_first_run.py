@@ -76,7 +76,7 @@ def test_quiet_train_reports_pretraining_and_splits_its_time(
         assert f"xlvin: {name}: started" in captured.err
         assert f"xlvin: {name}: done" in captured.err
     line = re.search(r"trained in (\S+) \(pre-training (\S+): executor (\S+), TransE (\S+); "
-                     r"training (\S+)\); run directory", captured.out)
+                     r"training (\S+)\); [\d,]+ env steps, .*; run directory", captured.out)
     assert line is not None
     total, pre, executor, transe, training = map(seconds, line.groups())
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
