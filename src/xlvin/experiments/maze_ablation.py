@@ -312,6 +312,10 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) 
                               [(stat["iqm_high"] - stat["iqm"]) * scale]],
                         fmt="_", color="black", markersize=16, capsize=4)
         ax.set_xticks(range(len(rows)), [textwrap.fill(r["arm"], 14) for r in rows], fontsize=6)
+        if name.startswith("held_out"):
+            ax.set_ylim(-0.02, 1.02)
+        else:
+            ax.set_ylim(bottom=0)
         ax.set_title(title, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle("the maze executor ablated: continual 8x8 maze, CPU preset (pruned depth-4 "
