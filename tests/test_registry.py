@@ -96,7 +96,7 @@ def test_built_in_agents_are_registered_with_what_runs_check() -> None:
     assert list(AGENTS)[:3] == ["xlvin", "ppo", "atreec"]
     assert AGENTS["xlvin"].executor and AGENTS["xlvin"].transe and AGENTS["xlvin"].prune
     assert AGENTS["atreec"].min_depth == 1 and AGENTS["vin"].maze_only
-    with pytest.raises(UserError, match="needs --depth >= 1"):
+    with pytest.raises(UserError, match="needs depth >= 1"):
         Model("CartPole-v1", agent="atreec", depth=0)
 
 

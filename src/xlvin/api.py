@@ -473,7 +473,9 @@ class Model:
                               deterministic)
 
     def _run_env_available(self) -> None:
-        """Refuse, in one line saying what to pass, a run's env that cannot be made here."""
+        """Refuse, in one line saying what to pass, a run's env that cannot be made here, or
+        whose spaces are not the model's. Only ids in gymnasium's registry are made (`env_spaces`):
+        a loaded run's id that names a module (`module:Env`) is refused, never imported."""
         t = self.config.train
         require_gym_packages(t.gym_packages, t.env)
         if t.env.startswith(API_PREFIX) and t.env not in gym.registry:
@@ -482,6 +484,7 @@ class Model:
                 "process that trained it and cannot be made here: pass --env ID, a registered "
                 "env with its spaces, to xlvin evaluate (--gym-packages MODULE registers yours; "
                 "in Python: env=, the env or a callable that makes it)")
+        self._check_spaces(t.env, t.env_kwargs)
 
     def _evaluation_config(self, env: EnvLike | None) -> RunConfig:
         """The config evaluations run under: the run's, or with `env` (checked to have the
@@ -519,7 +522,7 @@ class Model:
                      else functools.partial(_make_as, env_id, kwargs))
             gym.registry.pop(t.env, None)
             gym.register(t.env, entry_point=maker, disable_env_checker=True)
-        self._check_spaces(t.env, t.env_kwargs)
+        self._run_env_available()
 
     @_python_errors
     def save(self, path: str | Path) -> Path:

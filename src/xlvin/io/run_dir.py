@@ -143,8 +143,7 @@ def open_run_dir(
         ) or sorted(set(saved) ^ set(config))
         raise UserError(f"{path} holds a different run ({', '.join(diff)} differ); not resuming")
     if (path / SUMMARY).is_file() and not finished_ok:
-        raise UserError(f"{path} holds a finished run; nothing to resume (a larger total steps "
-                        "continues it)")
+        raise UserError(f"{path} holds a finished run; nothing to resume")
     return path
 
 
@@ -192,15 +191,29 @@ class MetricsLogger:
         self.file: Any = None
         self.writer: SummaryWriter | None = None
 
+    def check(self) -> None:
+        """Refuse, in one UserError and changing nothing, a log that a resumed run could not
+        continue (damaged, or missing rows before `rewind_to`): before training, so that a run
+        resumed at its last checkpoint, which logs no row, is refused too."""
+        self._kept_rows()
+
+    def _kept_rows(self) -> list[dict[str, float]] | None:
+        """The rows a resumed log keeps (None: nothing to rewind); one UserError if it cannot."""
+        metrics = self.run_dir / METRICS
+        if self.rewind_to is None or not metrics.is_file():
+            return None
+        kept = [row for row in _complete_rows(metrics) if row["step"] <= self.rewind_to]
+        last = kept[-1]["step"] if kept else 0
+        if last != self.rewind_to:  # every update logs a row before its checkpoint is taken
+            raise UserError(
+                f"{metrics} ends at step {last} but the checkpoint was taken at step "
+                f"{self.rewind_to}: rows are missing, so the resumed log would have a hole")
+        return kept
+
     def _open(self) -> None:
         metrics = self.run_dir / METRICS
-        if self.rewind_to is not None and metrics.is_file():
-            kept = [row for row in _complete_rows(metrics) if row["step"] <= self.rewind_to]
-            last = kept[-1]["step"] if kept else 0
-            if last != self.rewind_to:  # every update logs a row before its checkpoint is taken
-                raise UserError(
-                    f"{metrics} ends at step {last} but the checkpoint was taken at step "
-                    f"{self.rewind_to}: rows are missing, so the resumed log would have a hole")
+        kept = self._kept_rows()
+        if kept is not None:
             atomic_write_bytes(metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
         self.file = open(metrics, "a")  # noqa: SIM115 (open for the whole run, closed by close)
         purge = None if self.rewind_to is None else self.rewind_to + 1

@@ -223,7 +223,8 @@ def train(
     `cfg.target_kl` > 0: once an update's mean approx KL to the policy that collected the round
     exceeds it, the round's remaining updates are skipped (the policy stays; evaluations and
     logging go on). `average_last` = N > 0: the policy ends with the average of its weights after
-    each of the last N updates (stochastic weight averaging) instead of its last weights.
+    each of the last N updates (stochastic weight averaging) instead of its last weights (of
+    those it made, when `hooks` stopped it among them).
 
     `log(step, metrics)` after every update, step = env steps or updates (`data`): `losses/...`
     (see ppo_update), `charts/learning_rate`, `charts/sps`, `charts/transitions`,
@@ -339,7 +340,7 @@ def train(
     if isinstance(optimizer, FlatAdam):
         optimizer.release()  # the trained policy computes as the saved one will when loaded
     if averaged and not result.stopped_at_deadline:
-        count = min(average_last, total)
+        count = min(average_last, total, result.updates - max(0, total - average_last))
         policy.load_state_dict({name: (value / count).to(value.dtype) if value.is_floating_point()
                                 else value for name, value in averaged.items()})
     result.wall_time_s = time.perf_counter() - start

@@ -236,6 +236,7 @@ def _train_claimed(
         pretrain(data, Checkpointer(run_dir / TRANSE_CHECKPOINT, 1, run=cfg.to_json(),
                                     normalize=saved_config))
     logger = MetricsLogger(run_dir, rewind_to=rewind_to)
+    logger.check()
     try:
         if t.protocol == "online":
             result = train(
