@@ -250,3 +250,15 @@ def test_stop_on_reward_stops_at_the_first_evaluation_reaching_it(tmp_path: Path
     assert [s[0] for s in recorder.seen] == ["rollout", "update", "update"]
     with pytest.raises(UserError, match="callback must be an xlvin Callback"):
         PPO("CartPole-v1", **TINY).learn(ROLLOUT, progress=False, callback=print)
+
+
+def test_a_refused_continuation_leaves_every_byte_of_the_run(tmp_path: Path) -> None:
+    from test_integrity import flip_middle
+
+    model = PPO("CartPole-v1", seed=0, **TINY).learn(ROLLOUT, out=tmp_path / "run", progress=False)
+    flip_middle(tmp_path / "run" / "checkpoint.safetensors")
+    before = files(tmp_path / "run")
+    with pytest.raises(UserError, match="SHA-256 mismatch"):
+        model.learn(ROLLOUT, progress=False)
+    assert files(tmp_path / "run") == before
+    assert main(["evaluate", str(tmp_path / "run"), "--episodes", "2"]) == 0  # still finished

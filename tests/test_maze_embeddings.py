@@ -121,9 +121,10 @@ def tiny_run(
     root.mkdir()
     write_json(root / CONFIG, cfg.to_json())
     processor, meta = load_executor_processor(executor_path)
-    save = level_weights_saver(root, cfg, meta)
+    spaces = Spaces((3, 8, 8), "maze", 8)
+    save = level_weights_saver(root, cfg, meta, spaces)
     for level in levels:
-        save(level, agent_of(cfg, Spaces((3, 8, 8), "maze", 8), processor))
+        save(level, agent_of(cfg, spaces, processor))
     return root
 
 

@@ -107,14 +107,6 @@ def open_to_resume(out: Path, cfg: RunConfig) -> bool:
     return True
 
 
-def continue_run(run_dir: Path, config: dict[str, Any]) -> None:
-    """Record in the claimed `run_dir` that the run continues under `config` (a new total): its
-    config.json is rewritten and its summary removed (the run is unfinished until the new total
-    is reached; the finished run writes it again)."""
-    write_json(run_dir / CONFIG, config)
-    (run_dir / SUMMARY).unlink(missing_ok=True)
-
-
 def weights_metadata(
     cfg: RunConfig, executor_meta: dict[str, Any] | None, spaces: Spaces, **more: Any
 ) -> dict[str, Any]:
@@ -181,13 +173,12 @@ def train_run(
     with claim_run_dir(out) as run_dir:
         if not resume:
             create_run_dir(run_dir, config)
-        elif open_to_resume(run_dir, cfg):
-            continue_run(run_dir, config)
+        continuing = resume and open_to_resume(run_dir, cfg)
         seed_everything(t.seed)  # the initial weights; the loop seeds training itself
         agent = build_agent(arch, spaces, processor).to(t.device)
         summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress,
                                  pretrain_progress, resume, deadline, pretrained_seconds,
-                                 spaces, hooks)
+                                 spaces, hooks, continuing)
     return agent, summary
 
 
@@ -195,10 +186,13 @@ def _train_claimed(
     cfg: RunConfig, run_dir: Path, agent: ActorCritic, executor_meta: dict[str, Any] | None,
     shared: Path | None, progress: bool, pretrain_progress: bool, resume: bool,
     deadline: float | None, pretrained_seconds: dict[str, float], spaces: Spaces,
-    hooks: Hooks | None,
+    hooks: Hooks | None, continuing: bool,
 ) -> dict[str, Any]:
     """`train_run` once its run directory is claimed: pre-train, train, save; the summary
-    (`pretrained_seconds`: the pre-trainings' seconds before the claim)."""
+    (`pretrained_seconds`: the pre-trainings' seconds before the claim). `continuing`: the run
+    continues to a new total (`open_to_resume`); its config.json, weights and summary keep
+    describing the run as it was until that total is reached, so a refused or interrupted
+    continuation loses nothing."""
     t = cfg.train
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
     wants_transe = agent_spec(t.agent).transe and t.pretrain_transe
@@ -283,6 +277,8 @@ def _train_claimed(
     if result.stopped_at_deadline:  # unfinished: resumable from the checkpoint just saved
         return summary
     save_weights(run_dir / MODEL, agent, weights_metadata(cfg, executor_meta, spaces))
+    if continuing:
+        write_json(run_dir / CONFIG, cfg.to_json())
     write_json(run_dir / SUMMARY, summary)
     return summary
 
