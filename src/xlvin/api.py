@@ -238,7 +238,8 @@ class _Hooks:
     def on_rollout(self, policy: ActorCritic, result: TrainResult) -> bool:
         return self._call(policy, result, self.callback.on_rollout)
 
-    def on_update(self, policy: ActorCritic, result: TrainResult, metrics: dict[str, float]) -> bool:
+    def on_update(self, policy: ActorCritic, result: TrainResult,
+                  metrics: dict[str, float]) -> bool:
         return self._call(policy, result, self.callback.on_update, dict(metrics))
 
     def on_evaluation(self, policy: ActorCritic, result: TrainResult,
@@ -532,8 +533,9 @@ class Model:
         weights."""
         path = Path(path)
         if path.suffix.lower() in FILE_SUFFIXES and not path.is_dir():
+            folder = str(path.with_suffix(""))
             raise UserError(f"save({str(path)!r}): a model is saved as a run directory, not a "
-                            f"{path.suffix} file; give a folder, e.g. {str(path.with_suffix(''))!r}")
+                            f"{path.suffix} file; give a folder, e.g. {folder!r}")
         if self.run_dir is not None and path.resolve() == self.run_dir.resolve():
             return path
         check_new_run_dir(path)

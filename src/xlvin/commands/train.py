@@ -72,7 +72,8 @@ def _train(args: argparse.Namespace) -> None:
 def counts(ppo: dict[str, Any]) -> str:
     """`5,120 env steps, 40 updates, 212 episodes (last 20: return 23.4)`: what PPO trained on
     (summary.json's `ppo` holds every number)."""
-    line = f"{ppo['env_steps']:,} env steps, {ppo['updates']:,} updates, {ppo['episodes']:,} episodes"
+    line = (f"{ppo['env_steps']:,} env steps, {ppo['updates']:,} updates, "
+            f"{ppo['episodes']:,} episodes")
     returns = ppo["episode_returns"][-20:]
     if returns:
         line += f" (last {len(returns)}: return {sum(returns) / len(returns):.1f})"

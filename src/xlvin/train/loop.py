@@ -318,7 +318,8 @@ def train(
                     "updates": result.updates, "episodes": result.episodes,
                     "transitions": result.transitions, "eval_return": score,
                 })
-                if hooks is not None and hooks.on_evaluation(policy, result, result.progress[-1]) is False:
+                evaluated = result.progress[-1]
+                if hooks is not None and hooks.on_evaluation(policy, result, evaluated) is False:
                     stop_asked = True
             result.last_metrics = metrics
             if log is not None:
