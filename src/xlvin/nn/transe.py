@@ -93,4 +93,5 @@ def hits_at_1(
     z = encoder(obs)
     predicted = z + transition(z, actions)
     distances = torch.cdist(predicted, encoder(next_obs))  # [B, B]
-    return (distances.argmin(dim=1) == torch.arange(len(obs))).float().mean().item()
+    right = torch.arange(len(obs), device=distances.device)
+    return (distances.argmin(dim=1) == right).float().mean().item()

@@ -122,6 +122,8 @@ def pretrain_transe(
     the epoch it holds and ends as an uninterrupted pre-training would (a run killed every few
     seconds still gets through it). `progress` shows its steps (`xlvin.train.progress`, on line
     `position`)."""
+    device = next(encoder.parameters()).device  # the data is collected on the CPU
+    data = TransitionBatch(data.obs.to(device), data.actions.to(device), data.next_obs.to(device))
     generator = torch.Generator().manual_seed(seed)
     train, held_out = split(data, cfg.holdout, generator)
     eval_batch = min(cfg.batch_size, len(held_out.obs))
