@@ -208,6 +208,11 @@ def test_a_callback_sees_every_rollout_and_update_and_stops_the_run(tmp_path: Pa
     model.learn(ROLLOUT, progress=False)
     assert model.num_timesteps == 3 * ROLLOUT
     assert [r["step"] for r in rows(tmp_path / "run")] == [32, 64, 96]
+    with pytest.raises(UserError, match=r"has trained 96 steps: learn\(n\) continues it"):
+        model.learn()
+    with pytest.raises(UserError, match="continues this model's run in place"):
+        model.learn(ROLLOUT, out=tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_eval_callback_evaluates_a_separate_env_saves_the_best_and_changes_nothing(
@@ -248,6 +253,8 @@ def test_stop_on_reward_stops_at_the_first_evaluation_reaching_it(tmp_path: Path
     low.learn(progress=False, callback=[recorder, StopOnReward(0.0)])
     assert low.summary["ppo"]["updates"] == 2 and low.summary["ppo"]["stopped_by_hooks"]
     assert [s[0] for s in recorder.seen] == ["rollout", "update", "update"]
+    with pytest.raises(UserError, match="only online runs continue"):
+        low.learn(ROLLOUT)
     with pytest.raises(UserError, match="callback must be an xlvin Callback"):
         PPO("CartPole-v1", **TINY).learn(ROLLOUT, progress=False, callback=print)
 
