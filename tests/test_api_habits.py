@@ -240,6 +240,10 @@ def test_eval_callback_evaluates_a_separate_env_saves_the_best_and_changes_nothi
                                   plain.predict(OBS)[0])
     with pytest.raises(UserError, match="EvalCallback: .* already holds files"):
         EvalCallback(every=10, best_model_path=tmp_path / "saves")
+    with pytest.raises(UserError, match=r"env 'Acrobot-v1' has observations \[6\]"):
+        PPO("CartPole-v1", **TINY).learn(ROLLOUT, out=tmp_path / "new", progress=False,
+                                         callback=EvalCallback("Acrobot-v1", every=ROLLOUT))
+    assert not (tmp_path / "new").exists()  # refused before anything was created
 
 
 def test_stop_on_reward_stops_at_the_first_evaluation_reaching_it(tmp_path: Path) -> None:

@@ -377,6 +377,8 @@ class Model:
         update and evaluation; returning False finishes the run at the next update boundary,
         with a checkpoint to continue from."""
         hooks = None if callback is None else _Hooks(self, as_callback(callback))
+        if hooks is not None:
+            hooks.callback.on_start(self)
         if self.run_dir is not None and not resume:
             cfg, out, resume = self._continued(total_steps, out), self.run_dir, True
         else:
@@ -472,6 +474,12 @@ class Model:
         check_evaluation(episodes, seed)
         return evaluate_agent(self._policy(), self._evaluation_config(env), episodes, seed,
                               deterministic)
+
+    @_python_errors
+    def check_evaluation_env(self, env: EnvLike | None = None) -> None:
+        """Refuse, in one UserError, an env `evaluate(env=env)` could not evaluate on (the
+        run's when None): what an `EvalCallback` checks before training."""
+        self._evaluation_config(env)
 
     def _run_env_available(self) -> None:
         """Refuse, in one line saying what to pass, a run's env that cannot be made here, or

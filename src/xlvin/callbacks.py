@@ -2,7 +2,8 @@
 
 A callback subclasses `Callback` and overrides any of three hooks; each gets the model (its
 `policy` the network being trained, `num_timesteps` the env steps so far) and returns False to
-stop the run (anything else continues):
+stop the run (anything else continues). `on_start(model)` is called before training, to refuse
+bad settings in one UserError before anything is created.
 
     on_rollout(model)                after each round's data is collected
     on_update(model, metrics)        after each PPO update, with its logged metrics
@@ -25,6 +26,9 @@ from xlvin.errors import UserError
 class Callback:
     """A callback that does nothing: override the hooks you need."""
 
+    def on_start(self, model: Any) -> None:
+        """Before training: raise a UserError for settings that cannot work with `model`."""
+
     def on_rollout(self, model: Any) -> bool:
         return True
 
@@ -40,6 +44,10 @@ class CallbackList(Callback):
 
     def __init__(self, callbacks: Iterable[Callback]) -> None:
         self.callbacks = list(callbacks)
+
+    def on_start(self, model: Any) -> None:
+        for callback in self.callbacks:
+            callback.on_start(model)
 
     def on_rollout(self, model: Any) -> bool:
         return all([c.on_rollout(model) is not False for c in self.callbacks])
@@ -115,6 +123,11 @@ class EvalCallback(_Periodic):
             Path(best_model_path), "EvalCallback")
         self.evaluations: list[dict[str, Any]] = []
         self.best_mean = float("-inf")
+
+    def on_start(self, model: Any) -> None:
+        model.check_evaluation_env(self.env)
+        if self.callback is not None:
+            self.callback.on_start(model)
 
     def on_update(self, model: Any, metrics: dict[str, float]) -> bool:
         if not self.due(model):
