@@ -3,6 +3,7 @@ training continues (`learn(n)` again, `Model.load(dir).learn(n)`, `xlvin train -
 --total-steps N`), and `learn(callback=...)` evaluates, saves and stops."""
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from xlvin import PPO, Callback, CheckpointCallback, EvalCallback, StopOnReward, UserError
+from xlvin import PPO, XLVIN, Callback, CheckpointCallback, EvalCallback, StopOnReward, UserError
 from xlvin.cli import main
 
 TINY = {"num_envs": 2, "num_steps": 16, "transe_episodes": 4, "transe_epochs": 1}
@@ -273,3 +274,26 @@ def test_a_refused_continuation_leaves_every_byte_of_the_run(tmp_path: Path) -> 
         model.learn(ROLLOUT, progress=False)
     assert files(tmp_path / "run") == before
     assert main(["evaluate", str(tmp_path / "run"), "--episodes", "2"]) == 0  # still finished
+
+
+class Draws(Callback):
+    """Draws from every global generator, as a user's callback may (sampling, shuffling)."""
+
+    def on_update(self, model, metrics) -> bool:
+        np.random.rand()
+        torch.rand(3)
+        random.random()
+        return True
+
+
+def test_a_callback_drawing_random_numbers_leaves_the_run_as_it_is(
+    tmp_path: Path, executor_path: Path
+) -> None:
+    """XLVIN's TransE term draws from torch's global generator during PPO: callbacks run with
+    the training's generators saved and restored around them."""
+    options = {"executor": str(executor_path), "seed": 0, **TINY}
+    XLVIN("CartPole-v1", **options).learn(4 * ROLLOUT, out=tmp_path / "plain", progress=False)
+    XLVIN("CartPole-v1", **options).learn(4 * ROLLOUT, out=tmp_path / "drawn", progress=False,
+                                          callback=Draws())
+    assert same_weights(tmp_path / "plain", tmp_path / "drawn")
+    assert rows(tmp_path / "plain") == rows(tmp_path / "drawn")
