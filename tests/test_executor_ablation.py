@@ -115,3 +115,26 @@ def test_a_bad_init_is_one_line_and_creates_nothing(inits: str, tmp_path: Path, 
     err = capsys.readouterr().err.strip()
     assert code == 2 and "init" in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "r").exists() and not (tmp_path / "results").exists()
+
+
+def test_rows_of_another_init_in_the_results_are_kept(tmp_path: Path) -> None:
+    """The committed rows of one init stay when the other init's cells are reported alone."""
+    first = [record("paper", arm, s, 10.0 + s, 20.0, "pytorch")
+             for arm in ("PPO + TransE term", "XLVIN-R") for s in range(3)]
+    ablation.write_results(first, tmp_path)
+    data = json.loads((tmp_path / "executor.json").read_text())
+    for row in data["rows"]:
+        del row["init"]  # as written before inits were an option
+    (tmp_path / "executor.json").write_text(json.dumps(data))
+    second = [record("paper", arm, s, 30.0, 40.0, "orthogonal")
+              for arm in ("PPO + TransE term", "XLVIN-R") for s in range(3)]
+    md = ablation.write_results(second, tmp_path)
+    rows = json.loads((tmp_path / "executor.json").read_text())["rows"]
+    assert [(r["init"], r["arm"]) for r in rows] == [
+        ("pytorch", "PPO + TransE term"), ("pytorch", "XLVIN-R"),
+        ("orthogonal", "PPO + TransE term"), ("orthogonal", "XLVIN-R")]
+    assert rows[1]["final"]["per_seed"] == [10.0, 11.0, 12.0]
+    assert "| CartPole-v0 | orthogonal | XLVIN-R | 3 |" in md
+    # the same init again replaces its rows, not adds to them
+    ablation.write_results(second, tmp_path)
+    assert len(json.loads((tmp_path / "executor.json").read_text())["rows"]) == 4

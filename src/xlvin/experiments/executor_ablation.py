@@ -19,6 +19,7 @@ Per (protocol, init, environment, arm): the final policy's and the max-over-eval
 init), from the seeds every arm of it has finished; RESULTS/executor.{md,json,png}, the figure with one point per seed.
 """
 
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ import numpy as np
 from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
-from xlvin.io.run_dir import write_json
+from xlvin.io.run_dir import reading_results, write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 
 #: arm -> protocol -> (Table-1 agent, variant).
@@ -188,8 +189,26 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of an earlier RESULTS/executor.json whose (protocol, init, env) `rows` do not
+    bring (run on another machine, whose run directories are not here), each with its init
+    (rows written before inits were an option: the protocol's own)."""
+    path = results / "executor.json"
+    if not path.is_file():
+        return []
+    fresh = {(r["protocol"], r["init"], r["env"]) for r in rows}
+    with reading_results(path):
+        earlier = [{**r, "init": _init(r)} for r in json.loads(path.read_text())["rows"]]
+        return [r for r in earlier if (r["protocol"], r["init"], r["env"]) not in fresh]
+
+
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
+    """RESULTS/executor.{md,json,png} of `records`, beside the rows of an earlier executor.json
+    for the (protocol, init, env) the records do not cover (`kept_rows`)."""
     rows = aggregate(records)
+    rows = sorted(kept_rows(results, rows) + rows, key=lambda r: (
+        table1.PROTOCOLS.index(r["protocol"]), r["env"], INITS.index(r["init"]),
+        list(ARMS).index(r["arm"])))
     results.mkdir(parents=True, exist_ok=True)
     md = markdown(rows)
     (results / "executor.md").write_text(md)
