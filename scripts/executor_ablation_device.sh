@@ -4,7 +4,8 @@
 # seeds), JOBS cells at a time, each block of SEED_STARTS in turn until HARD_LIMIT_S.
 # Writes to $OUT: ablation.log and runs.tgz (the run directories without TensorBoard logs and
 # checkpoints: what `xlvin reproduce executor-ablation --finished-only` reads). The shared
-# pre-trained files come from XLVIN_CACHE=.xcache (carried), so no cell pre-trains there.
+# pre-trained files come from XLVIN_CACHE=.xcache (carried), so no cell pre-trains there; the
+# cells run in reproducible mode, the mode those files were made in (it names them).
 # Run from the repository root:
 #   OUT=dir SEED_STARTS="0 5 100 105 200 205" BLOCK=5 INITS=orthogonal bash scripts/executor_ablation_device.sh
 set -u -o pipefail
@@ -21,7 +22,7 @@ end=$(( $(date +%s) + HARD_LIMIT_S ))
 for first in $SEED_STARTS; do
   left=$(( end - $(date +%s) ))
   [ "$left" -gt 30 ] || break
-  timeout -k 5 "$left" "$PYTHON" -m xlvin.cli reproduce executor-ablation --protocols "$PROTOCOLS" \
+  timeout -k 5 "$left" env $("$PYTHON" -m xlvin.kernels) "$PYTHON" -m xlvin.cli reproduce executor-ablation --protocols "$PROTOCOLS" \
     --envs "$ENVS" --inits "$INITS" --seeds "$BLOCK" --first-seed "$first" --jobs "$JOBS" \
     --runs "$RUNS" --results /tmp/ablation-results >>"$OUT/ablation.log" 2>&1
   echo "seeds $first-$(( first + BLOCK - 1 )): exit $?"; date +%T
