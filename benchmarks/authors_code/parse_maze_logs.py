@@ -56,7 +56,7 @@ def parse_log(path: Path) -> dict:
                  "level": None, "held_out": None, "held_out_by_level": None,
                  "held_out_evaluations": 0, "held_out_cuts": 0, "in_held_out": False,
                  "flags": {}, "cpu_budget_s": None, "cpu_s": None, "wall_s": None, "exit": None,
-                 "cpu_signal": False, "last_train_test": None}
+                 "cpu_signal": False, "last_train_test": None, "stopped": False}
     rollouts_this_level = 0
     by_level: dict[int, float] = {}
     for line in path.read_text(errors="replace").splitlines():
@@ -67,6 +67,8 @@ def parse_log(path: Path) -> dict:
         elif line.startswith("harness: cpu_s"):
             user, system = re.findall(r"([\d.]+) (?:user|system)", line)
             run["cpu_s"] = float(user) + float(system)
+        elif line.startswith("harness: stopped"):
+            run["stopped"] = True
         elif line.startswith("harness: exit"):
             run["exit"] = int(line.split()[2])
         elif "Command terminated by signal 24" in line:
@@ -104,7 +106,8 @@ def parse_log(path: Path) -> dict:
     run["steps_per_rollout"] = steps * processes
     run["env_steps"] = run["rollouts"] * steps * processes
     if path.name.endswith(".part"):
-        run["status"] = "running" if run["exit"] is None else "failed"
+        run["status"] = ("stopped" if run["stopped"] else
+                         "running" if run["exit"] is None else "failed")
     elif run["exit"] == 0:
         run["status"] = "finished"
     elif run["cpu_signal"] or run["exit"] == 152:
@@ -161,6 +164,7 @@ def run_line(run: dict) -> str:
                        for lv in run["levels_passed"]) or "none"
     status = {"finished": "their curriculum finished", "cpu budget": "stopped at its CPU budget",
               "running": "unfinished (still running when this was written)",
+              "stopped": "unfinished (stopped by hand before its budget was spent)",
               "failed": f"failed (exit {run['exit']})"}[run["status"]]
     parts = [f"seed {run['seed']}: {status}", f"levels passed: {passed}",
              f"{run['rollouts']} rollouts, {run['env_steps']:,} env steps",

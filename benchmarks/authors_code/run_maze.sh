@@ -20,8 +20,11 @@ logs="$out/logs"
 mkdir -p "$logs" "$out/work/cnap/environment/maze" "$out/work/cnap/models/executor/trained_executor"
 ln -sfn "$cnap/cnap/environment/maze/dataset" "$out/work/cnap/environment/maze/dataset"
 
-job=""
-trap '[ -n "$job" ] && kill -- -"$job" 2>/dev/null; exit 130' INT TERM
+job="" current_log=""
+# stopped by hand: end the running job and say so in its log (the next call starts it again)
+trap '[ -n "$job" ] && kill -- -"$job" 2>/dev/null
+      [ -n "$current_log" ] && echo "harness: stopped $(date -u +%FT%TZ)" >> "$current_log"
+      exit 130' INT TERM
 trap '[ -n "$job" ] && kill -- -"$job" 2>/dev/null || true' EXIT
 
 # lowest DIR CMD...: run CMD in DIR, in a new session (its own autogroup, niced to 19) at nice
@@ -73,12 +76,14 @@ run_one() {
     echo "harness: cpu_budget_s $cpu_budget (main process, RLIMIT_CPU)"
     echo "harness: started $(date -u +%FT%TZ)"
   } > "$log.part"
+  current_log="$log.part"
   echo "$(date +%T) maze $agent seed $seed (at most $cpu_budget s of CPU)"
   # RLIMIT_CPU: SIGXCPU at the budget, SIGKILL a minute later (a hard limit equal to the soft
   # one would kill with SIGKILL at once, which cannot be told from other kills)
   local start=$SECONDS rc=0
   lowest "$dir" /usr/bin/time -f "harness: cpu_s %U user %S system (with reaped children)" \
     prlimit --cpu="$cpu_budget:$((cpu_budget + 60))" "$py" "$here/maze_main.py" "${flags[@]}" >> "$log.part" 2>&1 || rc=$?
+  current_log=""
   {
     echo "harness: exit $rc"
     echo "wall_s $((SECONDS - start))"
