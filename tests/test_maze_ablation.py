@@ -173,8 +173,11 @@ def test_results_of_cells_run_elsewhere_are_kept(tmp_path: Path) -> None:
     first = [record(agent, 100, [1000, 2000, 3000]) for agent in ARMS.values()]
     maze_ablation.write_results(first, tmp_path)
     data = json.loads((tmp_path / "maze.json").read_text())
-    data["geometry"] = {"mazes": 56, "levels": [1, 2, 9], "transe_only": 0.2,
-                        "arms": {"PPO-32": {"1": {"per_seed": {"100": -0.5}}}}}
+    data["geometry"] = {"mazes": 56, "levels": [1, 2, 9],
+                        "transe_only": {"rho": 0.2, "value_r2": 0.05},
+                        "arms": {"PPO-32": {"1": {"rho": {"per_seed": {"100": -0.5}}}},
+                                 "XLVIN, chi = 0": {"2": {"rho": {"per_seed": {"100": -0.4}},
+                                                          "value_r2": {"per_seed": {"100": 0.3}}}}}}
     (tmp_path / "maze.json").write_text(json.dumps(data))
     again = [record("ppo-32", 100, [500, 500, 500]), record("ppo-32", 101, [4000, 4000, 4000])]
     maze_ablation.write_results(again, tmp_path)
@@ -185,7 +188,11 @@ def test_results_of_cells_run_elsewhere_are_kept(tmp_path: Path) -> None:
     assert rows["PPO-32"]["seeds"] == [100, 101] and rows["XLVIN, chi = 0"]["seeds"] == [100]
     # geometry: a cell recomputed drops its old rho (its run may have changed); others stay
     assert "PPO-32" not in data["geometry"]["arms"]
-    assert data["geometry"]["transe_only"] == 0.2
+    chi = data["geometry"]["arms"]["XLVIN, chi = 0"]["2"]
+    assert chi["rho"]["per_seed"] == {"100": -0.4} and chi["value_r2"]["iqm"] == pytest.approx(0.3)
+    assert data["geometry"]["transe_only"] == {"rho": 0.2, "value_r2": 0.05}
+    md = (tmp_path / "maze.md").read_text()
+    assert "| XLVIN, chi = 0 | - | -0.40 [-0.40, -0.40] (1) | - |" in md
 
 
 def test_corrupt_earlier_results_are_one_clear_error(tmp_path: Path) -> None:

@@ -35,10 +35,12 @@ from xlvin.experiments import maze
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.maze_embeddings import (
     PAPER_LEVELS,
+    encode,
     goal_rho_over_mazes,
     long_mazes,
     transe_only,
 )
+from xlvin.experiments.value_predictability import value_predictability
 from xlvin.io.run_dir import reading_results, write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.train.curriculum import CurriculumConfig
@@ -181,13 +183,29 @@ def per_level(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, fl
     return out
 
 
+def _geometry_of(encoder: Any, mazes: Any, indices: np.ndarray) -> dict[str, float]:
+    """Figure 5's rho (mean over the mazes) and the authors' value predictability (R^2 of V*,
+    pooled over the mazes) of one encoder's embeddings."""
+    rho = float(np.nanmean(goal_rho_over_mazes(encoder, mazes, indices)))
+    r2 = value_predictability(lambda obs: encode(encoder, obs),
+                              [(mazes.walls[i], mazes.goals[i]) for i in indices])["r2"]
+    return {"rho": rho, "value_r2": r2}
+
+
 def geometry(records: list[dict[str, Any]], root: Path) -> dict[str, Any]:
-    """Figure 5's number for every arm: Spearman's rho of ||h_s - h_goal|| against the BFS
-    distance (`maze_embeddings.goal_rho`), averaged over the held-out mazes with a path of 6 or
-    more moves (`long_mazes`: 56 of the 833 8x8 ones) rather than figure 5's one maze, for the
-    encoder of each cell after levels 1, 2 and 9 (the paper's figure) and for the XLVIN arms'
-    common start, the TransE pre-training alone. Per arm and level: the per-seed means and their
-    IQM [95 % CI]."""
+    """How each arm's encoder lays out a maze's states, by two measures over the held-out mazes
+    with a path of 6 or more moves (`long_mazes`: 56 of the 833 8x8 ones), after levels 1, 2
+    and 9 (the paper's figure 5) and, for the XLVIN arms' common start, the TransE pre-training
+    alone:
+
+    - rho: figure 5's Spearman rho of ||h_s - h_goal|| against the BFS distance
+      (`maze_embeddings.goal_rho`), averaged over the mazes rather than figure 5's one maze;
+    - value_r2: the authors' value predictability (`value_predictability`), the in-sample R^2 of
+      a linear read-out of V* (the paper's maze MDP) from the embeddings, the mazes' states
+      pooled (about 1,100 states for k = 10 features, so it is not the degenerate fit of one
+      maze).
+
+    Per arm, level and measure: the per-seed values and their IQM [95 % CI]."""
     if not records:
         return {}
     curriculum = CurriculumConfig(**records[0]["curriculum"])
@@ -200,17 +218,32 @@ def geometry(records: list[dict[str, Any]], root: Path) -> dict[str, Any]:
         for level in PAPER_LEVELS:
             if level_weights_file(run_dir, level).is_file():
                 agent, _ = load_run(run_dir, level=level)
-                rho = float(np.nanmean(goal_rho_over_mazes(agent.encoder, mazes, indices)))
-                out["arms"].setdefault(arm_of[r["agent"]], {}).setdefault(
-                    str(level), {"per_seed": {}})["per_seed"][str(r["seed"])] = rho
-    for levels in out["arms"].values():
-        for row in levels.values():
-            row.update(summarize(np.array(list(row["per_seed"].values()))))
+                measures = _geometry_of(agent.encoder, mazes, indices)
+                row = out["arms"].setdefault(arm_of[r["agent"]], {}).setdefault(str(level), {})
+                for name, value in measures.items():
+                    row.setdefault(name, {"per_seed": {}})["per_seed"][str(r["seed"])] = value
     if any(agent.startswith("xlvin") and arm in out["arms"] for arm, agent in ARMS.items()):
         cfg = on_cpu(maze.Cell("maze", ARMS["XLVIN (maze executor)"], 0, curriculum).config())
         encoder, _, _ = transe_only(cfg, progress=False)
-        out["transe_only"] = float(np.nanmean(goal_rho_over_mazes(encoder, mazes, indices)))
-    return out
+        out["transe_only"] = _geometry_of(encoder, mazes, indices)
+    return summarize_geometry(out)
+
+
+#: The measures of `geometry`, as the tables name them.
+GEOMETRY = {"rho": "figure 5's Spearman rho (||h_s - h_goal|| against BFS distance), mean over "
+                   "the mazes",
+            "value_r2": "the authors' value predictability: R^2 of a linear read-out of V*, the "
+                        "mazes' states pooled"}
+
+
+def summarize_geometry(geo: dict[str, Any]) -> dict[str, Any]:
+    """`geo` with each (arm, level, measure)'s per-seed values summarised (`summarize`)."""
+    for levels in geo.get("arms", {}).values():
+        for measures in levels.values():
+            for name, row in measures.items():
+                measures[name] = {"per_seed": row["per_seed"],
+                                  **summarize(np.array(list(row["per_seed"].values())))}
+    return geo
 
 
 def _stat_text(stat: dict[str, Any] | None, scale: float, digits: int) -> str:
@@ -329,25 +362,27 @@ def geometry_markdown(geo: dict[str, Any]) -> list[str]:
     if not geo.get("arms"):
         return []
     levels = geo["levels"]
-    lines = ["", (f"Figure 5's Spearman rho (||h_s - h_goal|| against BFS distance), mean over "
-                  f"{geo['mazes']} held-out 8x8 mazes with a path of 6 or more moves, after each "
-                  "level: IQM [95 % CI] over the cells that passed it (n)"), "",
-             "| arm | " + " | ".join(f"after level {d}" for d in levels) + " |",
-             "|---|" + "---|" * len(levels)]
-    for arm, per in geo["arms"].items():
-        cells = [f"{_stat_text(per[str(d)], 1, 2)} ({per[str(d)]['n']})" if str(d) in per else "-"
-                 for d in levels]
-        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
-    if "transe_only" in geo:
-        lines += ["", (f"Before any level, the XLVIN arms' common start (TransE pre-training "
-                       f"alone): {geo['transe_only']:.2f}.")]
+    lines = []
+    for name, title in GEOMETRY.items():
+        lines += ["", (f"{title[0].upper()}{title[1:]}, over {geo['mazes']} held-out 8x8 mazes "
+                       "with a path of 6 or more moves, after each level: IQM [95 % CI] over "
+                       "the cells that passed it (n)"), "",
+                  "| arm | " + " | ".join(f"after level {d}" for d in levels) + " |",
+                  "|---|" + "---|" * len(levels)]
+        for arm, per in geo["arms"].items():
+            cells = [f"{_stat_text(per[str(d)][name], 1, 2)} ({per[str(d)][name]['n']})"
+                     if name in per.get(str(d), {}) else "-" for d in levels]
+            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+        if geo.get("transe_only"):
+            lines += ["", (f"Before any level, the XLVIN arms' common start (TransE "
+                           f"pre-training alone): {geo['transe_only'][name]:.2f}.")]
     return lines
 
 
 def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict]:
     """What RESULTS/maze.json holds of cells not in `records` (run elsewhere, or on a machine
-    whose run directories are gone): their records, and their geometry {arm: {level: {seed:
-    rho}}}, with the TransE start's rho if `records` do not bring it."""
+    whose run directories are gone): their records, and their geometry {arm: {level: {measure:
+    {"per_seed": {seed: value}}}}}, with the TransE start's if `records` do not bring it."""
     path = results / "maze.json"
     if not path.is_file():
         return [], {}
@@ -355,31 +390,30 @@ def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dic
         data = json.loads(path.read_text())
         mine = {(r["agent"], r["seed"]) for r in records}
         runs = [r for r in data["runs"] if (r["agent"], r["seed"]) not in mine]
-        agents = {(r["agent"], str(r["seed"])) for r in runs}
+        cells = {(r["agent"], str(r["seed"])) for r in runs}
         geo = data.get("geometry") or {}
-        kept = {arm: {level: {seed: rho for seed, rho in row["per_seed"].items()
-                              if (ARMS[arm], seed) in agents}
-                      for level, row in levels.items()}
+        kept = {arm: {level: {name: {"per_seed": {seed: value
+                                                  for seed, value in row["per_seed"].items()
+                                                  if (ARMS[arm], seed) in cells}}
+                              for name, row in measures.items()}
+                      for level, measures in levels.items()}
                 for arm, levels in geo.get("arms", {}).items()}
-        return runs, {"arms": kept, "transe_only": geo.get("transe_only"), "mazes": geo.get("mazes")}
+        return runs, {**{k: v for k, v in geo.items() if k != "arms"}, "arms": kept}
 
 
 def merge_geometry(geo: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
-    """`geometry`'s output with the kept cells' rho added (and summarised again)."""
+    """`geometry`'s output with the kept cells' values added (and summarised again)."""
     arms: dict[str, Any] = {}
     for arm in ARMS:
         for level in map(str, PAPER_LEVELS):
-            per_seed = {**kept.get("arms", {}).get(arm, {}).get(level, {}),
-                        **geo.get("arms", {}).get(arm, {}).get(level, {}).get("per_seed", {})}
-            if per_seed:
-                arms.setdefault(arm, {})[level] = {
-                    "per_seed": per_seed, **summarize(np.array(list(per_seed.values())))}
-    out = {**geo, "arms": arms, "levels": list(PAPER_LEVELS)}
-    if "transe_only" not in geo and kept.get("transe_only") is not None:
-        out["transe_only"] = kept["transe_only"]
-    if "mazes" not in out and arms:
-        out["mazes"] = kept["mazes"]
-    return out
+            for name in GEOMETRY:
+                per_seed = {
+                    **kept.get("arms", {}).get(arm, {}).get(level, {}).get(name, {}).get("per_seed", {}),
+                    **geo.get("arms", {}).get(arm, {}).get(level, {}).get(name, {}).get("per_seed", {})}
+                if per_seed:
+                    arms.setdefault(arm, {}).setdefault(level, {})[name] = {"per_seed": per_seed}
+    out = {**kept, **geo, "arms": arms, "levels": list(PAPER_LEVELS)}
+    return summarize_geometry(out) if arms else {}
 
 
 def write_results(records: list[dict[str, Any]], results: Path, root: Path | None = None) -> str:

@@ -27,10 +27,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from xlvin.envs.maze import AGENT, GOAL, WALLS
 from xlvin.envs.maze_data import MOVES, MazeSet, bfs_distances
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
+from xlvin.experiments.value_predictability import maze_observations
 from xlvin.io.run_dir import CONFIG, check_creatable, read_json_object, write_json
 from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.transition import TransitionModel
@@ -75,10 +75,7 @@ def cell_states(walls: np.ndarray, goal: tuple[int, int]) -> CellStates:
     cells = np.argwhere(dist >= 0)  # [N, 2] row-major
     index = np.full((h, w), -1)
     index[cells[:, 0], cells[:, 1]] = np.arange(len(cells))
-    obs = np.zeros((len(cells), 3, h, w), dtype=np.float32)
-    obs[:, WALLS] = walls
-    obs[:, GOAL, goal[0], goal[1]] = 1.0
-    obs[np.arange(len(cells)), AGENT, cells[:, 0], cells[:, 1]] = 1.0
+    obs = maze_observations(walls, goal, cells)
     goal_index = int(index[goal[0], goal[1]])
     edges = []
     for s, (r, c) in enumerate(cells):
@@ -140,11 +137,11 @@ def project(points: np.ndarray, mean: np.ndarray, components: np.ndarray) -> np.
 
 
 @torch.no_grad()
-def encode(encoder: nn.Module, states: CellStates) -> np.ndarray:
-    """h [N, k] of every state, in evaluation mode (BatchNorm's running statistics: how the
-    policy acts)."""
+def encode(encoder: nn.Module, obs: np.ndarray) -> np.ndarray:
+    """h [N, k] of observations [N, 3, H, W], in evaluation mode (BatchNorm's running
+    statistics: how the policy acts)."""
     encoder.eval()
-    return encoder(torch.from_numpy(states.obs)).numpy().astype(np.float64)
+    return encoder(torch.from_numpy(obs)).numpy().astype(np.float64)
 
 
 @torch.no_grad()
@@ -153,7 +150,7 @@ def embed(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(h [N, k] of every state, predictions h_s + T(h_s, a) [E, k] of every edge), in
     evaluation mode."""
-    h = encode(encoder, states)
+    h = encode(encoder, states.obs)
     transition.eval()
     sources, actions = torch.from_numpy(states.edges[:, 0]), torch.from_numpy(states.edges[:, 1])
     predicted = transition.next_embedding(torch.from_numpy(h).float()[sources], actions)  # [E, k]
@@ -174,7 +171,7 @@ def goal_rho_over_mazes(encoder: nn.Module, mazes: MazeSet, indices: np.ndarray)
     rhos = []
     for i in indices:
         states = cell_states(mazes.walls[i], tuple(mazes.goals[i]))
-        rhos.append(goal_rho(encode(encoder, states), states))
+        rhos.append(goal_rho(encode(encoder, states.obs), states))
     return np.array(rhos)
 
 
