@@ -326,6 +326,11 @@ def level_costs(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def table_head(first: str, columns: list[str]) -> list[str]:
+    """The header and rule of a markdown table of a `first` column and one per `columns`."""
+    return [f"| {first} | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+
+
 def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
     """Per cell: levels passed, the failed level, env steps, wall; per level: the seeds that
     passed it and its cost; then the held-out success after each passed level (mean over seeds
@@ -352,8 +357,7 @@ def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
                 break
             lines += ["", (f"{experiment}: held-out {side}x{side} success (all levels) after "
                       "passing each level, mean over the seeds that passed it (n)"), "",
-                      "| agent | " + " | ".join(f"level {d}" for d in levels) + " |",
-                      "|---|" + "---|" * len(levels)]
+                      *table_head("agent", [f"level {d}" for d in levels])]
             for agent, row in agents.items():
                 cells = []
                 for d in levels:

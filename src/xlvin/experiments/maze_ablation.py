@@ -275,8 +275,7 @@ def markdown(rows: list[dict[str, Any]], levels: dict[str, Any], budget: int) ->
     all_levels = sorted({int(d) for arm in levels.values() for d in arm})
     lines += ["", ("Env steps (k) and minutes to pass each level, median over the cells that "
                    "passed it (passed / tried)"), "",
-              "| arm | " + " | ".join(f"level {d}" for d in all_levels) + " |",
-              "|---|" + "---|" * len(all_levels)]
+              *maze.table_head("arm", [f"level {d}" for d in all_levels])]
     for arm, per in levels.items():
         cells_text = []
         for d in all_levels:
@@ -367,8 +366,7 @@ def geometry_markdown(geo: dict[str, Any]) -> list[str]:
         lines += ["", (f"{title[0].upper()}{title[1:]}, over {geo['mazes']} held-out 8x8 mazes "
                        "with a path of 6 or more moves, after each level: IQM [95 % CI] over "
                        "the cells that passed it (n)"), "",
-                  "| arm | " + " | ".join(f"after level {d}" for d in levels) + " |",
-                  "|---|" + "---|" * len(levels)]
+                  *maze.table_head("arm", [f"after level {d}" for d in levels])]
         for arm, per in geo["arms"].items():
             cells = [f"{_stat_text(per[str(d)][name], 1, 2)} ({per[str(d)][name]['n']})"
                      if name in per.get(str(d), {}) else "-" for d in levels]
