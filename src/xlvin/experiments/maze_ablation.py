@@ -112,13 +112,10 @@ def cell_scores(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-#: name -> (what it measures, whether higher is better).
-STATISTICS = {
-    "steps_to_last": ("env steps to pass the last level (a failure counts at the horizon)", False),
-    "area": ("area under the level curve", True),
-    "held_out_8": ("held-out 8x8 success after the last level", True),
-    "held_out_16": ("held-out 16x16 success after the last level", True),
-}
+#: The statistics of each arm -> whether higher is better: env steps to pass the last level (a
+#: failure counts at the horizon), the area under the level curve, held-out 8x8 and 16x16
+#: success after the last level.
+STATISTICS = {"steps_to_last": False, "area": True, "held_out_8": True, "held_out_16": True}
 
 
 def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -153,7 +150,7 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append(row)
     base = by_arm[BASELINE]
     for row in rows:
-        for name, (_, higher) in STATISTICS.items():
+        for name, higher in STATISTICS.items():
             mine, theirs = by_arm[row["arm"]][name], base[name]
             if row["arm"] != BASELINE and mine and theirs:
                 sign = 1.0 if higher else -1.0
