@@ -4,7 +4,7 @@
 #
 #   bash benchmarks/authors_code/run.sh --cnap PATH [--out DIR] [--results DIR] [--seeds "1 2 ... 10"] [--jobs N]
 #   bash benchmarks/authors_code/run.sh --cnap PATH --maze [--out DIR] [--results DIR] [--seeds "1 2 3"]
-#                                       [--cpu-budget SECONDS] [--venv DIR]
+#                                       [--cpu-budget SECONDS] [--venv DIR] [--nice N]
 #
 # PATH is a checkout of https://github.com/dransyhe/CNAP (commit e303fc5; see README.md here).
 # CartPole, four steps, each skipped when its output is already complete, so a second call resumes:
@@ -21,7 +21,8 @@
 #   M1. their executor pre-training at the maze's hidden size 10 (their maze.py loads
 #       erdos-renyi-gnnstep1-actFalse-lnTrue-hidden10.pt, a name their pre-training never writes);
 #   M2. their maze XLVIN (--include_executor=True) and PPO for every seed (default 1 2 3), one
-#       run at a time at the lowest CPU priority, each stopped after SECONDS of CPU time in its
+#       run at a time at CPU priority N (--nice, default 19: the lowest, which starves behind
+#       any busy job; 5 takes about one process's share beside three), each stopped after SECONDS of CPU time in its
 #       main process (default 1200; their own limit, 1000 rollouts a level, is days of CPU);
 #       a finished run (curriculum done, or stopped at its budget) is not run again;
 #   M3. our parser over those logs, into RESULTS/maze.{md,json}.
@@ -29,7 +30,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cnap="" out="" results="" seeds="" jobs=2 maze=0 venv="" cpu_budget=1200
+cnap="" out="" results="" seeds="" jobs=2 maze=0 venv="" cpu_budget=1200 nice=19
 while [ $# -gt 0 ]; do
   case "$1" in
     --cnap) cnap=$2; shift 2 ;;
@@ -40,7 +41,8 @@ while [ $# -gt 0 ]; do
     --maze) maze=1; shift ;;
     --venv) venv=$2; shift 2 ;;
     --cpu-budget) cpu_budget=$2; shift 2 ;;
-    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --results, --seeds, --jobs, --maze, --venv, --cpu-budget)" >&2; exit 2 ;;
+    --nice) nice=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --results, --seeds, --jobs, --maze, --venv, --cpu-budget, --nice)" >&2; exit 2 ;;
   esac
 done
 if [ "$maze" = 1 ]; then
@@ -61,6 +63,7 @@ for s in $seeds; do
   # CNAP's set_seed(seed) and make_env seed nothing when the seed is 0.
   [[ "$s" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: seeds must be positive integers (CNAP seeds nothing for 0), got $s" >&2; exit 2; }
 done
+[[ "$nice" =~ ^([0-9]|1[0-9])$ ]] || { echo "run.sh: --nice must be 0 to 19, got $nice" >&2; exit 2; }
 [[ "$cpu_budget" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --cpu-budget must be a positive number of seconds, got $cpu_budget" >&2; exit 2; }
 mkdir -p "$out/logs"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
@@ -89,7 +92,7 @@ fi
 py="$venv/bin/python"
 
 if [ "$maze" = 1 ]; then
-  exec bash "$here/run_maze.sh" "$cnap" "$out" "$venv" "$results" "$seeds" "$cpu_budget"
+  exec bash "$here/run_maze.sh" "$cnap" "$out" "$venv" "$results" "$seeds" "$cpu_budget" "$nice"
 fi
 mkdir -p "$out/models/transe/trained_transe" "$out/work/cnap/models/executor/trained_executor"
 

@@ -2,19 +2,19 @@
 # The maze steps of run.sh (`run.sh --cnap PATH --maze ...`, which builds the environment first
 # and calls this with its settings; see run.sh and README.md here):
 #
-#   run_maze.sh CNAP OUT VENV RESULTS "SEEDS" CPU_BUDGET
+#   run_maze.sh CNAP OUT VENV RESULTS "SEEDS" CPU_BUDGET NICE
 #
 # M1. their executor pre-training at the maze's sizes, M2. their maze PPO and XLVIN for every
 # seed, one run at a time (seed 1 PPO, seed 1 XLVIN, seed 2 PPO, ...), M3. our parser over the
-# logs. Every job of theirs runs at the lowest
-# CPU priority: `nice -n 19` inside a session of its own whose autogroup is niced to 19 too. With
+# logs. Every job of theirs runs at CPU priority NICE (19: the lowest): `nice -n NICE` inside a
+# session of its own whose autogroup is niced to NICE too. With
 # the kernel's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled = 1) `nice` only
-# ranks processes within one session, so `nice -n 19` alone still takes an equal share from jobs
+# ranks processes within one session, so `nice` alone still takes an equal share from jobs
 # started in another session.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cnap=$1 out=$2 venv=$3 results=$4 seeds=$5 cpu_budget=$6
+cnap=$1 out=$2 venv=$3 results=$4 seeds=$5 cpu_budget=$6 nice=${7:-19}
 py="$venv/bin/python"
 logs="$out/logs"
 mkdir -p "$logs" "$out/work/cnap/environment/maze" "$out/work/cnap/models/executor/trained_executor"
@@ -27,11 +27,11 @@ trap '[ -n "$job" ] && kill -- -"$job" 2>/dev/null
       exit 130' INT TERM
 trap '[ -n "$job" ] && kill -- -"$job" 2>/dev/null || true' EXIT
 
-# lowest DIR CMD...: run CMD in DIR, in a new session (its own autogroup, niced to 19) at nice
-# 19, without core dumps; $job holds its process group while it runs; returns its exit status.
-lowest() {
-  setsid bash -c 'cd "$1" || exit 1; shift; { echo 19 > /proc/self/autogroup; } 2>/dev/null; exec nice -n 19 prlimit --core=0 "$@"' \
-    lowest "$@" &
+# niced DIR CMD...: run CMD in DIR, in a new session (its own autogroup, niced to NICE) at nice
+# NICE, without core dumps; $job holds its process group while it runs; returns its exit status.
+niced() {
+  setsid bash -c 'n=$1; cd "$2" || exit 1; shift 2; { echo "$n" > /proc/self/autogroup; } 2>/dev/null; exec nice -n "$n" prlimit --core=0 "$@"' \
+    niced "$nice" "$@" &
   job=$!
   local rc=0
   wait "$job" || rc=$?
@@ -48,7 +48,7 @@ pretrain_executor() {
   [ -f "$logs/executor.done" ] && return 0
   echo "$(date +%T) maze executor pre-training (their defaults, --hidden_dimension 10)"
   local start=$SECONDS
-  lowest "$out/work" "$py" -m cnap.models.executor.train --hidden_dimension 10 > "$logs/executor.txt" 2>&1
+  niced "$out/work" "$py" -m cnap.models.executor.train --hidden_dimension 10 > "$logs/executor.txt" 2>&1
   cp "$trained/erdos-renyi-gnnstep1-actFalse-lnTrue.pt" "$trained/erdos-renyi-gnnstep1-actFalse-lnTrue-hidden10.pt"
   echo "$((SECONDS - start))" > "$logs/executor.done"
 }
@@ -81,7 +81,7 @@ run_one() {
   # RLIMIT_CPU: SIGXCPU at the budget, SIGKILL a minute later (a hard limit equal to the soft
   # one would kill with SIGKILL at once, which cannot be told from other kills)
   local start=$SECONDS rc=0
-  lowest "$dir" /usr/bin/time -f "harness: cpu_s %U user %S system (with reaped children)" \
+  niced "$dir" /usr/bin/time -f "harness: cpu_s %U user %S system (with reaped children)" \
     prlimit --cpu="$cpu_budget:$((cpu_budget + 60))" "$py" "$here/maze_main.py" "${flags[@]}" >> "$log.part" 2>&1 || rc=$?
   current_log=""
   {
