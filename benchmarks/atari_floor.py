@@ -28,7 +28,7 @@ from xlvin.experiments.atari import ATARI_PPO, DEPTH
 from xlvin.train.agents import agent_fields
 from xlvin.train.collect import collect_rollout, make_vector_env, reset_envs
 from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
-from xlvin.train.pretrained import executor_file, load_executor_processor
+from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.train.run_config import RunConfig, TrainConfig, agent_of, check_run
 
 

@@ -7,7 +7,7 @@ diagnosis, neither of which trains anything.
    p and NOOP / DOWN with (1 - p) / 2 each: how far a policy must lean up before any reward.
 2. Gradient norms of each loss term of the Atari PPO agent and XLVIN-R (the cells of
    `xlvin reproduce atari`), at initialisation and for each finished run directory given, on 256
-   random-play transitions (`xlvin.train.random_data.random_transitions`) with standard-normal
+   random-play transitions (`xlvin.pretrain.random_data.random_transitions`) with standard-normal
    advantages: policy (-A log pi(a|s)), value (0.5 V(s)^2: every return is 0 before the first
    point) and the agent's auxiliary terms (TransE x 0.001). PPO clips the sum's gradient to norm
    0.5. With `--run`, also the policy's mean action probabilities on the same observations. Not
@@ -24,8 +24,8 @@ from xlvin.envs.atari import atari_eval_id, atari_train_id
 from xlvin.experiments.atari import Cell
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import prepare_process, set_threads
-from xlvin.train.pretrained import executor_file, load_executor_processor
-from xlvin.train.random_data import random_transitions
+from xlvin.pretrain.files import executor_file, load_executor_processor
+from xlvin.pretrain.random_data import random_transitions
 from xlvin.train.run import load_run
 from xlvin.train.run_config import agent_of
 from xlvin.train.spaces import Spaces

@@ -36,7 +36,7 @@ from xlvin.process import prepare_process, seed_everything
 from xlvin.train.loop import OnlineData, train
 from xlvin.train.maze_evaluation import greedy_success
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.pretrained import executor_file, load_executor_processor
+from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.train.run_config import TrainConfig
 
 

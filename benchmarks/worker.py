@@ -267,9 +267,11 @@ def planning(a: dict[str, Any]) -> dict[str, Any]:
         agent: Any = PPOAgent(encoder, k, num_actions)
     else:
         if c.get("executor") == "default":
-            executor_file = _lib("xlvin.train.pretrained:executor_file",
+            executor_file = _lib("xlvin.pretrain.files:executor_file",
+                                 "xlvin.train.pretrained:executor_file",
                                  "xlvin.train.run:executor_file")
-            load_processor = _lib("xlvin.train.pretrained:load_executor_processor",
+            load_processor = _lib("xlvin.pretrain.files:load_executor_processor",
+                                  "xlvin.train.pretrained:load_executor_processor",
                                   "xlvin.train.run:load_executor_processor")
             processor = load_processor(executor_file("random"))[0]
         else:

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from xlvin import XLVIN
-from xlvin.train.pretrain_executor import GRAPH_FAMILIES, ExecutorConfig, pretrain_and_save
+from xlvin.pretrain.executor import GRAPH_FAMILIES, ExecutorConfig, pretrain_and_save
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--family", default="grid", choices=GRAPH_FAMILIES,

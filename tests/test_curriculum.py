@@ -241,8 +241,8 @@ def test_level_costs_count_the_seeds_that_passed_each_level_and_their_cost() -> 
 
 
 def test_transe_pretraining_data_comes_from_the_curriculums_training_mazes() -> None:
-    from xlvin.train.pretrained import transe_env_kwargs
-    from xlvin.train.random_data import random_transitions
+    from xlvin.train.run_config import transe_env_kwargs
+    from xlvin.pretrain.random_data import random_transitions
     from xlvin.train.run_config import RunConfig, TrainConfig
 
     cfg = RunConfig(train=TrainConfig(env=MAZE_ID, agent="xlvin", protocol="curriculum"),

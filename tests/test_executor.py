@@ -13,7 +13,7 @@ from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta, save_executor
 from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.nn.executor import MessagePassing, VIExecutor
-from xlvin.train.pretrain_executor import (
+from xlvin.pretrain.executor import (
     ExecutorConfig,
     default_executor_config,
     evaluate_executor,
@@ -199,7 +199,7 @@ def test_pretraining_never_overwrites_a_file_written_meanwhile(
 ) -> None:
     """Two `pretrain-executor --out E` at once: the second to finish finds E made by the first
     and leaves it (one line, exit 2) instead of replacing it; no temporary file is left."""
-    import xlvin.train.pretrain_executor as pretrain
+    import xlvin.pretrain.executor as pretrain
 
     out = tmp_path / "ex.safetensors"
     real = pretrain.pretrain_executor
@@ -218,7 +218,7 @@ def test_pretraining_never_overwrites_a_file_written_meanwhile(
 
 def test_an_empty_cache_variable_is_the_default_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     """XLVIN_CACHE="" (issue: it made ./executors in the current folder) means unset."""
-    from xlvin.train.pretrained import cache_dir
+    from xlvin.pretrain.files import cache_dir
 
     monkeypatch.setenv("XLVIN_CACHE", "")
     assert cache_dir() == Path.home() / ".cache" / "xlvin"

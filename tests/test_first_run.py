@@ -14,8 +14,8 @@ from xlvin import PPO
 from xlvin.cli import main
 from xlvin.experiments import atari, table1
 from xlvin.train import progress
-from xlvin.train.pretrain_executor import cached_executor_path, default_executor_config
-from xlvin.train.pretrained import cache_dir, executor_config, executor_file
+from xlvin.pretrain.executor import default_executor_config
+from xlvin.pretrain.files import cache_dir, cached_executor_path, executor_config, executor_file
 from xlvin.train.run_config import TrainConfig
 
 TINY = ["--env", "CartPole-v1", "--agent", "xlvin", "--num-envs", "2", "--num-steps", "16",
@@ -97,7 +97,7 @@ def test_quiet_train_reports_pretraining_and_splits_its_time(
 def test_a_second_run_reuses_the_cached_executor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import xlvin.train.pretrain_executor as pretrain
+    import xlvin.pretrain.files as pretrain
 
     calls = []
     real = pretrain.pretrain_and_save
@@ -156,7 +156,7 @@ def test_the_maze_experiment_prepares_its_executor_once_before_its_cells(
     """`reproduce maze` pre-trains the maze executor its XLVIN cells share up front, with its
     progress shown, once for all cells, and the baselines need none."""
     from xlvin.experiments import maze
-    from xlvin.train import pretrained
+    from xlvin.pretrain import files as pretrained
 
     made: list[tuple[str, bool]] = []
 

@@ -119,7 +119,8 @@ def test_pretrained_files_of_the_two_modes_are_cached_apart(
 ) -> None:
     """An executor pre-trained on the CPU's own kernels is not the reproducible one: the
     cache never hands one to a run of the other mode."""
-    from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, cached_executor_path
+    from xlvin.pretrain.executor import DEFAULT_EXECUTORS
+    from xlvin.pretrain.files import cached_executor_path
 
     executor = DEFAULT_EXECUTORS["random"]
     reproducible = cached_executor_path(executor, tmp_path)

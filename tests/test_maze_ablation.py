@@ -17,7 +17,7 @@ from xlvin.experiments import maze, maze_ablation
 from xlvin.experiments.maze_ablation import ARMS, HORIZON, aggregate, cell_scores
 from xlvin.nn.executor import VIExecutor
 from xlvin.train.curriculum import CurriculumConfig
-from xlvin.train.pretrain_executor import DEFAULT_EXECUTORS, pretrain_executor
+from xlvin.pretrain.executor import DEFAULT_EXECUTORS, pretrain_executor
 from xlvin.train.run_config import check_run
 from xlvin.train.spaces import Spaces
 

@@ -25,8 +25,8 @@ from xlvin.experiments.maze_embeddings import (
 from xlvin.io.run_dir import CONFIG, write_json
 from xlvin.train.maze_evaluation import maze_observations
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.pretrained import load_executor_processor
+from xlvin.pretrain.transe import TransEConfig
+from xlvin.pretrain.files import load_executor_processor
 from xlvin.train.run import level_weights_saver
 from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
 from xlvin.train.spaces import Spaces

@@ -8,8 +8,8 @@ import torch
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.transe import energy, transe_loss, transe_objective
 from xlvin.nn.transition import TransitionModel
-from xlvin.train.pretrain_transe import TransEConfig, pretrain_transe
-from xlvin.train.random_data import random_transitions
+from xlvin.pretrain.transe import TransEConfig, pretrain_transe
+from xlvin.pretrain.random_data import random_transitions
 
 
 def test_energy_is_scaled_squared_distance() -> None:

@@ -16,7 +16,7 @@ from xlvin.nn.encoders import NatureCNN
 from xlvin.nn.vae import FrameDecoder, VAEWorldModel, kl_to_standard_normal
 from xlvin.train.agents import build_agent
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.pretrained import executor_file, load_executor_processor
+from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.train.run import load_run, saved_config, train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_run, validate
 

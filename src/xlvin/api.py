@@ -54,7 +54,7 @@ from xlvin.process import seed_everything
 from xlvin.train.agents import agent_spec, build_agent, expand_agent
 from xlvin.train.collect import make_vector_env, policy_device
 from xlvin.train.loop import TrainResult
-from xlvin.train.pretrained import executor_file, load_executor_processor
+from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.train.run import evaluate_agent, read_run, train_run, weights_metadata
 from xlvin.train.run_config import (
     MAX_SEED,
@@ -428,7 +428,8 @@ class Model:
             t = self.config.train
             processor = None
             if agent_spec(t.agent).executor:
-                processor, self._executor_meta = load_executor_processor(executor_file(t.executor, t))
+                processor, self._executor_meta = load_executor_processor(
+                    executor_file(t.executor, t, progress=True))
             seed_everything(t.seed)
             self.policy = build_agent(self.architecture, self.spaces, processor).to(t.device)
         return self.policy
@@ -573,7 +574,7 @@ class Model:
         """The description of the policy's executor (its file's header; None without one)."""
         t = self.config.train
         if self._executor_meta is None and agent_spec(t.agent).executor:
-            self._executor_meta = read_executor_meta(executor_file(t.executor, t))
+            self._executor_meta = read_executor_meta(executor_file(t.executor, t, progress=True))
         return self._executor_meta
 
     @classmethod

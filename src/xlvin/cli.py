@@ -67,7 +67,7 @@ def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from xlvin.commands import executor, maze, quickstart, reproduce, sweep, train
+    from xlvin.commands import executor, maze, quickstart, reproduce, sweep, train, transe
 
     parser = Parser(
         prog="xlvin",
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"xlvin {version('xlvin')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (executor, train, quickstart, reproduce, sweep, maze):
+    for module in (executor, transe, train, quickstart, reproduce, sweep, maze):
         module.register(sub)
     for path, command in _commands(parser):
         add_option(command, default=path[0] in DEFAULT_ON)

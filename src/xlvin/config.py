@@ -64,9 +64,11 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 def add_options(
-    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), prefix: str = ""
+    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), prefix: str = "",
+    defaults: Any = None,
 ) -> None:
-    """Add one `--{prefix}flag` per field of dataclass `cls` (defaults left as None: unset)."""
+    """Add one `--{prefix}flag` per field of dataclass `cls` (defaults left as None: unset; the
+    help shows those of `defaults`, an instance of `cls`, where the command starts from one)."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} options")
     for f in dataclasses.fields(cls):
@@ -76,7 +78,8 @@ def add_options(
         kwargs: dict[str, Any] = {
             "dest": prefix.replace("-", "_") + f.name,
             "default": None,
-            "help": f"{f.metadata.get('help', '')} (default: {_default(f)})",
+            "help": f"{f.metadata.get('help', '')} (default: "
+                    f"{getattr(defaults, f.name) if defaults is not None else _default(f)})",
         }
         if f.metadata.get("choices"):
             kwargs["choices"] = f.metadata["choices"]

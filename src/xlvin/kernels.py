@@ -37,8 +37,9 @@ from xlvin.errors import UserError
 
 #: The libraries whose kernels the variables choose: loaded after `pin`, never before.
 LIBRARIES = ("numpy", "torch", "cv2")
-#: Commands reproducible by default: their tables are what users check on their own machine.
-DEFAULT_ON = ("reproduce", "quickstart")
+#: Commands reproducible by default: their tables are what users check on their own machine,
+#: and the shared TransE pre-trainings are shipped as reproducible mode makes them.
+DEFAULT_ON = ("reproduce", "quickstart", "pretrain-transe")
 
 
 def _numpy_avx512() -> str:
@@ -72,11 +73,13 @@ def pinned() -> bool:
 
 def wanted(argv: list[str]) -> bool:
     """Whether a command line asks for reproducible mode: `--reproducible` or
-    `--no-reproducible` where given (the last wins), else whether its command is one of
-    DEFAULT_ON."""
+    `--no-reproducible` where given (the last wins), else whether it verifies shipped files
+    (`--verify`: they were made in reproducible mode) or its command is one of DEFAULT_ON."""
     flags = [word for word in argv if word in ("--reproducible", "--no-reproducible")]
     if flags:
         return flags[-1] == "--reproducible"
+    if "--verify" in argv:
+        return True
     command = next((word for word in argv if not word.startswith("-")), None)
     return command in DEFAULT_ON
 

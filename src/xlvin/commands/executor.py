@@ -1,8 +1,10 @@
 """`xlvin pretrain-executor` and `xlvin eval-executor`: the VI executor's sub-commands."""
 
 import argparse
+import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +13,16 @@ from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.io.run_dir import check_creatable
 from xlvin.process import set_threads
-from xlvin.train.pretrain_executor import (
+from xlvin.pretrain import shipped
+from xlvin.pretrain.executor import (
+    FAST,
     GRAPH_FAMILIES,
     MAZE_SIZES,
     ExecutorConfig,
     evaluate_executor,
     pretrain_and_save,
 )
+from xlvin.pretrain.files import make_executor
 from xlvin.train.run_config import MAX_SEED, machine_memory
 
 
@@ -53,7 +58,33 @@ def check_mdps_fit(states: int, actions: int, count: int) -> None:
         )
 
 
+def verify_shipped(
+    kind: str, names: list[str], remake: Callable[[dict[str, Any], Path], None]
+) -> None:
+    """Re-create the shipped files of `kind` that `names` name (none: all), one line each with
+    the seconds it took; a UserError if any differs from its manifest."""
+    rows = shipped.verify(shipped.entries(kind, names), remake)
+    for entry, seconds, problem in rows:
+        print(f"{entry['file']} ({entry['name']}): {problem or 'bit-identical tensors'}, "
+              f"re-created in {seconds:.0f} s", flush=True)
+    bad = [entry["file"] for entry, _, problem in rows if problem]
+    if bad:
+        raise UserError(f"{len(bad)} of {len(rows)} shipped {kind} files differ: {', '.join(bad)}")
+
+
+def _remake(entry: dict[str, Any], out: Path) -> None:
+    """Re-create a shipped executor from its manifest entry."""
+    fields = {f.name for f in dataclasses.fields(ExecutorConfig)}
+    make_executor(ExecutorConfig(**{k: v for k, v in entry["config"].items() if k in fields}),
+                  out, progress=True)
+
+
 def _pretrain(args: argparse.Namespace) -> None:
+    if args.verify is not None:
+        verify_shipped("executor", args.verify, _remake)
+        return
+    if args.graphs is None or args.out is None:
+        raise UserError("pretrain-executor needs --graphs and --out (or --verify)")
     check_threads(args.threads)
     out = Path(args.out)
     if out.exists() and not args.force:
@@ -63,7 +94,7 @@ def _pretrain(args: argparse.Namespace) -> None:
     check_creatable(out)
     if args.eval_count < 1:
         raise UserError(f"--eval-count must be >= 1, got {args.eval_count}")
-    cfg = from_args(ExecutorConfig, args, ExecutorConfig(family=args.graphs))
+    cfg = from_args(ExecutorConfig, args, dataclasses.replace(FAST, family=args.graphs))
     check_mdps_fit(cfg.states, cfg.actions, max(cfg.train_graphs, args.eval_count))
     set_threads(args.threads)
     meta = pretrain_and_save(cfg, out, args.eval_count, progress=not args.quiet,
@@ -122,12 +153,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="pre-train the VI executor on synthetic MDPs and save it",
         description="Pre-train the message-passing executor to imitate value iteration "
         "(teacher-forced, MSE on V_{t+1} - V_t), save it as safetensors and print its "
-        "accuracy on held-out graphs.",
+        "accuracy on held-out graphs. Its defaults are the fast recipe (many graphs per "
+        "optimiser step); the default executors of `--executor` keep their own. --verify "
+        "re-creates the executors shipped with xlvin and compares their tensors.",
     )
-    p.add_argument("--graphs", required=True, choices=families,
-                   help="graph family to train on (maze: the training mazes' MDPs)")
-    p.add_argument("--out", required=True, metavar="FILE.safetensors",
-                   help="where to write the executor")
+    p.add_argument("--graphs", choices=families,
+                   help="graph family to train on (maze: the training mazes' MDPs); required "
+                   "without --verify")
+    p.add_argument("--out", metavar="FILE.safetensors",
+                   help="where to write the executor; required without --verify")
+    p.add_argument("--verify", nargs="*", metavar="NAME",
+                   help="re-create the shipped executors NAME (default executor names; none: "
+                   "all of them) in reproducible mode and compare their tensors' SHA-256 with "
+                   "the manifest's, printing the seconds each took")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument("--eval-count", type=int, default=40, metavar="N",
                    help="held-out graphs evaluated after training (default: 40)")
@@ -135,7 +173,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="torch CPU threads; one is fastest for small graphs on a busy machine "
                    "(default: 1)")
-    add_options(p, ExecutorConfig, skip=("family",))
+    add_options(p, ExecutorConfig, skip=("family",), defaults=FAST)
     p.set_defaults(func=_pretrain)
 
     e = subparsers.add_parser(

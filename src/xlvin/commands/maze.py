@@ -20,7 +20,7 @@ from xlvin.experiments.vin_supervised import (
     level_table,
     train_supervised_vin,
 )
-from xlvin.train.pretrain_transe import TransEConfig
+from xlvin.pretrain.transe import TransEConfig
 
 
 def _levels(args: argparse.Namespace) -> None:

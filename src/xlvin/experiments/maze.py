@@ -41,7 +41,6 @@ from xlvin.process import quiet_known_warnings
 from xlvin.train.agents import resolve_agent, resolve_agents
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.pretrained import prepare_executors
 from xlvin.train.run import train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 

@@ -35,9 +35,9 @@ from xlvin.io.run_dir import CONFIG, check_creatable, read_json_object, write_js
 from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import set_threads
-from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.pretrained import shared_transe_file, transe_pair
-from xlvin.train.run import LEVELS_DIR, level_weights_file, load_run
+from xlvin.pretrain.transe import TransEConfig
+from xlvin.train.agents import transe_pair
+from xlvin.train.run import LEVELS_DIR, level_weights_file, load_run, shared_transe_file
 from xlvin.train.run_config import RunConfig, check_run, on_cpu
 
 #: The default maze is drawn (seeded) from the held-out mazes whose longest optimal path, over

@@ -35,7 +35,8 @@ from xlvin.io.archive import dir_files, pack_dir, unpack_dir
 from xlvin.io.run_dir import claim_run_dir
 from xlvin.io.storage import RunStorage
 from xlvin.io.weights import atomic_write_bytes
-from xlvin.train.pretrained import cache_dir
+from xlvin.pretrain import shipped
+from xlvin.pretrain.files import cache_dir
 
 ATTEMPTS = 2  # a failed cell is retried once
 #: How often (seconds) a running cell's run directory is sent to the driver if it changed.
@@ -73,7 +74,7 @@ class Preset:
     #: (cell, runs root) -> the cell's run directory (all it writes); default `cell.run_dir(root)`
     run_dir: Callable[[Any, Path], Path] = _cell_run_dir
     add_options: Callable[[argparse.ArgumentParser], None] = _no_options  # beyond --seeds
-    #: (cells to run) -> files under xlvin's cache (`xlvin.train.pretrained.cache_dir`) the cells read,
+    #: (cells to run) -> files under xlvin's cache (`xlvin.pretrain.files.cache_dir`) the cells read,
     #: produced once on the driver before any task; the tasks get copies on their nodes
     prepare: Callable[[list[Any]], list[Path]] = _no_shared_files
     label: Callable[[Any], str] = str  # a cell, for progress lines
@@ -224,11 +225,14 @@ def _fingerprint(folder: Path) -> list[tuple[str, int, int]]:
 
 
 def shared_files(paths: list[Path]) -> dict[str, bytes]:
-    """Files under xlvin's cache as {path relative to the cache: contents}, for the tasks."""
+    """Files under xlvin's cache as {path relative to the cache: contents}, for the tasks (the
+    files shipped with xlvin are left out: the nodes have them)."""
     cache = cache_dir().resolve()
     files = {}
     for path in paths:
         path = Path(path).resolve()
+        if path.is_relative_to(shipped.DATA.resolve()):  # every node has xlvin's own files
+            continue
         if not path.is_relative_to(cache):
             raise ValueError(f"a shared file must be under xlvin's cache {cache}: {path}")
         files[path.relative_to(cache).as_posix()] = path.read_bytes()

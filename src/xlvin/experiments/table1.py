@@ -46,18 +46,19 @@ from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
 from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.pretrain_executor import cached_executor_path
-from xlvin.train.pretrain_transe import TransEConfig
-from xlvin.train.pretrained import (
+from xlvin.pretrain.executor import executor_key
+from xlvin.pretrain.files import (
+    cached_executor_path,
     executor_config,
     executor_file,
     executors_dir,
-    shared_transe_file,
     shared_transe_path,
 )
+from xlvin.pretrain.shipped import find
+from xlvin.pretrain.transe import TransEConfig
 from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
-from xlvin.train.run import evaluate_run, train_run
-from xlvin.train.run_config import RunConfig, TrainConfig, check_run
+from xlvin.train.run import evaluate_run, shared_transe_file, train_run
+from xlvin.train.run_config import RunConfig, TrainConfig, check_run, transe_key
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
 PROTOCOLS = ("paper", "ours")
@@ -350,11 +351,11 @@ def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 
 
 def prepare(cells: Iterable[Cell], jobs: int = 1) -> list[Path]:
-    """Produce the files the cells share (default executors, shared TransE pre-trainings) that
-    are missing, once each, on `jobs` processes, before the cells' workers would race to them,
-    each showing its progress on a line of its own below the cursor (cleared when done);
-    returns every shared file."""
-    needs: dict[Path, tuple[str, Cell]] = {}
+    """Find the files the cells share (default executors, shared TransE pre-trainings), cached
+    or shipped (`xlvin.pretrain.files`), and produce the others once each, on `jobs` processes,
+    before the cells' workers would race to them, each showing its progress on a line of its
+    own below the cursor (cleared when done); returns every shared file."""
+    needs: dict[Path, tuple[str, Cell, dict[str, Any]]] = {}
     for cell in cells:
         cfg = cell.config()
         t = cfg.train
@@ -362,22 +363,31 @@ def prepare(cells: Iterable[Cell], jobs: int = 1) -> list[Path]:
             continue
         executor = executor_config(t.executor, t)
         if executor is not None:
-            needs.setdefault(cached_executor_path(executor, executors_dir()), ("executor", cell))
+            needs.setdefault(cached_executor_path(executor, executors_dir()),
+                             ("executor", cell, executor_key(executor)))
         if cfg.transe.shared:
-            needs.setdefault(shared_transe_path(cfg, *check_run(cfg)), ("transe", cell))
-    missing = [need for path, need in needs.items() if not path.exists()]
-    map_jobs(_produce, [(kind, cell, line) for line, (kind, cell) in enumerate(missing, start=1)],
-             jobs)
-    return sorted(needs)
+            key = transe_key(cfg, *check_run(cfg))
+            needs.setdefault(shared_transe_path(key, t.env), ("transe", cell, key))
+    ready = [(kind, cell, 0) for path, (kind, cell, key) in needs.items()
+             if path.exists() or find(key) is not None]
+    missing = [(kind, cell, line) for line, (kind, cell, key) in enumerate(
+        (need for path, need in needs.items() if not path.exists() and find(need[2]) is None),
+        start=1)]
+    return sorted([_shared_file(need) for need in ready] + map_jobs(_produce, missing, jobs))
 
 
 def _produce(need: tuple[str, Cell, int]) -> Path:
-    """Make one shared file (a default executor or a shared TransE pre-training) if missing,
-    its progress on line `position`; returns it."""
+    """Make one shared file in a worker process (`_shared_file`, its progress on its line)."""
     quiet_known_warnings()
+    set_threads(need[1].config().ppo.torch_threads)
+    return _shared_file(need)
+
+
+def _shared_file(need: tuple[str, Cell, int]) -> Path:
+    """One shared file (a default executor or a shared TransE pre-training): cached, shipped
+    or made here, its progress on line `position`; returns it."""
     kind, cell, position = need
     cfg = cell.config()
-    set_threads(cfg.ppo.torch_threads)
     if kind == "executor":
         return executor_file(cfg.train.executor, cfg.train, progress=True, position=position)
     spaces, arch = check_run(cfg)

@@ -310,3 +310,11 @@ register_agent("vin", _maze_planner("slice"), maze_only=True)
 register_agent("vin-mean", _maze_planner("mean"), maze_only=True)
 register_agent("vin-max", _maze_planner("max"), maze_only=True)
 register_agent("gvin", _maze_planner(None), maze_only=True)
+
+
+def transe_pair(arch: Architecture, spaces: Spaces) -> nn.ModuleDict:
+    """A fresh encoder and transition model of `arch`, as TransE files hold them."""
+    return nn.ModuleDict({
+        "encoder": build_encoder(arch, spaces),
+        "transition": TransitionModel(arch.embedding_dim, spaces.num_actions, arch.hidden),
+    })

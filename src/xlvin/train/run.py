@@ -2,11 +2,12 @@
 train with PPO, save everything to a run directory; and load a run back for evaluation.
 
 The config and its checks are `xlvin.train.run_config`, the agents `xlvin.train.agents`, the
-cached pre-trained files `xlvin.train.pretrained`."""
+cached pre-trained files `xlvin.pretrain.files`."""
 
 import dataclasses
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +34,33 @@ from xlvin.kernels import in_effect
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import seed_everything, set_threads
-from xlvin.train.agents import agent_spec, build_agent
+from xlvin.config import to_dict
+from xlvin.pretrain.executor import ExecutorConfig
+from xlvin.pretrain.files import (
+    cached_executor,
+    executor_config,
+    executor_file,
+    executors_dir,
+    load_executor_processor,
+)
+from xlvin.pretrain.files import shared_transe_file as cached_transe_file
+from xlvin.pretrain.random_data import random_transitions
+from xlvin.pretrain.transe import pretrain_transe
+from xlvin.train.agents import Architecture, agent_spec, build_agent, pytorch_init, transe_pair
 from xlvin.train.curriculum import Curriculum
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import Hooks, OnlineData, train
 from xlvin.train.ppo import TrainingDiverged
-from xlvin.train.pretrain_transe import pretrain_transe
-from xlvin.train.pretrained import (
-    executor_file,
-    load_executor_processor,
-    shared_transe_file,
-    transe_env_kwargs,
-)
 from xlvin.train.protocols import LowData
-from xlvin.train.random_data import random_transitions
-from xlvin.train.run_config import RunConfig, check_run, on_cpu, with_transe_pretraining
+from xlvin.train.run_config import (
+    RunConfig,
+    TrainConfig,
+    check_run,
+    on_cpu,
+    transe_env_kwargs,
+    transe_key,
+    with_transe_pretraining,
+)
 from xlvin.train.spaces import Spaces, spaces_from_json, spaces_to_json
 
 
@@ -105,6 +118,44 @@ def open_to_resume(out: Path, cfg: RunConfig) -> bool:
         raise UserError(f"{out} holds a {state} run of {done} steps: --total-steps {total} must "
                         "be more to continue it")
     return True
+
+
+def prepare_executors(configs: Iterable[TrainConfig]) -> list[Path]:
+    """The files of the default executors that runs of `configs` need, each found or pre-trained
+    once here with its progress shown: before the runs' parallel workers, which would otherwise
+    race to pre-train it silently (an experiment's or a sweep's shared files)."""
+    executors: dict[str, ExecutorConfig] = {}
+    for t in configs:
+        executor = executor_config(t.executor, t) if agent_spec(t.agent).executor else None
+        if executor is not None:
+            executors[json.dumps(to_dict(executor), sort_keys=True)] = executor
+    return [cached_executor(e, executors_dir(), progress=True) for e in executors.values()]
+
+
+def shared_transe_file(
+    cfg: RunConfig, spaces: Spaces, arch: Architecture, progress: bool, position: int = 0,
+    out: Path | None = None,
+) -> Path:
+    """The TransE pre-training every run of this environment and architecture starts from
+    (`TransEConfig.shared`, `xlvin.pretrain.files.shared_transe_file`; with `out`, made there):
+    an encoder and transition model of `arch` built from seed 0, trained on
+    `cfg.transe.episodes` random-policy episodes (seeds 10,000 on)."""
+    t = cfg.train
+
+    def pair() -> nn.ModuleDict:
+        modules = transe_pair(arch, spaces)
+        if t.init == "pytorch":
+            pytorch_init(modules)
+        return modules
+
+    def data() -> TransitionBatch:
+        return random_transitions(t.env, cfg.transe.episodes, seed=10_000,
+                                  max_transitions=cfg.transe.max_transitions,
+                                  env_kwargs=transe_env_kwargs(cfg), progress=progress,
+                                  position=position)
+
+    return cached_transe_file(transe_key(cfg, spaces, arch), t.env, pair, data, cfg.transe,
+                              t.transe_negatives, cfg.ppo.accelerate, progress, position, out)
 
 
 def weights_metadata(

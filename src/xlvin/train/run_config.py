@@ -19,6 +19,7 @@ from xlvin.errors import UserError
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MessagePassing
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transe import NEGATIVES
+from xlvin.pretrain.transe import TransEConfig
 from xlvin.train.agents import (
     AGENTS,
     Architecture,
@@ -30,7 +31,6 @@ from xlvin.train.agents import (
 )
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.pretrain_transe import TransEConfig
 from xlvin.train.protocols import LowDataConfig
 from xlvin.train.spaces import Spaces, env_spaces
 
@@ -423,3 +423,26 @@ def agent_of(cfg: RunConfig, spaces: Spaces, processor: MessagePassing | None = 
     """The network `cfg` builds for an env of `spaces` (not seeded here): `build_agent` of the
     derived architecture, for code that holds a config but no env (tests, benchmarks)."""
     return build_agent(architecture(cfg, spaces), spaces, processor)
+
+
+def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
+    """The env options of the TransE pre-training data: a curriculum's training mazes (every
+    level), the run's --env-kwargs for the other protocols."""
+    if cfg.train.protocol == "curriculum":
+        return cfg.curriculum.train_env_kwargs()
+    return cfg.train.env_kwargs
+
+
+def transe_key(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str, Any]:
+    """Everything that determines the shared TransE pre-training of `cfg` but the kernel mode
+    (`xlvin.pretrain.files.shared_transe_path` names its file by their hash)."""
+    t = cfg.train
+    env_kwargs = transe_env_kwargs(cfg)
+    return {
+        "format": "xlvin-transe/1", "env": t.env, "obs_shape": list(spaces.obs_shape),
+        "actions": spaces.num_actions, "hidden": arch.hidden, "k": arch.embedding_dim,
+        "init": t.init, "transe": to_dict(cfg.transe),
+        **({"env_kwargs": env_kwargs} if env_kwargs else {}),
+        # the default is left out, so files made before the option existed keep their names
+        **({"negatives": t.transe_negatives} if t.transe_negatives != "states" else {}),
+    }

@@ -13,8 +13,6 @@ mazes: training graphs from the training mazes, held-out graphs from the held-ou
 """
 
 import dataclasses
-import hashlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +24,12 @@ import torch
 from xlvin.config import option, to_dict
 from xlvin.errors import UserError
 from xlvin.io.executor_file import FORMAT, save_executor
-from xlvin.kernels import pinned
 from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.mdp.graphs import FAMILIES, family
 from xlvin.mdp.maze_graphs import MAZE_FAMILY, maze_mdps
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, VIExecutor
-from xlvin.process import seed_everything, torch_threads
+from xlvin.process import seed_everything
 from xlvin.train.progress import Progress
 
 TRAIN_STREAM = 0
@@ -352,6 +349,22 @@ DEFAULT_EXECUTORS = {
 }
 
 
+#: The fast recipe, what `xlvin pretrain-executor` starts from: XLVIN-R's executor trained on
+#: 25 MDPs x 16 VI steps per Adam step instead of 4 x 8, at a larger learning rate (the default
+#: executors above keep their recipe: runs and shipped files use them as they are).
+#: benchmarks/notes.md measures both.
+FAST = dataclasses.replace(DEFAULT_EXECUTORS["random"], batch_graphs=25, batch_steps=16, lr=5e-3)
+
+
+def executor_command(cfg: ExecutorConfig, out: str) -> str:
+    """The `xlvin pretrain-executor` command that trains the executor of `cfg` into `out` in
+    reproducible mode, every option spelled out."""
+    flags = [f"--{name.replace('_', '-')} {str(value).lower() if isinstance(value, bool) else value}"
+             for name, value in to_dict(cfg).items() if name != "family"]
+    return (f"xlvin pretrain-executor --reproducible --graphs {cfg.family} {' '.join(flags)} "
+            f"--out {out}")
+
+
 def default_executor_config(
     kind: str, seed: int = 0, layer_norm: bool = False, messages: str = "relu"
 ) -> ExecutorConfig:
@@ -369,33 +382,12 @@ def default_executor_config(
     return cfg
 
 
-def cached_executor_path(cfg: ExecutorConfig, cache_dir: Path) -> Path:
-    """Where the executor of `cfg` is cached: a file named by a hash of `cfg` and of the file
-    format and of the kernel mode (`xlvin.kernels`), and of nothing else, so that every command needing equal executors shares one file
-    while changed defaults, variants or formats never reuse a stale one. A file of the same hash
-    under an earlier name (`executor-<kind>-seed<S>-<hash>`) is that executor too."""
+def executor_key(cfg: ExecutorConfig) -> dict[str, Any]:
+    """Everything that determines the executor of `cfg` but the kernel mode: its config and the
+    file format (`xlvin.pretrain.files.cached_executor_path` names its file by their hash)."""
     key = {"format": FORMAT, **to_dict(cfg)}
     if cfg.family != MAZE_FAMILY:  # the field only matters to maze executors: others keep
         del key["maze_size"]  # the hashes they had before it existed
     if cfg.lr_schedule == "cosine":  # likewise for the default schedule
         del key["lr_schedule"]
-    if pinned():  # trained on other kernels: other weights (xlvin.kernels)
-        key["kernels"] = "reproducible"
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    found = sorted(Path(cache_dir).glob(f"executor-*-{digest}.safetensors"))
-    return found[0] if found else Path(cache_dir) / f"executor-{cfg.family}-{digest}.safetensors"
-
-
-def cached_executor(
-    cfg: ExecutorConfig, cache_dir: Path, progress: bool = False, threads: int = 1,
-    position: int = 0,
-) -> Path:
-    """The cached file of the executor of `cfg` (`cached_executor_path`), pre-training it on
-    first use with `threads` torch threads (one is the fastest for these small graphs on a busy
-    2-core machine)."""
-    path = cached_executor_path(cfg, cache_dir)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with torch_threads(threads):
-            pretrain_and_save(cfg, path, progress=progress, position=position)
-    return path
+    return key
