@@ -156,7 +156,8 @@ def test_the_maze_experiment_prepares_its_executor_once_before_its_cells(
     """`reproduce maze` pre-trains the maze executor its XLVIN cells share up front, with its
     progress shown, once for all cells, and the baselines need none."""
     from xlvin.experiments import maze
-    from xlvin.pretrain import files as pretrained
+    from xlvin.pretrain.files import executor_config
+    from xlvin.train import run
 
     made: list[tuple[str, bool]] = []
 
@@ -164,11 +165,11 @@ def test_the_maze_experiment_prepares_its_executor_once_before_its_cells(
         made.append((cfg.family, progress))
         return tmp_path / f"{cfg.family}.safetensors"
 
-    monkeypatch.setattr(pretrained, "cached_executor", record)
+    monkeypatch.setattr(run, "cached_executor", record)
     cells = maze.make_cells("maze", ["xlvin", "vin", "ppo"], 2, 0, maze.QUICK)
     train = cells[0].config().train
     assert maze.prepare(cells) == [tmp_path / f"{made[0][0]}.safetensors"]
-    assert made == [(pretrained.executor_config(train.executor, train).family, True)]
+    assert made == [(executor_config(train.executor, train).family, True)]
 
 
 @pytest.mark.usefixtures("tiny_default_executors")

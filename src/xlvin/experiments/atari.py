@@ -61,7 +61,7 @@ from xlvin.stats import improvement_over, improvement_text, interval_text, summa
 from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import load_run, train_run
+from xlvin.train.run import load_run, prepare_executors, train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 GAMES = ("Freeway", "Alien", "Enduro")

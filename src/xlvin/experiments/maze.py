@@ -41,7 +41,7 @@ from xlvin.process import quiet_known_warnings
 from xlvin.train.agents import resolve_agent, resolve_agents
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import train_run
+from xlvin.train.run import prepare_executors, train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 #: Experiments: name -> (env id, default agents).
