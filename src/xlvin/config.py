@@ -64,11 +64,9 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 def add_options(
-    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), prefix: str = "",
-    defaults: Any = None,
+    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), prefix: str = ""
 ) -> None:
-    """Add one `--{prefix}flag` per field of dataclass `cls` (defaults left as None: unset; the
-    help shows those of `defaults`, an instance of `cls`, where the command starts from one)."""
+    """Add one `--{prefix}flag` per field of dataclass `cls` (defaults left as None: unset)."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} options")
     for f in dataclasses.fields(cls):
@@ -78,8 +76,7 @@ def add_options(
         kwargs: dict[str, Any] = {
             "dest": prefix.replace("-", "_") + f.name,
             "default": None,
-            "help": f"{f.metadata.get('help', '')} (default: "
-                    f"{getattr(defaults, f.name) if defaults is not None else _default(f)})",
+            "help": f"{f.metadata.get('help', '')} (default: {_default(f)})",
         }
         if f.metadata.get("choices"):
             kwargs["choices"] = f.metadata["choices"]

@@ -15,7 +15,6 @@ from xlvin.io.run_dir import check_creatable
 from xlvin.process import set_threads
 from xlvin.pretrain import shipped
 from xlvin.pretrain.executor import (
-    FAST,
     GRAPH_FAMILIES,
     MAZE_SIZES,
     ExecutorConfig,
@@ -94,7 +93,7 @@ def _pretrain(args: argparse.Namespace) -> None:
     check_creatable(out)
     if args.eval_count < 1:
         raise UserError(f"--eval-count must be >= 1, got {args.eval_count}")
-    cfg = from_args(ExecutorConfig, args, dataclasses.replace(FAST, family=args.graphs))
+    cfg = from_args(ExecutorConfig, args, ExecutorConfig(family=args.graphs))
     check_mdps_fit(cfg.states, cfg.actions, max(cfg.train_graphs, args.eval_count))
     set_threads(args.threads)
     meta = pretrain_and_save(cfg, out, args.eval_count, progress=not args.quiet,
@@ -153,9 +152,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="pre-train the VI executor on synthetic MDPs and save it",
         description="Pre-train the message-passing executor to imitate value iteration "
         "(teacher-forced, MSE on V_{t+1} - V_t), save it as safetensors and print its "
-        "accuracy on held-out graphs. Its defaults are the fast recipe (many graphs per "
-        "optimiser step); the default executors of `--executor` keep their own. --verify "
-        "re-creates the executors shipped with xlvin and compares their tensors.",
+        "accuracy on held-out graphs. --verify re-creates the executors shipped with xlvin "
+        "and compares their tensors.",
     )
     p.add_argument("--graphs", choices=families,
                    help="graph family to train on (maze: the training mazes' MDPs); required "
@@ -173,7 +171,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="torch CPU threads; one is fastest for small graphs on a busy machine "
                    "(default: 1)")
-    add_options(p, ExecutorConfig, skip=("family",), defaults=FAST)
+    add_options(p, ExecutorConfig, skip=("family",))
     p.set_defaults(func=_pretrain)
 
     e = subparsers.add_parser(

@@ -349,13 +349,6 @@ DEFAULT_EXECUTORS = {
 }
 
 
-#: The fast recipe, what `xlvin pretrain-executor` starts from: XLVIN-R's executor trained on
-#: 25 MDPs x 16 VI steps per Adam step instead of 4 x 8, at a larger learning rate (the default
-#: executors above keep their recipe: runs and shipped files use them as they are).
-#: benchmarks/notes.md measures both.
-FAST = dataclasses.replace(DEFAULT_EXECUTORS["random"], batch_graphs=25, batch_steps=16, lr=5e-3)
-
-
 def executor_command(cfg: ExecutorConfig, out: str) -> str:
     """The `xlvin pretrain-executor` command that trains the executor of `cfg` into `out` in
     reproducible mode, every option spelled out."""
