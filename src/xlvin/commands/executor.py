@@ -71,6 +71,20 @@ def verify_shipped(
         raise UserError(f"{len(bad)} of {len(rows)} shipped {kind} files differ: {', '.join(bad)}")
 
 
+def verified(
+    args: argparse.Namespace, kind: str, remake: Callable[[dict[str, Any], Path], None],
+    needs: dict[str, Any],
+) -> bool:
+    """With --verify, verify the shipped files of `kind` (`verify_shipped`) and say True; else
+    check that every argument of `needs` (its name -> its value) is given and say False."""
+    if args.verify is not None:
+        verify_shipped(kind, args.verify, remake)
+        return True
+    if any(value is None for value in needs.values()):
+        raise UserError(f"pretrain-{kind.lower()} needs {' and '.join(needs)} (or --verify)")
+    return False
+
+
 def _remake(entry: dict[str, Any], out: Path) -> None:
     """Re-create a shipped executor from its manifest entry."""
     fields = {f.name for f in dataclasses.fields(ExecutorConfig)}
@@ -79,11 +93,8 @@ def _remake(entry: dict[str, Any], out: Path) -> None:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    if args.verify is not None:
-        verify_shipped("executor", args.verify, _remake)
+    if verified(args, "executor", _remake, {"--graphs": args.graphs, "--out": args.out}):
         return
-    if args.graphs is None or args.out is None:
-        raise UserError("pretrain-executor needs --graphs and --out (or --verify)")
     check_threads(args.threads)
     out = Path(args.out)
     if out.exists() and not args.force:

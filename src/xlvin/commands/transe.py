@@ -4,7 +4,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from xlvin.commands.executor import verify_shipped
+from xlvin.commands.executor import verified
 from xlvin.errors import UserError
 from xlvin.experiments import table1
 from xlvin.io.run_dir import check_creatable
@@ -27,11 +27,8 @@ def _remake(entry: dict[str, Any], out: Path) -> None:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    if args.verify is not None:
-        verify_shipped("TransE", args.verify, _remake)
+    if verified(args, "TransE", _remake, {"ENV": args.env, "--out": args.out}):
         return
-    if args.env is None or args.out is None:
-        raise UserError("pretrain-transe needs ENV and --out (or --verify)")
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UserError(f"{out} exists; pass --force to overwrite it")
