@@ -437,8 +437,10 @@ class Model:
     @_python_errors
     def predict(self, obs: Any, deterministic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(action, value) of one observation, or (actions [N], values [N]) of a batch [N, ...],
-        NumPy or torch: the greedy action when `deterministic`, else one sampled from pi(.|s).
-        Needs no env: a loaded model knows its spaces."""
+        NumPy or torch: the greedy action (the mode of pi(.|s)) when `deterministic`, else one
+        sampled from pi(.|s); Box actions clipped to the bounds, observations normalised with the
+        model's frozen statistics where it has them. Needs no env: a loaded model knows its
+        spaces."""
         policy = self._policy()
         x = obs.detach().cpu() if isinstance(obs, torch.Tensor) else torch.as_tensor(np.asarray(obs))
         shape = self.spaces.obs_shape
@@ -454,14 +456,16 @@ class Model:
                 logits, values = policy(batch.to(policy_device(policy)))
         finally:
             policy.train(training)
-        logits, values = logits.cpu(), values.cpu()
+        params, values = logits.cpu().numpy(), values.cpu().numpy()
+        dist = policy.action_distribution()
         if deterministic:
-            actions = logits.argmax(-1)
+            actions = dist.env_actions(dist.mode(params))
         else:
-            actions = torch.multinomial(logits.softmax(-1), 1, generator=self._generator)[:, 0]
+            noise = dist.noise((len(params),), self._generator)
+            actions = dist.env_actions(dist.sample(params, noise))
         if single:
-            return actions[0].numpy(), values[0].numpy()
-        return actions.numpy(), values.numpy()
+            return np.asarray(actions[0]), np.asarray(values[0])
+        return actions, values
 
     @_python_errors
     def evaluate(
@@ -510,8 +514,9 @@ class Model:
     def _check_spaces(self, env_id: str, kwargs: dict[str, Any]) -> None:
         found = env_spaces(env_id, kwargs)
         ours = self.spaces
-        if (found.obs_shape, found.num_actions, found.states) != (
-                ours.obs_shape, ours.num_actions, ours.states):
+        if (found.obs_shape, found.num_actions, found.states, found.action_kind,
+                found.action_nvec) != (ours.obs_shape, ours.num_actions, ours.states,
+                                       ours.action_kind, ours.action_nvec):
             raise UserError(
                 f"env {env_id!r} has observations {list(found.obs_shape)} and "
                 f"{found.num_actions} actions; the model reads {list(ours.obs_shape)} and "

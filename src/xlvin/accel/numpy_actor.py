@@ -7,7 +7,9 @@ logits and values in NumPy, op for op the structure of the torch modules (encode
 successors, executor steps over the tree, heads). Equal to the policy's forward up to float
 rounding (tests/test_accel_actor.py); timings in benchmarks/notes.md.
 
-Supported: `PPOAgent` and `XLVINAgent` with an `MLPEncoder`, float32 weights on the CPU (XLVIN at
+Supported: `PPOAgent` and `XLVINAgent` with an `MLPEncoder` (for `PPOAgent` also behind a
+`RunningNorm`, and with a Gaussian head's log std), float32 weights (float64 normalisation
+statistics) on the CPU (XLVIN at
 any depth, either aggregation, ReLU or linear messages, with or without LayerNorm or the node
 and chi projections; the full tree only, not `prune` nor the `zero_chi` ablation). `make_actor`
 returns None for any other policy; the caller then uses the policy itself.
@@ -22,6 +24,7 @@ from torch import nn
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
+from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.transition import TransitionModel
 
 
@@ -35,10 +38,17 @@ class Actor(Protocol):
 def make_actor(policy: nn.Module) -> Actor | None:
     """A NumPy snapshot of `policy` (its weights copied now: later changes to the policy are not
     seen), or None where the policy is not supported (see the module docstring)."""
-    tensors = [*policy.parameters(), *policy.buffers()]
-    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors):
+    norms = [m for m in policy.modules() if isinstance(m, RunningNorm)]
+    stats = {id(t) for m in norms for t in m.buffers()}
+    tensors = [*policy.parameters(), *(t for t in policy.buffers() if id(t) not in stats)]
+    if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors) or any(
+            t.device.type != "cpu" for m in norms for t in m.buffers()):
         return None
-    if type(policy) is PPOAgent and type(policy.encoder) is MLPEncoder:
+    if type(policy) is PPOAgent and (
+        type(policy.encoder) is MLPEncoder
+        or (type(policy.encoder) is nn.Sequential and len(policy.encoder) == 2
+            and type(policy.encoder[0]) is RunningNorm and type(policy.encoder[1]) is MLPEncoder)
+    ):
         return PPOActor(policy)
     if (type(policy) is XLVINAgent and type(policy.encoder) is MLPEncoder
             and not policy.prune and not policy.zero_chi):
@@ -87,15 +97,33 @@ def relu_(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0, out=x)
 
 
-class Encoder:
-    """MLPEncoder: obs [B, ...] -> h_s [B, k] (Linear, ReLU, Linear, ReLU, Linear)."""
+class Norm:
+    """RunningNorm with its statistics frozen: clip((x - mean) / sqrt(var + eps)), in float64."""
 
-    def __init__(self, encoder: MLPEncoder) -> None:
+    def __init__(self, norm: RunningNorm) -> None:
+        self.mean, self.scale = _copy(norm.mean), _copy(norm.scale())
+        self.clip = norm.clip
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        z = (obs.astype(np.float64) - self.mean) * self.scale
+        return np.clip(z, -self.clip, self.clip).astype(np.float32)
+
+
+class Encoder:
+    """MLPEncoder: obs [B, ...] -> h_s [B, k] (Linear, ReLU, Linear, ReLU, Linear), or
+    Sequential(RunningNorm, MLPEncoder): the same after the normalisation."""
+
+    def __init__(self, encoder: MLPEncoder | nn.Sequential) -> None:
+        self.norm = None
+        if isinstance(encoder, nn.Sequential):
+            self.norm, encoder = Norm(encoder[0]), encoder[1]
         first, _, second, _, third = encoder.net
         self.layers = Linear(first), Linear(second), Linear(third)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         first, second, third = self.layers
+        if self.norm is not None:
+            obs = self.norm(obs)
         x = obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
         return third(relu_(second(relu_(first(x)))))
 
@@ -147,17 +175,23 @@ class Processor:
 
 
 class Heads:
-    """ActorCriticHeads: actor and critic as one matrix, features [B, in] -> [B, A + 1]."""
+    """ActorCriticHeads: actor and critic as one matrix, features [B, in] -> [B, A + 1]; with a
+    Gaussian head, its log std appended to the means."""
 
     def __init__(self, policy: PPOAgent | XLVINAgent) -> None:
         actor, critic = policy.heads.actor, policy.heads.critic
         self.weight_t = torch.cat([actor.weight, critic.weight]).detach().numpy().T.copy()
         self.bias = _copy(torch.cat([actor.bias, critic.bias]))
+        log_std = policy.heads.log_std
+        self.log_std = None if log_std is None else _copy(log_std)
 
     def __call__(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = features @ self.weight_t
         out += self.bias
-        return out[:, :-1], out[:, -1]
+        params = out[:, :-1]
+        if self.log_std is not None:
+            params = np.concatenate([params, np.broadcast_to(self.log_std, params.shape)], 1)
+        return params, out[:, -1]
 
 
 class PPOActor:

@@ -3,6 +3,7 @@
 import torch
 from torch import nn
 
+from xlvin.nn.distributions import ActionDistribution, Categorical, DiagGaussian
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, TransitionBatch
@@ -30,6 +31,10 @@ class PPOAgent(ActorCritic):
     (eq. 2, weight `transe_weight`) is added to PPO's, shaping the encoder as it shapes XLVIN's,
     though the policy never uses the transition: the authors' public code trains its PPO baseline
     so.
+
+    `distribution` (default: a categorical over `num_actions`) is what the actor head's output
+    parameterises; for a `DiagGaussian` the heads add its state-independent log standard
+    deviation, initialised to `log_std_init`.
     """
 
     def __init__(
@@ -40,17 +45,25 @@ class PPOAgent(ActorCritic):
         transition: TransitionModel | None = None,
         transe_weight: float = 1e-3,
         transe_negatives: str = "states",
+        distribution: ActionDistribution | None = None,
+        log_std_init: float = 0.0,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
+        self.distribution = distribution or Categorical(num_actions)
         self.encoder = encoder
-        self.heads = ActorCriticHeads(embedding_dim, num_actions)
+        gaussian = isinstance(self.distribution, DiagGaussian)
+        self.heads = ActorCriticHeads(embedding_dim, num_actions,
+                                      log_std_init if gaussian else None)
         self.transition = transition
         self.transe_weight = transe_weight
         self.transe_negatives = transe_negatives
 
+    def action_distribution(self) -> ActionDistribution:
+        return self.distribution
+
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """obs [B, ...] -> logits [B, A], values [B]."""
+        """obs [B, ...] -> logits [B, A] (the distribution's parameters), values [B]."""
         return self.heads(self.encoder(obs))
 
     def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:

@@ -5,12 +5,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from xlvin.nn.distributions import ActionDistribution, Categorical
+
 
 @dataclass
 class TransitionBatch:
     """A batch of environment transitions (s, a, s') that are real: never an autoreset step.
 
-    obs: [B, *obs_shape], actions: [B] (long), next_obs: [B, *obs_shape], rewards: [B] or None.
+    obs: [B, *obs_shape], actions: [B] (long; [B, K] or [B, d] for MultiDiscrete or Box actions),
+    next_obs: [B, *obs_shape], rewards: [B] or None.
     """
 
     obs: torch.Tensor
@@ -20,13 +23,18 @@ class TransitionBatch:
 
 
 class ActorCritic(nn.Module):
-    """A policy network for PPO: observations -> (action logits [B, A], state values [B]).
+    """A policy network for PPO: observations -> (action logits [B, A], state values [B]), or,
+    for other action spaces, the parameters of its `action_distribution()`.
 
     Agents differ only in this network and in `auxiliary_losses`, which the trainer adds to the
     PPO loss (each term already multiplied by its weight).
     """
 
     num_actions: int
+
+    def action_distribution(self) -> ActionDistribution:
+        """How the first output is read: a categorical over `num_actions` logits by default."""
+        return Categorical(self.num_actions)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError

@@ -8,14 +8,18 @@ with r_i = exp(clamp(log pi(a_i|s_i) - log pi_old(a_i|s_i), -L, L)) and
 V^clip = V_old + clamp(V - V_old, -eps, eps). The clamp of the log-ratio only matters for a
 policy that moved by more than e^L: it keeps the loss finite there.
 
+pi is the categorical of the logits, or the `distribution` they parameterise
+(`xlvin.nn.distributions`: a factorised categorical, a diagonal Gaussian).
 `xlvin.accel.fused_ppo_loss.fused_ppo_loss` computes the same value and gradient as one
-autograd node (tests/test_ppo_loss.py).
+autograd node for the categorical (tests/test_ppo_loss.py).
 """
 
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from xlvin.nn.distributions import ActionDistribution, Categorical
 
 
 @dataclass(frozen=True)
@@ -42,15 +46,17 @@ def ppo_loss(
     ent_coef: float,
     vf_coef: float,
     logratio_limit: float,
+    distribution: ActionDistribution | None = None,
 ) -> tuple[Tensor, PPOLossTerms]:
     """The PPO loss of one minibatch (module docstring) and its detached terms.
 
-    logits [B, A] and values [B] carry the gradient; actions [B] (long), old_logprobs,
-    advantages (normalised by the caller if wanted), returns and old_values [B] are data.
+    logits [B, P] (the distribution's parameters) and values [B] carry the gradient; actions
+    [B, ...] (as the distribution reads them), old_logprobs, advantages (normalised by the caller
+    if wanted), returns and old_values [B] are data. `distribution` defaults to the categorical.
     """
-    logp = torch.log_softmax(logits, dim=-1)  # [B, A]
-    entropy = -(logp.exp() * logp).sum(-1)  # [B]
-    logratio = logp.gather(-1, actions.unsqueeze(-1)).squeeze(-1) - old_logprobs
+    dist = distribution or Categorical(logits.shape[-1])
+    entropy = dist.entropy(logits)  # [B]
+    logratio = dist.log_prob(logits, actions) - old_logprobs
     logratio = logratio.clamp(-logratio_limit, logratio_limit)
     ratio = logratio.exp()
     surrogate = torch.min(advantages * ratio, advantages * ratio.clamp(1 - clip, 1 + clip))

@@ -37,6 +37,7 @@ from xlvin.nn.atreec import ATreeCAgent
 from xlvin.nn.encoders import ChannelsFirst, MazeCNN, MLPEncoder, NatureCNN, OneHot
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.gvin import GVINAgent
+from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vae import VAEWorldModel
@@ -64,6 +65,9 @@ class Architecture:
     ppo_transe: bool
     init: str  # "orthogonal" or "pytorch"
     transition_loss: str = "transe"  # XLVIN: "transe", or "vae" (xlvin.nn.vae, images only)
+    norm_obs: bool = False  # the encoder starts with running observation statistics
+    clip_obs: float = 10.0  # bound of the normalised observations
+    log_std_init: float = 0.0  # Box actions: the Gaussian's initial log std
 
 
 AgentBuilder = Callable[[Architecture, Spaces, MessagePassing | None], ActorCritic]
@@ -79,6 +83,7 @@ class AgentSpec:
     tree: bool = False  # builds a latent tree of depth K (its memory is checked)
     min_depth: int = 0
     prune: bool = False  # accepts --prune
+    any_actions: bool = False  # MultiDiscrete and Box actions too (else Discrete only)
     transe: bool = False  # has `encoder` and `transition` pre-trained by TransE (--pretrain-transe)
     maze_only: bool = False  # plans on a maze's grid
 
@@ -210,10 +215,14 @@ def agent_spec(name: str) -> AgentSpec:
 
 
 def build_encoder(arch: Architecture, spaces: Spaces) -> nn.Module:
-    """z: observations [B, ...] -> h_s [B, k], picked by the observation kind."""
+    """z: observations [B, ...] -> h_s [B, k], picked by the observation kind; with
+    `arch.norm_obs`, after the running observation normalisation (`RunningNorm`)."""
     if spaces.kind not in ENCODERS:
         raise UserError(f"no encoder registered for {spaces.kind} observations")
-    return ENCODERS[spaces.kind](arch, spaces)
+    encoder = ENCODERS[spaces.kind](arch, spaces)
+    if arch.norm_obs:
+        return nn.Sequential(RunningNorm(spaces.obs_shape, clip=arch.clip_obs), encoder)
+    return encoder
 
 
 def pytorch_init(module: nn.Module, skip: str = "processor") -> None:
@@ -259,11 +268,13 @@ register_encoder("maze", lambda a, s: MazeCNN(s.obs_shape[0], a.hidden, a.embedd
 
 # The built-in agents, registered as a user's would be.
 def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:
-    """The paper's PPO baseline; with `ppo_transe`, a transition model trained only by TransE."""
+    """The paper's PPO baseline; with `ppo_transe`, a transition model trained only by TransE.
+    Any action space: its distribution is the spaces' (`Spaces.action_distribution`)."""
     encoder = build_encoder(arch, spaces)
     k, actions = arch.embedding_dim, spaces.num_actions
     transition = TransitionModel(k, actions, arch.hidden) if arch.ppo_transe else None
-    return PPOAgent(encoder, k, actions, transition, arch.transe_weight, arch.transe_negatives)
+    return PPOAgent(encoder, k, actions, transition, arch.transe_weight, arch.transe_negatives,
+                    spaces.action_distribution(), arch.log_std_init)
 
 
 def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None) -> ActorCritic:
@@ -304,7 +315,7 @@ def _maze_planner(readout: str | None) -> AgentBuilder:
 
 
 register_agent("xlvin", _xlvin, executor=True, tree=True, prune=True, transe=True)
-register_agent("ppo", _ppo)
+register_agent("ppo", _ppo, any_actions=True)
 register_agent("atreec", _atreec, tree=True, min_depth=1)
 register_agent("vin", _maze_planner("slice"), maze_only=True)
 register_agent("vin-mean", _maze_planner("mean"), maze_only=True)

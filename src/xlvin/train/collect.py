@@ -3,7 +3,9 @@
 How a policy acts (`make_actor`): its own forward under `torch.no_grad()`, or, where enabled
 and supported, the NumPy weight snapshot of `xlvin.accel.numpy_actor` (the same function,
 computed with less per-op overhead on the few observations of one step). Either way an actor
-maps observations [B, ...] (NumPy) to (logits [B, A], values [B]) as NumPy arrays.
+maps observations [B, ...] (NumPy) to (logits [B, A], values [B]) as NumPy arrays: the
+parameters of the policy's `action_distribution()` (`xlvin.nn.distributions`), which samples
+the actions and, for Box actions, clips them to the bounds where the env receives them.
 """
 
 from collections.abc import Callable
@@ -55,11 +57,6 @@ def make_actor(policy: ActorCritic, accelerate: bool = True) -> Actor:
         return logits.cpu().numpy(), values.cpu().numpy()
 
     return act
-
-
-def action_logprobs(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-    """log pi(a_i|s_i) [B] from logits [B, A] and actions [B] (long)."""
-    return torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
 
 
 @dataclass
@@ -147,11 +144,6 @@ def make_vector_env(
         )
     except gym.error.Error as err:
         raise UserError(f"cannot make environment {env_id!r}: {err}") from None
-    if not isinstance(envs.single_action_space, gym.spaces.Discrete):
-        envs.close()
-        raise UserError(
-            f"{env_id}: PPO here needs a discrete action space, got {envs.single_action_space}"
-        )
     if record_stats and autoreset_mode != AutoresetMode.NEXT_STEP:
         raise UserError("episode statistics are kept for NEXT_STEP autoreset only")
     return EpisodeStatistics(envs) if record_stats and not records_own_episodes(envs) else envs
@@ -176,19 +168,6 @@ def reset_envs(envs: VectorEnv, seed: int) -> RolloutState:
     return RolloutState(obs=np.array(obs), autoreset=np.zeros(envs.num_envs, dtype=bool))
 
 
-def sample_actions(logits: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-    """Inverse-CDF sampling a ~ softmax(logits) with given uniforms: logits [B, A], uniform [B].
-
-    a = #{k : F(k) < u * F(A - 1)} with F the cumulative sum of exp(logits - max). The
-    uniforms come from the caller's torch.Generator, drawn once per rollout, so the actions are
-    a deterministic function of the seed whichever actor computed the logits.
-    """
-    weights = np.exp(logits - np.maximum.reduce(logits, axis=-1, keepdims=True))
-    cdf = np.add.accumulate(weights, axis=-1)
-    actions = np.count_nonzero(cdf < uniform[:, None] * cdf[:, -1:], axis=-1)
-    return np.minimum(actions, logits.shape[-1] - 1)
-
-
 def collect_rollout(
     envs: VectorEnv,
     policy: ActorCritic,
@@ -201,7 +180,9 @@ def collect_rollout(
 
     The policy acts through `make_actor(policy, accelerate)`.
 
-    Actions are sampled with uniforms drawn from `generator` (one draw of [T, N] per rollout).
+    Actions are sampled by the policy's `action_distribution()` with noise drawn from `generator`
+    (one draw per rollout: uniforms [T, N] for Discrete actions); the rollout stores them as
+    sampled, the env receives `env_actions` of them (Box actions clipped to the bounds).
     Episode returns come from the episode statistics wrapper (`EpisodeStatistics`, or gymnasium's
     RecordEpisodeStatistics): `info["episode"]["r"]` where `info["_episode"]`, in the order the
     episodes finished; so do their successes, from `info["success"]` where the env reports one
@@ -209,18 +190,19 @@ def collect_rollout(
     """
     T, N = num_steps, envs.num_envs
     actor = make_actor(policy, accelerate)
+    dist = policy.action_distribution()
     # Preallocated NumPy buffers, filled step by step and handed over as torch tensors that
     # share their memory (torch.from_numpy: no copies).
     obs = np.empty((T + 1, N, *state.obs.shape[1:]), dtype=state.obs.dtype)
-    actions = np.zeros((T, N), dtype=np.int64)
-    logits = np.zeros((T, N, policy.num_actions), dtype=np.float32)
+    actions = np.zeros((T, N, *dist.action_shape), dtype=dist.action_dtype)
+    logits = np.zeros((T, N, dist.num_params), dtype=np.float32)
     values = np.zeros((T + 1, N), dtype=np.float32)
     rewards = np.zeros((T, N), dtype=np.float32)
     terminated = np.zeros((T, N), dtype=bool)
     truncated = np.zeros((T, N), dtype=bool)
     valid = np.zeros((T, N), dtype=bool)
     obs_t = torch.from_numpy(obs)
-    uniforms = torch.rand((T, N), generator=generator, dtype=torch.float64).numpy()
+    noise = dist.noise((T, N), generator)
     episode_returns: list[float] = []
     episode_lengths: list[int] = []
     episode_successes: list[bool] = []
@@ -230,8 +212,8 @@ def collect_rollout(
     for t in range(T):
         valid[t] = ~autoreset
         logits[t], values[t] = actor(obs[t])
-        actions[t] = sample_actions(logits[t], uniforms[t])
-        next_obs, reward, term, trunc, info = envs.step(actions[t])
+        actions[t] = dist.sample(logits[t], noise[t])
+        next_obs, reward, term, trunc, info = envs.step(dist.env_actions(actions[t]))
         obs[t + 1], rewards[t], terminated[t], truncated[t] = next_obs, reward, term, trunc
         autoreset = term | trunc
         if "episode" in info:
@@ -243,7 +225,9 @@ def collect_rollout(
     values[T] = actor(obs[T])[1]
 
     state.obs, state.autoreset = obs[T].copy(), autoreset.copy()
-    logprobs = action_logprobs(torch.from_numpy(logits), torch.from_numpy(actions))  # [T, N]
+    flat = (T * N, *dist.action_shape)
+    logprobs = dist.log_prob(torch.from_numpy(logits).flatten(0, 1),
+                             torch.from_numpy(actions).reshape(flat)).view(T, N)
     return Rollout(
         obs=obs_t,
         actions=torch.from_numpy(actions),

@@ -7,20 +7,17 @@ import numpy as np
 
 from xlvin.accel.classic_control import make_array_steps
 from xlvin.errors import UserError
+from xlvin.nn.distributions import ActionDistribution, DiagGaussian
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.collect import make_actor, sample_actions
+from xlvin.train.collect import make_actor
 
 
 def _make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
     """One env as `make_vector_env` builds each of its sub-envs, with the same one-line errors."""
     try:
-        env = gym.make(env_id, **(env_kwargs or {}))
+        return gym.make(env_id, **(env_kwargs or {}))
     except gym.error.Error as err:
         raise UserError(f"cannot make environment {env_id!r}: {err}") from None
-    if not isinstance(env.action_space, gym.spaces.Discrete):
-        env.close()
-        raise UserError(f"{env_id}: PPO here needs a discrete action space, got {env.action_space}")
-    return env
 
 
 class Steps(Protocol):
@@ -94,8 +91,10 @@ class Evaluator:
         the policy acts through `xlvin.accel.numpy_actor` and CartPole and Acrobot episodes are
         stepped on arrays (`make_steps`); both give the same returns as the readable route.
 
-        deterministic=True (default) plays the greedy action argmax pi(a|s), the usual choice for
-        reporting a final policy; False samples from pi. The policy is put in eval mode
+        deterministic=True (default) plays the greedy action, the mode of pi(.|s) (argmax, or the
+        Gaussian's mean clipped to the bounds), the usual choice for reporting a final policy;
+        False samples from pi. Observations are normalised with the policy's frozen statistics
+        where it has them (`xlvin.nn.normalization`). The policy is put in eval mode
         (BatchNorm uses running statistics) and its previous mode restored afterwards. It acts
         through `xlvin.train.collect.make_actor(policy, accelerate)`.
         """
@@ -109,6 +108,7 @@ class Evaluator:
         lengths = np.zeros(episodes, dtype=int)
         episode_of = [-1] * n  # the episode env j plays; -1 once no episode is left for it
         rngs: list[np.random.Generator | None] = [None] * n
+        dist = policy.action_distribution()
         observations: list[np.ndarray] = [np.empty(0)] * n
         running_return = [0.0] * n
         running_length = [0] * n
@@ -137,11 +137,11 @@ class Evaluator:
                     break
                 logits = actor(np.stack([observations[j] for j in active]))[0]
                 if deterministic:
-                    actions = logits.argmax(-1)
+                    actions = dist.mode(logits)
                 else:
-                    uniforms = np.array([rngs[j].random() for j in active])  # type: ignore[union-attr]
-                    actions = sample_actions(logits, uniforms)
-                obs, rewards, terminated, truncated = steps.step(active, actions)
+                    actions = dist.sample(logits, np.stack([episode_noise(dist, rngs[j])
+                                                            for j in active]))
+                obs, rewards, terminated, truncated = steps.step(active, dist.env_actions(actions))
                 for i, j in enumerate(active):
                     observations[j] = obs[i]
                     running_return[j] += float(rewards[i])
@@ -161,6 +161,15 @@ class Evaluator:
             "seed": seed,
             "deterministic": deterministic,
         }
+
+
+def episode_noise(dist: ActionDistribution, rng: np.random.Generator | None) -> np.ndarray:
+    """One step's sampling noise of an episode from its own stream: a uniform (Discrete), one
+    per component (MultiDiscrete), or standard normals (Box)."""
+    assert rng is not None
+    if isinstance(dist, DiagGaussian):
+        return rng.standard_normal(dist.action_shape).astype(np.float32)
+    return rng.random(dist.action_shape)
 
 
 def evaluate_policy(

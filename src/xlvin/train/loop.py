@@ -18,17 +18,19 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+import gymnasium as gym
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.errors import UserError, one_line
 from xlvin.io.checkpoint import Checkpointer, section
+from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import seed_everything, set_threads
 from xlvin.train.collect import (
     RolloutState,
-    action_logprobs,
     collect_rollout,
     make_vector_env,
     reset_envs,
@@ -143,6 +145,13 @@ class OnlineData:
     Env i is reset with seed `seed + i`. Checkpoints hold every env's state, exact for envs whose
     state `xlvin.train.env_state` restores (classic control, Atari); other envs are reset with seed
     `seed + round` on resume instead.
+
+    Normalisation (`cfg.normalises`, on by default for Box actions): a policy with observation
+    statistics (a `RunningNorm` module) acts a whole rollout with them frozen; they are then
+    updated with the rollout's observations and the rollout relabelled under them (`relabel`),
+    so that the update and the next rollout see the observations alike. Rewards are scaled by
+    the running std of each env's discounted return (`scale_rewards`); its statistics and the
+    envs' running returns are part of the checkpoint.
     """
 
     log_by_env_steps = True
@@ -158,23 +167,43 @@ class OnlineData:
         self.exact = restorable(self.envs)
         self.state = reset_envs(self.envs, seed)
         self.next_round = 0
+        box = isinstance(self.envs.single_action_space, gym.spaces.Box)
+        self.gamma = cfg.gamma
+        self.reward_stats = RunningNorm((), clip=cfg.clip_reward) if cfg.normalises(box)[1] else None
+        self.returns = np.zeros(cfg.num_envs)  # each env's discounted return, for reward scaling
 
     def collect(
         self, policy: ActorCritic, round: int, generator: torch.Generator, accelerate: bool
     ) -> Rollout:
         self.next_round = round + 1
-        return collect_rollout(self.envs, policy, self.num_steps, self.state, generator, accelerate)
+        rollout = collect_rollout(self.envs, policy, self.num_steps, self.state, generator,
+                                  accelerate)
+        norms = [m for m in policy.modules() if isinstance(m, RunningNorm)]
+        if norms:
+            for norm in norms:
+                norm.update(rollout.obs[:-1][rollout.valid])
+            rollout = relabel(rollout, policy)
+        if self.reward_stats is not None:
+            scale_rewards(rollout, self.returns, self.reward_stats, self.gamma)
+        return rollout
 
     def state_dict(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         tensors = {
             "obs": torch.from_numpy(self.state.obs),
             "autoreset": torch.from_numpy(self.state.autoreset),
         }
+        if self.reward_stats is not None:
+            tensors["returns"] = torch.from_numpy(self.returns)
+            tensors.update({f"reward_{k}": v for k, v in self.reward_stats.state_dict().items()})
         envs = env_state(self.envs) if self.exact else None
         return {"envs": envs, "next_round": self.next_round}, tensors
 
     def load_state_dict(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
         self.next_round = state["next_round"]
+        if self.reward_stats is not None:
+            self.returns = tensors["returns"].numpy().copy()
+            self.reward_stats.load_state_dict({k: tensors[f"reward_{k}"]
+                                               for k in ("mean", "var", "count")})
         if state["envs"] is None:
             self.state = reset_envs(self.envs, self.seed + self.next_round)
             return
@@ -191,6 +220,24 @@ class OnlineData:
 
     def close(self) -> None:
         self.envs.close()
+
+
+def scale_rewards(
+    rollout: Rollout, returns: np.ndarray, stats: RunningNorm, gamma: float
+) -> None:
+    """Scale `rollout.rewards` in place as Stable-Baselines3's VecNormalize does, step by step:
+    R <- gamma R + r for each env's running return R [N] (`returns`, carried over rollouts),
+    `stats` updated with R, r <- clip(r / sqrt(var(R) + eps)), R <- 0 where an episode ended.
+    Autoreset steps (not transitions) change nothing."""
+    rewards = rollout.rewards.numpy()  # a view: written in place
+    valid = rollout.valid.numpy()
+    done = (rollout.terminated | rollout.truncated).numpy()
+    for t in range(rollout.num_steps):
+        real = valid[t]
+        returns[real] = returns[real] * gamma + rewards[t][real]
+        stats.update(torch.from_numpy(returns[real]))
+        rewards[t] = np.clip(rewards[t] * stats.scale().item(), -stats.clip, stats.clip)
+        returns[done[t]] = 0.0
 
 
 def train(
@@ -367,9 +414,10 @@ def train_ppo(
 def relabel(rollout: Rollout, policy: ActorCritic) -> Rollout:
     """The same transitions with log pi_old and V_old recomputed under `policy` (one batched
     forward), as if the current policy had collected them."""
-    T, N = rollout.actions.shape
+    T, N = rollout.actions.shape[:2]
     logits, values = policy(rollout.obs.flatten(0, 1))
-    logprobs = action_logprobs(logits[: T * N], rollout.actions.reshape(-1)).view(T, N)
+    logprobs = policy.action_distribution().log_prob(
+        logits[: T * N], rollout.actions.flatten(0, 1)).view(T, N)
     return dataclasses.replace(rollout, logprobs=logprobs, values=values.view(T + 1, N))
 
 

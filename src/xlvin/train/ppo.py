@@ -20,6 +20,7 @@ from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.accel.image_layout import channels_last
 from xlvin.config import option
 from xlvin.errors import UserError
+from xlvin.nn.distributions import Categorical
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.ppo_loss import ppo_loss
 from xlvin.train.advantages import compute_gae, monte_carlo_returns
@@ -87,6 +88,20 @@ class PPOConfig:
         1, "CPU threads of a training process for torch and NumPy's BLAS (1 is fastest for small "
         "nets; 0 keeps the libraries' defaults)"
     )
+    norm_obs: bool | None = option(
+        None, "normalise observations by their running mean and std, clipped to +-clip_obs (the "
+        "statistics are saved with the model and frozen outside training); unset: on for Box "
+        "actions with flat observations (SB3's / CleanRL's MuJoCo presets), off otherwise"
+    )
+    norm_reward: bool | None = option(
+        None, "scale rewards by the running std of the discounted return, clipped to "
+        "+-clip_reward; unset: on for Box actions (SB3's / CleanRL's MuJoCo presets)"
+    )
+    clip_obs: float = option(10.0, "bound of the normalised observations")
+    clip_reward: float = option(10.0, "bound of the scaled rewards")
+    log_std_init: float = option(
+        0.0, "Box actions: initial log standard deviation of the Gaussian policy"
+    )
     accelerate: bool = option(
         True, "on CPU, act with the NumPy weight snapshot and update with the fused loss and flat "
         "Adam of xlvin.accel (same results up to float rounding; false: the readable code only)"
@@ -111,10 +126,16 @@ class PPOConfig:
             (self.max_grad_norm > 0, "max_grad_norm must be > 0"),
             (self.target_kl >= 0, "target_kl must be >= 0"),
             (self.torch_threads >= 0, "torch_threads must be >= 0"),
+            (self.clip_obs > 0 and self.clip_reward > 0, "clip_obs and clip_reward must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
                 raise UserError(f"PPO config: {message}")
+
+    def normalises(self, box_actions: bool) -> tuple[bool, bool]:
+        """(norm_obs, norm_reward) as set, or where unset, on for Box actions."""
+        return (box_actions if self.norm_obs is None else self.norm_obs,
+                box_actions if self.norm_reward is None else self.norm_reward)
 
     @property
     def batch_size(self) -> int:
@@ -181,7 +202,8 @@ def ppo_update(
     if cfg.norm_adv and cfg.norm_adv_batch:
         advantages = normalise_over_batch(advantages, rollout.valid)
     accelerated = isinstance(optimizer, FlatAdam)  # `uses_accelerators`
-    loss_fn = fused_ppo_loss if accelerated else ppo_loss
+    distribution = policy.action_distribution()
+    fused = accelerated and isinstance(distribution, Categorical)  # the fused loss's only one
     device = next(policy.parameters()).device
     logged: list[torch.Tensor] = []  # per minibatch: the detached loss terms, then aux terms
     aux_names: list[str] = []
@@ -195,11 +217,13 @@ def ppo_update(
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             batch = channels_last(mb.transitions()) if accelerated else mb.transitions()
             logits, new_values, aux = policy.forward_with_aux(batch)
-            loss, terms = loss_fn(
-                logits, new_values, mb.actions, mb.logprobs, adv, mb.returns, mb.values,
-                clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss, ent_coef=cfg.ent_coef,
-                vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT,
-            )
+            args = (logits, new_values, mb.actions, mb.logprobs, adv, mb.returns, mb.values)
+            kwargs = dict(clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
+                          ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT)
+            if fused:
+                loss, terms = fused_ppo_loss(*args, **kwargs)
+            else:
+                loss, terms = ppo_loss(*args, **kwargs, distribution=distribution)
             for term in aux.values():
                 loss = loss + term
             if not torch.isfinite(loss):

@@ -317,6 +317,15 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
     """The run's network with every preset resolved, its tree checked against this machine's
     memory (a depth K whose tree could not fit is refused, saying what it needs)."""
     t = cfg.train
+    spec = agent_spec(t.agent)
+    if spaces.action_kind != "discrete" and not (spec.any_actions and not t.ppo_transe):
+        what = "--ppo-transe" if spec.any_actions else f"--agent {t.agent}"
+        raise UserError(f"{t.env} has {spaces.action_kind} actions; {what} needs Discrete "
+                        "actions (continuous actions are not supported: use --agent ppo)")
+    norm_obs = cfg.ppo.normalises(spaces.action_kind == "box" and spaces.kind == "flat")[0]
+    if norm_obs and spaces.kind != "flat":
+        raise UserError(f"--norm-obs normalises flat observations; {t.env} has {spaces.kind} "
+                        "observations")
     if t.prune > spaces.num_actions:
         raise UserError(f"--prune {t.prune}: the environment has only {spaces.num_actions} actions")
     if t.transition_loss == "vae" and spaces.kind != "image":
@@ -341,6 +350,7 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
         zero_chi=t.zero_chi, executor_aggregation=t.executor_aggregation,
         executor_projections=t.executor_projections,
         ppo_transe=t.ppo_transe, init=t.init, transition_loss=t.transition_loss,
+        norm_obs=norm_obs, clip_obs=cfg.ppo.clip_obs, log_std_init=cfg.ppo.log_std_init,
     )
 
 
