@@ -111,7 +111,7 @@ def test_env_forms_resolve_to_the_env_the_run_remakes() -> None:
 
 def test_unsupported_spaces_are_one_line_errors() -> None:
     with pytest.raises(UserError, match="continuous actions are not supported"):
-        PPO("Pendulum-v1")
+        XLVIN("Pendulum-v1")
     with pytest.raises(UserError, match=r"Tuple observations; supported: Discrete \(one-hot\)"):
         PPO("Blackjack-v1")
 

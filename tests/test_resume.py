@@ -276,3 +276,30 @@ def test_env_state_restore_refuses_undeclared_attributes_and_non_numeric_dtypes(
     with pytest.raises(ValueError, match=message):
         restore_env_state(envs, state)
     assert json.dumps(env_state(envs)) == before
+
+
+def test_box_actions_with_normalisation_resume_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PPO on Pendulum-v1 (Box actions, observation and reward normalisation on by default): the
+    statistics, the envs' running returns and the Gaussian's log std cross the checkpoint."""
+    args = ["--env", "Pendulum-v1", "--agent", "ppo", "--num-envs", "2", "--num-steps", "64",
+            "--total-steps", "768", "--checkpoint-every", "2", "--quiet"]
+    assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
+    calls = {"n": 0}
+    original = run_dir_module.MetricsLogger.__call__
+
+    def crash_after_three_updates(self, step: int, metrics: dict[str, float]) -> None:
+        original(self, step, metrics)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise Interrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(run_dir_module.MetricsLogger, "__call__", crash_after_three_updates)
+        with pytest.raises(Interrupt):
+            main(["train", *args, "--out", str(tmp_path / "cut")])
+    assert main(["train", *args, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+    assert_same_run(tmp_path / "full", tmp_path / "cut")
+    weights = outcome(tmp_path / "full")[0]
+    assert weights["encoder.0.count"].item() > 700 and "heads.log_std" in weights

@@ -1,0 +1,303 @@
+"""Parity of our PPO with Stable-Baselines3's on Box actions, at the RL Zoo's hyperparameters.
+
+    python -m benchmarks.parity.run --env Pendulum-v1 --seeds 5
+    python -m benchmarks.parity.run --env HalfCheetah-v5 --seeds 5            # 1M steps each
+    python -m benchmarks.parity.run --env HalfCheetah-v5 --seeds 1 --steps 4096 --out /tmp/smoke
+
+Each (library, seed) trains in a fresh process, one at a time, libraries interleaved seed by
+seed; the parent times the whole process (interpreter start, imports, env and model creation,
+training) and subtracts the final evaluation, which the child times itself. Both libraries then
+play the same `EVAL_EPISODES` fresh episodes (seeds from `EVAL_SEED`) with their final policy,
+greedily (the Gaussian's mean, clipped to the bounds; observations normalised with the frozen
+statistics where the preset normalises). Runs land in OUT/runs/<env>/<lib>-<seed>.json and a run
+whose file exists is not repeated; OUT/<name>.{json,md,png} are written from every run on file:
+the final return's IQM with its 95 % bootstrap interval (`xlvin.stats.summarize`), the
+whole-process env steps/s, the training curves and the exact commands.
+
+The RL Zoo's presets (hyperparams/ppo.yml; HalfCheetah-v3's, the latest MuJoCo version it tunes)
+are `ZOO`; `ours` maps each onto our options. Where the two differ by construction it says so:
+SB3's value loss is vf_coef * MSE where ours is vf_coef * MSE / 2 (so our vf_coef is twice
+theirs); SB3's policy and value networks are separate MLPs, ours share the MLP encoder; SB3's
+Pendulum preset explores with gSDE (state-dependent noise), which we do not have (a plain
+Gaussian). Both libraries run torch with one thread. Requires the `bench` extra
+(stable-baselines3, gymnasium[mujoco]); not part of the test suite.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "results" / "parity"
+EVAL_SEED, EVAL_EPISODES = 1_000_000, 10
+LIBRARIES = ("xlvin", "sb3")
+NAMES = {"Pendulum-v1": "pendulum", "HalfCheetah-v5": "halfcheetah"}
+
+#: The RL Zoo's PPO presets (SB3's argument names).
+ZOO: dict[str, dict[str, Any]] = {
+    "Pendulum-v1": {
+        "normalize": False, "n_envs": 4, "n_timesteps": 100_000, "n_steps": 1024,
+        "batch_size": 64, "gae_lambda": 0.95, "gamma": 0.9, "n_epochs": 10, "ent_coef": 0.0,
+        "learning_rate": 1e-3, "clip_range": 0.2, "vf_coef": 0.5, "max_grad_norm": 0.5,
+        "use_sde": True, "sde_sample_freq": 4, "policy_kwargs": {},
+    },
+    "HalfCheetah-v5": {
+        "normalize": True, "n_envs": 1, "n_timesteps": 1_000_000, "n_steps": 512,
+        "batch_size": 64, "gae_lambda": 0.92, "gamma": 0.98, "n_epochs": 20,
+        "ent_coef": 0.000401762, "learning_rate": 2.0633e-05, "clip_range": 0.1,
+        "vf_coef": 0.58096, "max_grad_norm": 0.8, "use_sde": False, "sde_sample_freq": -1,
+        "policy_kwargs": {"log_std_init": -2, "ortho_init": False, "activation_fn": "relu",
+                          "net_arch": {"pi": [256, 256], "vf": [256, 256]}},
+    },
+}
+
+
+def ours(env_id: str) -> dict[str, Any]:
+    """Our options for the Zoo's preset of `env_id` (the module docstring says what differs)."""
+    z = ZOO[env_id]
+    options = {
+        "num_envs": z["n_envs"], "num_steps": z["n_steps"], "minibatch_size": z["batch_size"],
+        "update_epochs": z["n_epochs"], "lr": z["learning_rate"], "anneal_lr": False,
+        "gamma": z["gamma"], "gae_lambda": z["gae_lambda"], "clip_coef": z["clip_range"],
+        "clip_value_loss": False, "ent_coef": z["ent_coef"], "vf_coef": 2 * z["vf_coef"],
+        "max_grad_norm": z["max_grad_norm"], "norm_obs": z["normalize"],
+        "norm_reward": z["normalize"], "log_std_init": z["policy_kwargs"].get("log_std_init", 0.0),
+    }
+    if "net_arch" in z["policy_kwargs"]:  # 256-wide: an encoder obs -> 256 -> 128 -> 256
+        options.update(hidden=128, embedding_dim=256, init="pytorch")
+    return options
+
+
+def train_xlvin(env_id: str, seed: int, steps: int) -> tuple[Any, list[list[float]]]:
+    from xlvin import PPO
+
+    model = PPO(env_id, seed=seed, **ours(env_id))
+    with tempfile.TemporaryDirectory() as tmp:
+        model.learn(steps, out=Path(tmp) / "run", progress=False)
+        curve = []
+        for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            if "charts/episodic_return" in row:
+                curve.append([row["step"], row["charts/episodic_return"]])
+    return model, curve
+
+
+def evaluate_xlvin(model: Any) -> list[float]:
+    return model.evaluate(episodes=EVAL_EPISODES, seed=EVAL_SEED)["returns"]
+
+
+def train_sb3(env_id: str, seed: int, steps: int) -> tuple[Any, list[list[float]]]:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    z = dict(ZOO[env_id])
+    kwargs = dict(z.pop("policy_kwargs"))
+    if kwargs.get("activation_fn") == "relu":
+        kwargs["activation_fn"] = torch.nn.ReLU
+    envs = make_vec_env(env_id, n_envs=z.pop("n_envs"), seed=seed)
+    if z.pop("normalize"):
+        envs = VecNormalize(envs, gamma=z["gamma"])
+    z.pop("n_timesteps")
+    curve: list[list[float]] = []
+
+    class Episodes(BaseCallback):
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    curve.append([self.num_timesteps, float(info["episode"]["r"])])
+            return True
+
+    model = PPO("MlpPolicy", envs, seed=seed, policy_kwargs=kwargs, verbose=0, device="cpu", **z)
+    model.learn(steps, callback=Episodes())
+    return model, curve
+
+
+def evaluate_sb3(model: Any, env_id: str) -> list[float]:
+    import gymnasium as gym
+    import numpy as np
+
+    envs = model.get_env()
+    normalize = getattr(envs, "normalize_obs", None)
+    returns = []
+    for i in range(EVAL_EPISODES):
+        env = gym.make(env_id)
+        obs, _ = env.reset(seed=EVAL_SEED + i)
+        total, done = 0.0, False
+        while not done:
+            x = normalize(obs[None]) if normalize is not None else obs[None]
+            action, _ = model.predict(x, deterministic=True)
+            action = np.clip(action[0], env.action_space.low, env.action_space.high)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        env.close()
+        returns.append(total)
+    return returns
+
+
+def worker(lib: str, env_id: str, seed: int, steps: int, out: Path) -> None:
+    """Train and evaluate one run in this process; write its JSON to `out`."""
+    import torch
+
+    torch.set_num_threads(1)
+    if lib == "xlvin":
+        model, curve = train_xlvin(env_id, seed, steps)
+        start = time.perf_counter()
+        returns = evaluate_xlvin(model)
+        steps_done = model.summary["ppo"]["env_steps"]
+    else:
+        model, curve = train_sb3(env_id, seed, steps)
+        start = time.perf_counter()
+        returns = evaluate_sb3(model, env_id)
+        steps_done = model.num_timesteps
+    out.write_text(json.dumps({
+        "lib": lib, "env": env_id, "seed": seed, "env_steps": int(steps_done),
+        "eval_returns": returns, "final_return": sum(returns) / len(returns),
+        "eval_seconds": time.perf_counter() - start, "curve": curve,
+    }))
+
+
+def run_one(lib: str, env_id: str, seed: int, steps: int, runs: Path) -> dict[str, Any]:
+    """One run in a fresh process (nice 10), timed from the outside; its JSON."""
+    path = runs / f"{lib}-{seed}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    command = ["nice", "-n", "10", sys.executable, "-m", "benchmarks.parity.run", "worker",
+               "--lib", lib, "--env", env_id, "--seed", str(seed), "--steps", str(steps),
+               "--worker-out", str(path)]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT, env=env)
+    wall = time.perf_counter() - start
+    result = json.loads(path.read_text())
+    result.update(process_seconds=wall, load_before=load, load_after=os.getloadavg()[0])
+    result["sps"] = result["env_steps"] / (wall - result["eval_seconds"])
+    path.write_text(json.dumps(result))
+    print(f"{lib} seed {seed}: return {result['final_return']:.1f}, {result['sps']:.0f} steps/s,"
+          f" {wall:.0f} s (load {load:.2f})", flush=True)
+    return result
+
+
+def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
+           command: str) -> None:
+    """OUT/<name>.{json,md,png} from the runs of both libraries."""
+    from xlvin.stats import interval_text, summarize
+
+    name = NAMES.get(env_id, env_id.lower())
+    summary: dict[str, Any] = {"env": env_id, "steps": steps, "command": command,
+                               "eval_episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED,
+                               "zoo": ZOO[env_id], "ours": ours(env_id),
+                               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+                               "libraries": {}}
+    for lib in LIBRARIES:
+        runs = sorted((r for r in results if r["lib"] == lib), key=lambda r: r["seed"])
+        if not runs:
+            continue
+        sps = [r["sps"] for r in runs]
+        summary["libraries"][lib] = {
+            "final_return": summarize([r["final_return"] for r in runs]),
+            "sps_mean": sum(sps) / len(sps), "sps": sps,
+            "seeds": [r["seed"] for r in runs], "runs": runs,
+        }
+    libs = summary["libraries"]
+    if set(libs) == set(LIBRARIES):
+        ours_, theirs = libs["xlvin"]["final_return"], libs["sb3"]["final_return"]
+        summary["return_inside_or_above_sb3_ci"] = ours_["iqm"] >= theirs["iqm_low"]
+        summary["sps_ratio"] = libs["xlvin"]["sps_mean"] / libs["sb3"]["sps_mean"]
+    (out / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+    lines = [f"# PPO parity on {env_id}: xlvin vs Stable-Baselines3 (RL Zoo hyperparameters)", "",
+             f"{steps:,} env steps per run; final return = mean over {EVAL_EPISODES} fresh "
+             f"greedy episodes (seeds {EVAL_SEED}+) of the final policy; IQM over seeds with its "
+             "95 % bootstrap interval. Steps/s: env steps over the whole training process "
+             "(start, imports, set-up, training; not the final evaluation), one process at a "
+             "time, nice 10, torch with 1 thread, on a 2-core machine shared with other runs "
+             "(load average per run in the JSON).", "",
+             "| library | seeds | final return IQM [95 % CI] | mean | steps/s (mean) |",
+             "|---|---|---|---|---|"]
+    for lib, s in libs.items():
+        r = s["final_return"]
+        lines.append(f"| {lib} | {len(s['seeds'])} | {interval_text(r['iqm'], r['iqm_low'], r['iqm_high'], 1)}"
+                     f" | {r['mean']:.1f} | {s['sps_mean']:,.0f} |")
+    if "sps_ratio" in summary:
+        inside = "inside or above" if summary["return_inside_or_above_sb3_ci"] else "below"
+        lines += ["", f"Our IQM is {inside} SB3's 95 % interval; speed ratio (ours / SB3) "
+                  f"{summary['sps_ratio']:.2f}x."]
+    lines += ["", "Hyperparameters: the RL Zoo's preset for SB3 and our mapping of it (value "
+              "loss: our vf_coef is twice SB3's, whose loss has no 1/2; networks: SB3 separate "
+              "policy and value MLPs, ours one shared MLP encoder; gSDE, where the preset "
+              "uses it, is SB3's only).", "", "```", json.dumps(ZOO[env_id]),
+              json.dumps(ours(env_id)), "```", "", "Command:", "", "```", command, "```", ""]
+    (out / f"{name}.md").write_text("\n".join(lines))
+    plot(env_id, libs, out / f"{name}.png")
+
+
+def plot(env_id: str, libs: dict[str, Any], path: Path) -> None:
+    """Training episode returns against env steps (each seed thin, the mean of 10-episode
+    windows thick) and the final returns per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (curves, finals) = plt.subplots(1, 2, figsize=(11, 4), width_ratios=[3, 1])
+    for i, (lib, s) in enumerate(libs.items()):
+        color = f"C{i}"
+        for run in s["runs"]:
+            if run["curve"]:
+                steps, returns = zip(*run["curve"])
+                curves.plot(steps, returns, color=color, alpha=0.25, lw=0.7)
+        finals.scatter([i] * len(s["runs"]), [r["final_return"] for r in s["runs"]],
+                       color=color, label=lib)
+        curves.plot([], [], color=color, label=lib)
+    curves.set(xlabel="env steps", ylabel="training episode return", title=env_id)
+    curves.legend()
+    finals.set(xticks=range(len(libs)), xticklabels=list(libs), title="final return per seed")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", nargs="?", default="run", choices=("run", "worker", "report"))
+    parser.add_argument("--env", default="Pendulum-v1", choices=tuple(ZOO))
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0 .. N-1")
+    parser.add_argument("--steps", type=int, default=0, help="env steps per run (0: the Zoo's)")
+    parser.add_argument("--libs", default=",".join(LIBRARIES))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--lib", choices=LIBRARIES)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--worker-out", type=Path)
+    args = parser.parse_args()
+    steps = args.steps or ZOO[args.env]["n_timesteps"]
+    if args.mode == "worker":
+        worker(args.lib, args.env, args.seed, steps, args.worker_out)
+        return
+    runs = args.out / "runs" / NAMES.get(args.env, args.env)
+    runs.mkdir(parents=True, exist_ok=True)
+    command = "python -m benchmarks.parity.run " + shlex.join(sys.argv[1:])
+    results = []
+    for seed in range(args.seeds):
+        for lib in args.libs.split(","):
+            if args.mode == "run":
+                results.append(run_one(lib, args.env, seed, steps, runs))
+            elif (runs / f"{lib}-{seed}.json").is_file():
+                results.append(json.loads((runs / f"{lib}-{seed}.json").read_text()))
+    report(args.env, steps, results, args.out, command)
+
+
+if __name__ == "__main__":
+    main()
