@@ -58,8 +58,9 @@ class TrainConfig:
     """What to train: environment, agent and the XLVIN architecture (paper section 4.1)."""
 
     env: str = option(
-        "CartPole-v1", "gymnasium environment id (discrete actions; flat observations get the MLP "
-        "encoder, Discrete ones one-hot, images [C, H, W] or [H, W, C] the Nature CNN)"
+        "CartPole-v1", "gymnasium environment id (discrete actions; PPO also Box and MultiDiscrete "
+        "ones; flat observations get the MLP encoder, Discrete ones one-hot, images [C, H, W] or "
+        "[H, W, C] the Nature CNN)"
     )
     env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=described(
         "keyword arguments of the environment, key=value, the value as JSON or else text "

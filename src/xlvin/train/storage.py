@@ -28,7 +28,7 @@ class Rollout:
     """T steps of N envs; see the module docstring for the exact layout."""
 
     obs: torch.Tensor  # [T + 1, N, *obs_shape], the env's dtype
-    actions: torch.Tensor  # [T, N] long
+    actions: torch.Tensor  # [T, N] long; [T, N, K] long (MultiDiscrete), [T, N, d] float32 (Box, unclipped)
     logprobs: torch.Tensor  # [T, N] log pi_old(a_t | obs_t)
     values: torch.Tensor  # [T + 1, N] V_old(obs_t)
     rewards: torch.Tensor  # [T, N] float32
