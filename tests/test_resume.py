@@ -64,6 +64,24 @@ class Interrupt(Exception):
     pass
 
 
+def interrupt_after(updates: int, args: list[str], out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`xlvin train ARGS --out OUT`, interrupted by an exception after its first `updates`
+    updates were logged."""
+    calls = {"n": 0}
+    original = run_dir_module.MetricsLogger.__call__
+
+    def crash_after_some_updates(self, step: int, metrics: dict[str, float]) -> None:
+        original(self, step, metrics)
+        calls["n"] += 1
+        if calls["n"] == updates:
+            raise Interrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(run_dir_module.MetricsLogger, "__call__", crash_after_some_updates)
+        with pytest.raises(Interrupt):
+            main(["train", *args, "--out", str(out)])
+
+
 @pytest.mark.parametrize("protocol", ["online", "low_data"])
 @pytest.mark.parametrize("stop_after", [1, 4, 8])
 def test_interrupted_run_resumes_to_the_same_result(
@@ -72,19 +90,7 @@ def test_interrupted_run_resumes_to_the_same_result(
     args = online_args(executor_path) if protocol == "online" else low_data_args(executor_path)
     assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
 
-    calls = {"n": 0}
-    original = run_dir_module.MetricsLogger.__call__
-
-    def crash_after_some_updates(self, step: int, metrics: dict[str, float]) -> None:
-        original(self, step, metrics)
-        calls["n"] += 1
-        if calls["n"] == stop_after:
-            raise Interrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(run_dir_module.MetricsLogger, "__call__", crash_after_some_updates)
-        with pytest.raises(Interrupt):
-            main(["train", *args, "--out", str(tmp_path / "cut")])
+    interrupt_after(stop_after, args, tmp_path / "cut", monkeypatch)
     assert not (tmp_path / "cut" / "summary.json").exists()
     assert len(read_metrics(tmp_path / "cut")) == stop_after  # rows past the checkpoint included
 
@@ -286,19 +292,7 @@ def test_box_actions_with_normalisation_resume_exactly(
     args = ["--env", "Pendulum-v1", "--agent", "ppo", "--num-envs", "2", "--num-steps", "64",
             "--total-steps", "768", "--checkpoint-every", "2", "--quiet"]
     assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
-    calls = {"n": 0}
-    original = run_dir_module.MetricsLogger.__call__
-
-    def crash_after_three_updates(self, step: int, metrics: dict[str, float]) -> None:
-        original(self, step, metrics)
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise Interrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(run_dir_module.MetricsLogger, "__call__", crash_after_three_updates)
-        with pytest.raises(Interrupt):
-            main(["train", *args, "--out", str(tmp_path / "cut")])
+    interrupt_after(3, args, tmp_path / "cut", monkeypatch)
     assert main(["train", *args, "--out", str(tmp_path / "cut"), "--resume"]) == 0
     assert_same_run(tmp_path / "full", tmp_path / "cut")
     weights = outcome(tmp_path / "full")[0]

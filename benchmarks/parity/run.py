@@ -179,7 +179,8 @@ def run_one(lib: str, env_id: str, seed: int, steps: int, runs: Path) -> dict[st
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT, env=env)
+    with tempfile.TemporaryDirectory() as scratch:  # MuJoCo may write a log file where it runs
+        subprocess.run(command, check=True, cwd=scratch, env=env)
     wall = time.perf_counter() - start
     result = json.loads(path.read_text())
     result.update(process_seconds=wall, load_before=load, load_after=os.getloadavg()[0])
