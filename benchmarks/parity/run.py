@@ -6,7 +6,9 @@
 
 Each (library, seed) trains in a fresh process, one at a time, libraries interleaved seed by
 seed; the parent times the whole process (interpreter start, imports, env and model creation,
-training) and subtracts the final evaluation, which the child times itself. Both libraries then
+training) and subtracts the final evaluation, which the child times itself; the child also
+records its CPU seconds up to the evaluation (steps per CPU second: the fairer speed on a machine
+shared with other work). Both libraries then
 play the same `EVAL_EPISODES` fresh episodes (seeds from `EVAL_SEED`) with their final policy,
 greedily (the Gaussian's mean, clipped to the bounds; observations normalised with the frozen
 statistics where the preset normalises). Runs land in OUT/runs/<env>/<lib>-<seed>.json and a run
@@ -153,18 +155,18 @@ def worker(lib: str, env_id: str, seed: int, steps: int, out: Path) -> None:
     torch.set_num_threads(1)
     if lib == "xlvin":
         model, curve = train_xlvin(env_id, seed, steps)
-        start = time.perf_counter()
+        cpu, start = time.process_time(), time.perf_counter()
         returns = evaluate_xlvin(model)
         steps_done = model.summary["ppo"]["env_steps"]
     else:
         model, curve = train_sb3(env_id, seed, steps)
-        start = time.perf_counter()
+        cpu, start = time.process_time(), time.perf_counter()
         returns = evaluate_sb3(model, env_id)
         steps_done = model.num_timesteps
     out.write_text(json.dumps({
         "lib": lib, "env": env_id, "seed": seed, "env_steps": int(steps_done),
         "eval_returns": returns, "final_return": sum(returns) / len(returns),
-        "eval_seconds": time.perf_counter() - start, "curve": curve,
+        "eval_seconds": time.perf_counter() - start, "cpu_seconds": cpu, "curve": curve,
     }))
 
 
@@ -185,9 +187,10 @@ def run_one(lib: str, env_id: str, seed: int, steps: int, runs: Path) -> dict[st
     result = json.loads(path.read_text())
     result.update(process_seconds=wall, load_before=load, load_after=os.getloadavg()[0])
     result["sps"] = result["env_steps"] / (wall - result["eval_seconds"])
+    result["sps_cpu"] = result["env_steps"] / result["cpu_seconds"]
     path.write_text(json.dumps(result))
-    print(f"{lib} seed {seed}: return {result['final_return']:.1f}, {result['sps']:.0f} steps/s,"
-          f" {wall:.0f} s (load {load:.2f})", flush=True)
+    print(f"{lib} seed {seed}: return {result['final_return']:.1f}, {result['sps']:.0f} steps/s "
+          f"({result['sps_cpu']:.0f} per CPU second), {wall:.0f} s (load {load:.2f})", flush=True)
     return result
 
 
@@ -207,9 +210,11 @@ def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
         if not runs:
             continue
         sps = [r["sps"] for r in runs]
+        cpu = [r["sps_cpu"] for r in runs if "sps_cpu" in r]
         summary["libraries"][lib] = {
             "final_return": summarize([r["final_return"] for r in runs]),
             "sps_mean": sum(sps) / len(sps), "sps": sps,
+            "sps_cpu_mean": sum(cpu) / len(cpu) if cpu else None, "sps_cpu": cpu,
             "seeds": [r["seed"] for r in runs], "runs": runs,
         }
     libs = summary["libraries"]
@@ -217,25 +222,31 @@ def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
         ours_, theirs = libs["xlvin"]["final_return"], libs["sb3"]["final_return"]
         summary["return_inside_or_above_sb3_ci"] = ours_["iqm"] >= theirs["iqm_low"]
         summary["sps_ratio"] = libs["xlvin"]["sps_mean"] / libs["sb3"]["sps_mean"]
+        if libs["xlvin"]["sps_cpu_mean"] and libs["sb3"]["sps_cpu_mean"]:
+            summary["sps_cpu_ratio"] = libs["xlvin"]["sps_cpu_mean"] / libs["sb3"]["sps_cpu_mean"]
     (out / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
 
     lines = [f"# PPO parity on {env_id}: xlvin vs Stable-Baselines3 (RL Zoo hyperparameters)", "",
              f"{steps:,} env steps per run; final return = mean over {EVAL_EPISODES} fresh "
              f"greedy episodes (seeds {EVAL_SEED}+) of the final policy; IQM over seeds with its "
              "95 % bootstrap interval. Steps/s: env steps over the whole training process "
-             "(start, imports, set-up, training; not the final evaluation), one process at a "
-             "time, nice 10, torch with 1 thread, on a 2-core machine shared with other runs "
-             "(load average per run in the JSON).", "",
-             "| library | seeds | final return IQM [95 % CI] | mean | steps/s (mean) |",
-             "|---|---|---|---|---|"]
+             "(start, imports, set-up, training; not the final evaluation), per wall-clock "
+             "second and per CPU second of the process (the fairer figure on a loaded machine), "
+             "one process at a time, nice 10, torch with 1 thread, on a 2-core machine shared "
+             "with other runs (load average per run in the JSON).", "",
+             "| library | seeds | final return IQM [95 % CI] | mean | steps/s (wall) | steps/s (CPU) |",
+             "|---|---|---|---|---|---|"]
     for lib, s in libs.items():
         r = s["final_return"]
+        per_cpu = f"{s['sps_cpu_mean']:,.0f}" if s["sps_cpu_mean"] else "-"
         lines.append(f"| {lib} | {len(s['seeds'])} | {interval_text(r['iqm'], r['iqm_low'], r['iqm_high'], 1)}"
-                     f" | {r['mean']:.1f} | {s['sps_mean']:,.0f} |")
+                     f" | {r['mean']:.1f} | {s['sps_mean']:,.0f} | {per_cpu} |")
     if "sps_ratio" in summary:
         inside = "inside or above" if summary["return_inside_or_above_sb3_ci"] else "below"
+        cpu_ratio = (f", per CPU second {summary['sps_cpu_ratio']:.2f}x"
+                     if "sps_cpu_ratio" in summary else "")
         lines += ["", f"Our IQM is {inside} SB3's 95 % interval; speed ratio (ours / SB3) "
-                  f"{summary['sps_ratio']:.2f}x."]
+                  f"{summary['sps_ratio']:.2f}x per wall-clock second{cpu_ratio}."]
     lines += ["", "Hyperparameters: the RL Zoo's preset for SB3 and our mapping of it (value "
               "loss: our vf_coef is twice SB3's, whose loss has no 1/2; networks: SB3 separate "
               "policy and value MLPs, ours one shared MLP encoder; gSDE, where the preset "

@@ -78,6 +78,9 @@ def action_fields(env_id: str, action_space: gym.Space) -> dict[str, Any]:
         return {"num_actions": int(action_space.n)}
     shape = getattr(action_space, "shape", None)
     if isinstance(action_space, gym.spaces.MultiDiscrete) and len(action_space.shape) == 1:
+        if np.any(action_space.start != 0):
+            raise UserError(f"{env_id} has MultiDiscrete actions starting at "
+                            f"{action_space.start.tolist()}; supported: starting at 0")
         nvec = tuple(int(n) for n in action_space.nvec)
         return {"num_actions": sum(nvec), "action_kind": "multi_discrete", "action_nvec": nvec}
     if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
