@@ -210,7 +210,7 @@ def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
         if not runs:
             continue
         sps = [r["sps"] for r in runs]
-        cpu = [r["sps_cpu"] for r in runs if "sps_cpu" in r]
+        cpu = [r["env_steps"] / r["cpu_seconds"] for r in runs if "cpu_seconds" in r]
         summary["libraries"][lib] = {
             "final_return": summarize([r["final_return"] for r in runs]),
             "sps_mean": sum(sps) / len(sps), "sps": sps,

@@ -7,8 +7,9 @@ from `ActorCritic.forward_with_aux`. Collecting the data is `xlvin.train.collect
 alternates the two for every protocol is `xlvin.train.loop`.
 
 With `accelerate` (the default) the update uses, on CPU, the fused loss of
-`xlvin.accel.fused_ppo_loss` and the flat Adam of `xlvin.accel.flat_adam`; both compute what the
-readable `ppo_loss` and `torch.optim.Adam` compute (tests/test_ppo_loss.py).
+`xlvin.accel.fused_ppo_loss` (Discrete actions; other action spaces take the readable loss) and
+the flat Adam of `xlvin.accel.flat_adam`; both compute what the readable `ppo_loss` and
+`torch.optim.Adam` compute (tests/test_ppo_loss.py).
 """
 
 from dataclasses import dataclass
