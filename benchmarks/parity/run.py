@@ -195,12 +195,12 @@ def run_one(lib: str, env_id: str, seed: int, steps: int, runs: Path) -> dict[st
 
 
 def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
-           command: str) -> None:
+           command: str, name: str, planned: int) -> None:
     """OUT/<name>.{json,md,png} from the runs of both libraries."""
     from xlvin.stats import interval_text, summarize
 
-    name = NAMES.get(env_id, env_id.lower())
     summary: dict[str, Any] = {"env": env_id, "steps": steps, "command": command,
+                               "seeds_planned": planned,
                                "eval_episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED,
                                "zoo": ZOO[env_id], "ours": ours(env_id),
                                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
@@ -241,6 +241,11 @@ def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
         per_cpu = f"{s['sps_cpu_mean']:,.0f}" if s["sps_cpu_mean"] else "-"
         lines.append(f"| {lib} | {len(s['seeds'])} | {interval_text(r['iqm'], r['iqm_low'], r['iqm_high'], 1)}"
                      f" | {r['mean']:.1f} | {s['sps_mean']:,.0f} | {per_cpu} |")
+    missing = {lib: planned - len(s["seeds"]) for lib, s in libs.items() if len(s["seeds"]) < planned}
+    if missing:
+        lines += ["", f"**Unfinished:** of the {planned} seeds the command runs, "
+                  + ", ".join(f"{lib} lacks {n}" for lib, n in missing.items())
+                  + "; the table holds the finished runs only."]
     if "sps_ratio" in summary:
         inside = "inside or above" if summary["return_inside_or_above_sb3_ci"] else "below"
         cpu_ratio = (f", per CPU second {summary['sps_cpu_ratio']:.2f}x"
@@ -257,8 +262,9 @@ def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
 
 
 def plot(env_id: str, libs: dict[str, Any], path: Path) -> None:
-    """Training episode returns against env steps (each seed thin, the mean of 10-episode
-    windows thick) and the final returns per seed."""
+    """Training returns against env steps, one line per seed (ours: the mean return of the
+    episodes that ended in each rollout, as metrics.jsonl logs it; SB3: every episode), and the
+    final returns per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -293,12 +299,14 @@ def main() -> None:
     parser.add_argument("--lib", choices=LIBRARIES)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--worker-out", type=Path)
+    parser.add_argument("--tag", default="", help="name the files <env>-TAG (a smoke run)")
     args = parser.parse_args()
     steps = args.steps or ZOO[args.env]["n_timesteps"]
     if args.mode == "worker":
         worker(args.lib, args.env, args.seed, steps, args.worker_out)
         return
-    runs = args.out / "runs" / NAMES.get(args.env, args.env)
+    name = NAMES.get(args.env, args.env.lower()) + (f"-{args.tag}" if args.tag else "")
+    runs = args.out / "runs" / name
     runs.mkdir(parents=True, exist_ok=True)
     # the command that runs (or ran) the runs: `report` only rewrites the files from them
     command = "python -m benchmarks.parity.run " + shlex.join(
@@ -310,7 +318,7 @@ def main() -> None:
                 results.append(run_one(lib, args.env, seed, steps, runs))
             elif (runs / f"{lib}-{seed}.json").is_file():
                 results.append(json.loads((runs / f"{lib}-{seed}.json").read_text()))
-    report(args.env, steps, results, args.out, command)
+    report(args.env, steps, results, args.out, command, name, args.seeds)
 
 
 if __name__ == "__main__":
