@@ -201,6 +201,16 @@ def test_corrupt_earlier_results_are_one_clear_error(tmp_path: Path) -> None:
         maze_ablation.write_results([record("ppo-32", 100, [1000, 1000, 1000])], tmp_path)
 
 
+def test_another_experiments_maze_json_is_refused_not_merged(tmp_path: Path) -> None:
+    """`reproduce maze` writes RESULTS/maze.json too: pointed at its folder, the ablation says so
+    in one line and leaves the file as it was."""
+    other = json.dumps({"runs": [record("vin", 0, [1000, 1000, 1000])]})
+    (tmp_path / "maze.json").write_text(other)
+    with pytest.raises(UserError, match="not the maze ablation's .*vin.*results/ablation"):
+        maze_ablation.write_results([record("ppo-32", 100, [1000, 1000, 1000])], tmp_path)
+    assert (tmp_path / "maze.json").read_text() == other and not (tmp_path / "maze.md").exists()
+
+
 def test_a_bad_deadline_is_refused_before_any_pretraining(tmp_path: Path, capsys,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XLVIN_CACHE", str(tmp_path / "cache"))

@@ -222,14 +222,15 @@ def _seed_options(parser: argparse.ArgumentParser, seeds: int, note: str = "") -
                         help="the first training seed (default 0)")
 
 
-def _output_options(parser: argparse.ArgumentParser, runs: str, finished_help: str) -> None:
+def _output_options(parser: argparse.ArgumentParser, runs: str, finished_help: str,
+                    results: str = "results") -> None:
     """--jobs, --finished-only, --runs and --results, the options every experiment shares."""
     parser.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
     parser.add_argument("--finished-only", action="store_true", help=finished_help)
     parser.add_argument("--runs", type=Path, default=Path(runs),
                         help=f"run directories root (default {runs})")
-    parser.add_argument("--results", type=Path, default=Path("results"),
-                        help="where results go (default results)")
+    parser.add_argument("--results", type=Path, default=Path(results),
+                        help=f"where results go (default {results})")
 
 
 def _deadline_option(parser: argparse.ArgumentParser, what_then: str) -> None:
@@ -240,10 +241,10 @@ def _deadline_option(parser: argparse.ArgumentParser, what_then: str) -> None:
 FINISHED_HELP = "train nothing: write the results of the cells that have finished"
 
 
-def _curriculum_output_options(parser: argparse.ArgumentParser) -> None:
+def _curriculum_output_options(parser: argparse.ArgumentParser, results: str = "results") -> None:
     """The output options of the maze experiments: `_output_options`, the deadline, and
     --include-running (curricula report their progress so far)."""
-    _output_options(parser, "runs/maze", FINISHED_HELP)
+    _output_options(parser, "runs/maze", FINISHED_HELP, results)
     _deadline_option(parser, "each cell checkpoints where it got to and is reported so; the "
                      "next call resumes it; cells not started by then wait for it")
     parser.add_argument("--include-running", action="store_true",
@@ -297,8 +298,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"comma-separated initialisations of encoder and heads, of "
                    f"{', '.join(executor_ablation.INITS)} (default: each protocol's own, paper "
                    "pytorch and ours orthogonal)")
-    _output_options(e, "runs/table1", "train nothing: write the results of every finished cell")
-    e.set_defaults(func=_executor_ablation, results=Path("results/ablation"))
+    _output_options(e, "runs/table1", "train nothing: write the results of every finished cell",
+                    "results/ablation")
+    e.set_defaults(func=_executor_ablation)
     for name, (env, _) in maze.EXPERIMENTS.items():
         m = which.add_parser(
             name, help=f"the continual maze on {env}, held-out success after each level",
@@ -324,8 +326,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--budget", type=int, default=None,
                    help=f"episodes allowed a level before it is failed (default "
                    f"{maze_ablation.BUDGET:,}: the committed CPU preset's; the paper's 1,000,000)")
-    _curriculum_output_options(m)
-    m.set_defaults(func=_maze_ablation, results=Path("results/ablation"))
+    _curriculum_output_options(m, "results/ablation")
+    m.set_defaults(func=_maze_ablation)
 
     a = which.add_parser(
         "atari",

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from xlvin.errors import UserError
 from xlvin.experiments import maze
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.maze_embeddings import (
@@ -383,6 +384,11 @@ def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dic
         return [], {}
     with reading_results(path):
         data = json.loads(path.read_text())
+        strangers = sorted({r["agent"] for r in data["runs"]} - set(ARMS.values()))
+        if strangers:
+            raise UserError(f"{path} is not the maze ablation's (it has {', '.join(strangers)}, "
+                            "which are none of its arms): give --results a folder of its own, "
+                            "such as results/ablation")
         mine = {(r["agent"], r["seed"]) for r in records}
         runs = [r for r in data["runs"] if (r["agent"], r["seed"]) not in mine]
         cells = {(r["agent"], str(r["seed"])) for r in runs}
