@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from xlvin.errors import UserError, one_line
+from xlvin.io.files import read_json
 
 C = TypeVar("C")
 
@@ -192,16 +193,8 @@ def load_json(path: Path) -> dict[str, Any]:
     """Read a JSON object from `path`, with one clear error for a missing, corrupt or oversized
     file (at most MAX_JSON_BYTES are read: /dev/zero is refused, not loaded)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_JSON_BYTES + 1)
-        if len(raw) > MAX_JSON_BYTES:
-            raise UserError(f"{path}: larger than {MAX_JSON_BYTES} bytes; not a config")
-        data = json.loads(raw.decode())
-    except FileNotFoundError:
-        raise UserError(f"file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a folder, not a JSON file") from None
-    except (ValueError, RecursionError) as err:  # bad JSON, bad UTF-8, huge ints, deep nesting
+        data = read_json(path, MAX_JSON_BYTES, links=True)
+    except ValueError as err:  # bad JSON, bad UTF-8, huge ints, deep nesting
         raise UserError(f"corrupt JSON in {path}: {one_line(err, limit=120)}") from None
     if not isinstance(data, dict):
         raise UserError(f"corrupt JSON in {path}: expected an object")

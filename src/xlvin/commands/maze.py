@@ -20,6 +20,7 @@ from xlvin.experiments.vin_supervised import (
     level_table,
     train_supervised_vin,
 )
+from xlvin.io.files import atomic_write_text
 from xlvin.pretrain.transe import TransEConfig
 
 
@@ -31,7 +32,7 @@ def _vin_check(args: argparse.Namespace) -> None:
     _, summary = train_supervised_vin(from_args(SupervisedVINConfig, args))
     print(level_table(summary))
     if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+        atomic_write_text(args.json, json.dumps(summary, indent=2) + "\n")
 
 
 def _embeddings(args: argparse.Namespace) -> None:

@@ -46,6 +46,7 @@ from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import has_passed, map_jobs
+from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import (
     CONFIG,
     METRICS,
@@ -224,7 +225,7 @@ def _evaluated_at(run_dir: Path) -> int | None:
     if not path.is_file():
         return None
     with reading_results(run_dir):
-        return int(json.loads(path.read_text())["transitions"])
+        return int(read_json(path)["transitions"])
 
 
 def finished_record(cell: Cell, root: Path) -> dict[str, Any] | None:
@@ -292,12 +293,12 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 
 
 def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
-    evaluation = json.loads((run_dir / EVAL_FILE).read_text())
+    evaluation = read_json(run_dir / EVAL_FILE)
     rows = [r for r in (read_metrics(run_dir) if (run_dir / METRICS).is_file() else [])
             if r["charts/transitions"] <= evaluation["transitions"]]
     reached = int(rows[-1]["charts/transitions"]) if rows else 0
     curve = training_curve(rows)
-    config = json.loads((run_dir / CONFIG).read_text())
+    config = read_json(run_dir / CONFIG)
     return {
         **asdict(cell),
         "device": config["train"]["device"],  # where it trained, whichever device reads it
@@ -432,7 +433,7 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     if not records:
         raise UserError("no Atari cell has a record to write")
     rows = aggregate(records)
-    results.mkdir(parents=True, exist_ok=True)
+    prepare_results(results)
     note = budget_note(rows)
     write_json(results / "atari.json", {
         "note": note, "window_updates": WINDOW_UPDATES,
@@ -443,7 +444,7 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
         plot(game, [r for r in records if r["game"] == game],
              budget_note([r for r in rows if r["game"] == game]), results / f"atari_{game}.png")
     text = markdown(rows, records) + f"\n\n{note}"
-    (results / "atari.md").write_text(text + "\n")
+    atomic_write_text(results / "atari.md", text + "\n")
     return text
 
 
@@ -474,5 +475,5 @@ def plot(game: str, records: list[dict[str, Any]], note: str, path: Path) -> Non
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)

@@ -46,6 +46,7 @@ from xlvin.errors import UserError
 from xlvin.experiments import atari
 from xlvin.io.checkpoint import CHECKPOINT, section
 from xlvin.io.executor_file import executor_architecture
+from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import CONFIG, MODEL, read_json_object, reading_results, write_json
 from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.executor import MessagePassing
@@ -194,7 +195,7 @@ def analysis_of(cell: VAECell, root: Path, frames: np.ndarray | None = None) -> 
     path = run_dir / ANALYSIS_FILE
     if path.is_file():
         with reading_results(run_dir):
-            saved = json.loads(path.read_text())
+            saved = read_json(path)
             if int(saved["transitions"]) == reached:
                 return saved
     agent = load_policy(run_dir)
@@ -300,7 +301,7 @@ def committed_curves(path: Path) -> list[tuple[str, tuple[list[float], list[floa
     if not path.is_file():
         return []
     with reading_results(path):
-        data = json.loads(path.read_text())
+        data = read_json(path)
         labels = {r["agent"]: r["label"] for r in data["rows"] if r["game"] == GAME}
         out = []
         for agent, label in labels.items():
@@ -321,7 +322,7 @@ def committed_reference(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     with reading_results(path):
-        data = json.loads(path.read_text())
+        data = read_json(path)
         return [{"source": str(path), "agent": r["agent"], "label": r["label"],
                  "seeds": r["seeds"], "budget": r["budget"],
                  "transitions_reached": r["transitions_reached"], "auc": r["auc"],
@@ -388,7 +389,7 @@ def write_results(records: list[dict[str, Any]], results: Path, committed: Path 
         raise UserError("no cell of the VAE experiment has a record to write")
     rows, test = aggregate(records), collapse_test(records)
     reference = committed_reference(committed)
-    results.mkdir(parents=True, exist_ok=True)
+    prepare_results(results)
     reached = sorted({r["transitions_reached"] for r in records})
     note = (f"Freeway, budget {max(r['transitions'] for r in records):,} transitions; reached "
             + ", ".join(f"{t:,}" for t in reached) + "; trained on: "
@@ -400,7 +401,7 @@ def write_results(records: list[dict[str, Any]], results: Path, committed: Path 
         "cells": sorted(records, key=lambda r: (r["agent"], r["seed"])),
     })
     text = markdown(rows, test, reference, records) + f"\n\n{note}"
-    (results / "atari_vae.md").write_text(text + "\n")
+    atomic_write_text(results / "atari_vae.md", text + "\n")
     plot(records, note, results / "atari_vae.png", images, committed_curves(committed))
     return text
 
@@ -460,7 +461,7 @@ def plot(records: list[dict[str, Any]], note: str, path: Path,
         curves.legend(fontsize=7)
     fig.suptitle("VAE world model on Freeway (paper figure 10)\n" + note, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
 
 

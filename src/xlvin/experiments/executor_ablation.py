@@ -29,6 +29,7 @@ import numpy as np
 from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
+from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import reading_results, write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 
@@ -185,7 +186,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
             ax.set_title(f"{env}, protocol {protocol}, {init} init: {title}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -198,7 +199,7 @@ def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
         return []
     fresh = {(r["protocol"], r["init"], r["env"]) for r in rows}
     with reading_results(path):
-        earlier = [{**r, "init": _init(r)} for r in json.loads(path.read_text())["rows"]]
+        earlier = [{**r, "init": _init(r)} for r in read_json(path)["rows"]]
         return [r for r in earlier if (r["protocol"], r["init"], r["env"]) not in fresh]
 
 
@@ -209,9 +210,9 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     rows = sorted(kept_rows(results, rows) + rows, key=lambda r: (
         table1.PROTOCOLS.index(r["protocol"]), r["env"], INITS.index(r["init"]),
         list(ARMS).index(r["arm"])))
-    results.mkdir(parents=True, exist_ok=True)
+    prepare_results(results)
     md = markdown(rows)
-    (results / "executor.md").write_text(md)
+    atomic_write_text(results / "executor.md", md)
     write_json(results / "executor.json", {"arms": ARMS, "protocol_init": PROTOCOL_INIT,
                                            "rows": rows})
     plot(rows, results / "executor.png")

@@ -36,6 +36,7 @@ from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import has_passed, map_jobs
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
+from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings
 from xlvin.train.agents import resolve_agent, resolve_agents
@@ -219,7 +220,7 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """What a cell's curriculum did: each level tried (passed or failed, episodes, steps,
     held-out success after a pass), its totals and wall time."""
     with reading_results(run_dir):
-        summary = json.loads((run_dir / SUMMARY).read_text())
+        summary = read_json(run_dir / SUMMARY)
         return _record(cell, summary["curriculum"], summary["ppo"], summary["wall_seconds"], None)
 
 
@@ -379,19 +380,19 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     and maze_16x16 (figure 2), contextual_maze (figure 9; contextual_maze_16x16 beside it),
     maze_stats (figure 7). Records of an
     experiment already in maze.json and not in `records` are kept."""
-    results.mkdir(parents=True, exist_ok=True)
+    prepare_results(results)
     path = results / "maze.json"
     kept = []
     if path.is_file():
         with reading_results(path):
-            kept = [dict(r) for r in json.loads(path.read_text())["runs"]]
+            kept = [dict(r) for r in read_json(path)["runs"]]
         legacy = {old: name for name, old in DIR_NAMES.items()}
         for r in kept:  # written before the canonical names: vin_mean is vin-mean
             r["agent"] = legacy.get(r["agent"], r["agent"])
     mine = {(r["experiment"], r["agent"], r["seed"]) for r in records}
     records = [r for r in kept if (r["experiment"], r["agent"], r["seed"]) not in mine] + records
     md = markdown(records, wall_seconds)
-    (results / "maze.md").write_text(md)
+    atomic_write_text(results / "maze.md", md)
     curve_data = curves(records)
     write_json(path, {"curves": curve_data, "runs": records})
     budget = records[0]["curriculum"]["budget"]
@@ -439,7 +440,7 @@ def plot_curves(agents: dict[str, Any], side: str, experiment: str, budget: int,
                  f"lr {MAZE_PPO.lr} constant", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -463,5 +464,5 @@ def plot_stats(curriculum: dict[str, Any], path: Path) -> None:
     np.atleast_1d(axes)[0].set_ylabel("starts")
     fig.suptitle(f"dataset: {cfg.dataset}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)

@@ -42,6 +42,7 @@ from xlvin.experiments.maze_embeddings import (
     transe_only,
 )
 from xlvin.experiments.value_predictability import value_predictability
+from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import reading_results, write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.train.curriculum import CurriculumConfig
@@ -351,7 +352,7 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) 
     fig.suptitle("the maze executor ablated: continual 8x8 maze, CPU preset (pruned depth-4 "
                  "tree, 32 wide); IQM and 95 % CI over the cells that ended", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -383,7 +384,7 @@ def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dic
     if not path.is_file():
         return [], {}
     with reading_results(path):
-        data = json.loads(path.read_text())
+        data = read_json(path)
         strangers = sorted({r["agent"] for r in data["runs"]} - set(ARMS.values()))
         if strangers:
             raise UserError(f"{path} is not the maze ablation's (it has {', '.join(strangers)}, "
@@ -428,9 +429,9 @@ def write_results(records: list[dict[str, Any]], results: Path, root: Path | Non
     levels = per_level(records)
     geo = merge_geometry(geometry(records, root) if root is not None else {}, kept_geo)
     budget = records[0]["curriculum"]["budget"]
-    results.mkdir(parents=True, exist_ok=True)
+    prepare_results(results)
     md = markdown(rows, levels, budget) + "\n".join(geometry_markdown(geo)) + "\n"
-    (results / "maze.md").write_text(md)
+    atomic_write_text(results / "maze.md", md)
     write_json(results / "maze.json", {"arms": ARMS, "baseline": BASELINE, "horizon": HORIZON,
                                        "rows": rows, "per_level": levels, "geometry": geo,
                                        "runs": records})

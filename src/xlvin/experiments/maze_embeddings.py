@@ -31,6 +31,7 @@ from xlvin.envs.maze_data import MOVES, MazeSet, bfs_distances
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.value_predictability import maze_observations
+from xlvin.io.files import atomic_savefig
 from xlvin.io.run_dir import CONFIG, check_creatable, read_json_object, write_json
 from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.transition import TransitionModel
@@ -370,5 +371,5 @@ def plot(panels: list[dict[str, Any]], states: CellStates, index: int, notes: li
     fig.suptitle("3D PCA of the encoder's state embeddings, with the transition model's edges "
                  "h -> h + T(h, a)" + "".join(f"\n{n}" for n in notes), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)

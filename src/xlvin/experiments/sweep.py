@@ -34,7 +34,7 @@ from xlvin.experiments.ray_session import CONNECT_TIMEOUT, first_line, import_ra
 from xlvin.io.archive import dir_files, pack_dir, unpack_dir
 from xlvin.io.run_dir import claim_run_dir
 from xlvin.io.storage import RunStorage
-from xlvin.io.weights import atomic_write_bytes
+from xlvin.io.files import atomic_write_bytes
 from xlvin.pretrain import shipped
 from xlvin.pretrain.files import cache_dir
 

@@ -29,6 +29,7 @@ bootstrap interval, mean and std, and P(XLVIN > PPO) (rliable's definitions, `xl
 import argparse
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -41,6 +42,7 @@ from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import map_jobs
+from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
@@ -301,7 +303,8 @@ def cells_from_options(seeds: int, args: argparse.Namespace, first_seed: int = 0
 
 
 def is_finished(run_dir: Path) -> bool:
-    return (run_dir / SUMMARY).is_file() and (run_dir / EVAL_FILE).is_file()
+    """Both result files are there (of whatever type: reading them checks it)."""
+    return os.path.lexists(run_dir / SUMMARY) and os.path.lexists(run_dir / EVAL_FILE)
 
 
 def run_cell(cell: Cell, root: Path, config: RunConfig | None = None) -> dict[str, Any]:
@@ -331,8 +334,8 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 
 
 def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
-    summary = json.loads((run_dir / SUMMARY).read_text())
-    evaluation = json.loads((run_dir / EVAL_FILE).read_text())
+    summary = read_json(run_dir / SUMMARY)
+    evaluation = read_json(run_dir / EVAL_FILE)
     progress = summary["ppo"]["progress"]
     curve = [float(p["eval_return"]) for p in progress]
     return {
@@ -572,10 +575,10 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
         raise UserError(f"write_results takes one protocol's and variant's records, got {sorted(kinds)}")
     ((protocol, variant),) = kinds
     rows = aggregate(records)
-    results.mkdir(parents=True, exist_ok=True)
+    prepare_results(results)
     md = markdown(rows, wall_seconds)
     stem = results_stem(protocol, variant)  # may hold dots (kl-0.01): append, never with_suffix
-    (results / f"{stem}.md").write_text(md)
+    atomic_write_text(results / f"{stem}.md", md)
     write_json(results / f"{stem}.json",
                {"protocol": protocol, "rows": rows, "runs": records, "wall_seconds": wall_seconds})
     plot(rows, records, results / f"{stem}.png")
@@ -583,11 +586,11 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     for p in PROTOCOLS:
         if (results / f"table1-{p}.json").is_file():
             with reading_results(results / f"table1-{p}.json"):
-                table = json.loads((results / f"table1-{p}.json").read_text())
+                table = read_json(results / f"table1-{p}.json")
                 both.append({"rows": list(table["rows"]), "runs": list(table["runs"])})
     if len(both) == len(PROTOCOLS):
         rows = [row for table in both for row in table["rows"]]
-        (results / "table1.md").write_text(combined_markdown(rows))
+        atomic_write_text(results / "table1.md", combined_markdown(rows))
         write_json(results / "table1.json", {"protocols": list(PROTOCOLS), "rows": rows})
         plot_combined(rows, [run for table in both for run in table["runs"]],
                       results / "table1.png")
@@ -643,7 +646,7 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) 
     protocol = rows[0]["protocol"] if rows else ""
     fig.suptitle(f"Table 1, protocol {protocol}: {len(rows[0]['seeds']) if rows else 0} seeds")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -690,5 +693,5 @@ def plot_combined(rows: list[dict[str, Any]], records: list[dict[str, Any]], pat
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
     fig.suptitle("Table 1: both protocols, both statistics")
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)

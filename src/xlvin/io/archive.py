@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from xlvin.io.run_dir import LOCK
-from xlvin.io.weights import TEMPORARY_SUFFIX, atomic_write_bytes
+from xlvin.io.files import TEMPORARY_SUFFIX, atomic_write_bytes
 
 
 def is_run_file(relative: Path) -> bool:

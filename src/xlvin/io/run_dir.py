@@ -25,7 +25,13 @@ from typing import Any
 from torch.utils.tensorboard import SummaryWriter
 
 from xlvin.errors import UserError, one_line
-from xlvin.io.weights import TEMPORARY_SUFFIX, atomic_write_bytes
+from xlvin.io.files import (
+    atomic_write_bytes,
+    read_checked,
+    read_json,
+    remove_temporaries,
+    write_json,
+)
 
 CONFIG = "config.json"
 MODEL = "model.safetensors"
@@ -66,13 +72,6 @@ def claim_run_dir(path: Path) -> Iterator[Path]:
         os.close(fd)
 
 
-def remove_temporaries(path: Path) -> None:
-    """Delete the temporary files of atomic writes (`.NAME.RANDOM.tmp`) a killed process left in
-    `path`; only safe while `path` is claimed (no writer is alive)."""
-    for leftover in path.glob(f".*{TEMPORARY_SUFFIX}"):
-        leftover.unlink(missing_ok=True)
-
-
 def check_creatable(path: Path, what: str = "--out") -> None:
     """Refuse, before any work, a path that cannot be created: its nearest existing ancestor must
     be a writable directory."""
@@ -83,10 +82,6 @@ def check_creatable(path: Path, what: str = "--out") -> None:
         raise UserError(f"{what} {path}: {ancestor} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise UserError(f"{what} {path}: cannot write in {ancestor}")
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    atomic_write_bytes(Path(path), (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
 def check_new_run_dir(path: Path) -> None:
@@ -150,8 +145,8 @@ def open_run_dir(
 def read_json_object(path: Path) -> dict[str, Any]:
     """A JSON object from a run directory's file, or one UserError."""
     try:
-        data = json.loads(path.read_text())
-    except (ValueError, RecursionError) as err:
+        data = read_json(path)
+    except ValueError as err:
         raise UserError(f"corrupt JSON in {path}: {type(err).__name__}") from None
     if not isinstance(data, dict):
         raise UserError(f"corrupt JSON in {path}: expected an object")
@@ -200,9 +195,12 @@ class MetricsLogger:
     def _kept_rows(self) -> list[dict[str, float]] | None:
         """The rows a resumed log keeps (None: nothing to rewind); one UserError if it cannot."""
         metrics = self.run_dir / METRICS
-        if self.rewind_to is None or not metrics.is_file():
+        if not os.path.lexists(metrics):
             return None
-        kept = [row for row in _complete_rows(metrics) if row["step"] <= self.rewind_to]
+        rows = _complete_rows(metrics)  # refuses a link, a device or an oversized file
+        if self.rewind_to is None:
+            return None
+        kept = [row for row in rows if row["step"] <= self.rewind_to]
         last = kept[-1]["step"] if kept else 0
         if last != self.rewind_to:  # every update logs a row before its checkpoint is taken
             raise UserError(
@@ -215,7 +213,8 @@ class MetricsLogger:
         kept = self._kept_rows()
         if kept is not None:
             atomic_write_bytes(metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
-        self.file = open(metrics, "a")  # noqa: SIM115 (open for the whole run, closed by close)
+        fd = os.open(metrics, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        self.file = os.fdopen(fd, "a")
         purge = None if self.rewind_to is None else self.rewind_to + 1
         self.writer = SummaryWriter(log_dir=str(self.run_dir / "tb"), purge_step=purge)
 
@@ -244,15 +243,15 @@ class MetricsLogger:
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:
     """All rows of DIR/metrics.jsonl."""
-    with open(Path(run_dir) / METRICS) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    lines = read_checked(Path(run_dir) / METRICS).decode().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def _complete_rows(path: Path) -> list[dict[str, float]]:
     """Rows of a metrics file whose writer may have been killed mid-line: that last line is
     dropped; any other line that is not a row (flipped bytes, say) is one UserError."""
     try:
-        lines = path.read_bytes().decode().splitlines()
+        lines = read_checked(path).decode().splitlines()
     except UnicodeDecodeError:
         raise UserError(f"corrupt metrics file {path}: not UTF-8 text") from None
     rows = []

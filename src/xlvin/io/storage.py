@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 
 from xlvin.errors import UserError
 from xlvin.io.archive import dir_files, is_run_file
-from xlvin.io.weights import atomic_write_bytes
+from xlvin.io.files import atomic_write_bytes
 
 INSTALL_HINT = "--storage needs pyarrow: pip install pyarrow"
 

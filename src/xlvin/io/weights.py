@@ -8,8 +8,6 @@ is refused, not silently used (files written before the digest existed load unch
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,53 +17,10 @@ from safetensors.torch import load_file, save
 from torch import nn
 
 from xlvin.errors import UserError, one_line
+from xlvin.io.files import atomic_write_bytes, check_regular
 
 METADATA_KEY = "xlvin"
 DIGEST_KEY = "xlvin-sha256"
-#: The suffix of `atomic_write_bytes`'s temporary files (`.NAME.RANDOM.tmp` beside the target).
-TEMPORARY_SUFFIX = ".tmp"
-
-
-def current_umask() -> int:
-    """This process's umask (read by setting it and putting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_bytes(path: Path, data: bytes, overwrite: bool = True) -> None:
-    """Write `data` to a temporary file beside `path`, then rename: a crash never leaves half a
-    file. The file gets the permissions a plain `open` would give it (0666 less the umask), not the
-    temporary file's 0600. An OSError names `path`. Without `overwrite`, the file is linked into
-    place only if `path` does not exist by then (a UserError if another process made it first)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX)
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)  # fails if path exists: no check-then-write race
-            Path(tmp).unlink()
-    except FileExistsError:
-        Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"{path} was written by another process meanwhile; left as it is "
-                        "(pass --force to overwrite it)") from None
-    except OSError as err:  # a full disk, say: named after the file it could not write
-        Path(tmp).unlink(missing_ok=True)
-        raise OSError(err.errno, err.strerror, str(path)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 def atomic_save_tensors(
@@ -115,8 +70,9 @@ def read_metadata(path: Path, what: str = "weights") -> dict[str, Any]:
 
 def _read(path: Path, what: str, tensors: bool) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"{what} file not found: {path}")
+    check_regular(path, links=True)
     try:
         with safe_open(str(path), framework="pt") as f:
             header = f.metadata() or {}

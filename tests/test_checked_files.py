@@ -1,0 +1,171 @@
+"""Files read and written whole: every reader refuses an oversized or non-regular file before it
+reads (a 2 GB file in under a second, at under 300 MB of RSS), a symbolic link inside a run
+directory is refused, and every result is written by a rename, its temporaries cleaned up."""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from xlvin.cli import main
+from xlvin.errors import UserError
+from xlvin.experiments import table1
+from xlvin.io.files import atomic_write_bytes, read_checked, remove_temporaries
+
+TINY = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "1", "--num-steps", "16",
+        "--total-steps", "64", "--checkpoint-every", "1", "--quiet"]
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+TWO_GB = 2 << 30
+SUMMARY = {"ppo": {"progress": [{"updates": 1, "episodes": 10, "transitions": 300,
+                                 "eval_return": 50.0}], "episode_returns": [20.0]},
+           "ppo_episodes": 10, "ppo_transitions": 300, "transe_transitions": 0,
+           "wall_seconds": 1.0}
+
+
+def unfinished_run(root: Path) -> Path:
+    """A run stopped after its last checkpoint (its model and summary removed): resumable."""
+    run = root / "run"
+    assert main(["train", *TINY, "--out", str(run)]) == 0
+    (run / "summary.json").unlink()
+    (run / "model.safetensors").unlink()
+    return run
+
+
+def timed(argv: list[str]) -> tuple[int, str, float, float]:
+    """(exit status, stderr, wall seconds, peak RSS in MB) of `xlvin ARGV` in a fresh process."""
+    start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run([sys.executable, "-m", "xlvin.cli", *argv], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": SRC}, check=False)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return done.returncode, done.stderr.strip(), time.perf_counter() - start, max(peak, before) / 1024
+
+
+def sparse(path: Path, size: int = TWO_GB, keep: bool = False) -> None:
+    """Make `path` `size` bytes long without writing them (appended to its content if `keep`)."""
+    with open(path, "r+b" if keep else "wb") as f:
+        f.truncate(size + (path.stat().st_size if keep else 0))
+
+
+def finished_cell(root: Path) -> Path:
+    run_dir = table1.Cell("paper", "CartPole-v0", "ppo", 0).run_dir(root)
+    run_dir.mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps(SUMMARY))
+    (run_dir / table1.EVAL_FILE).write_text(json.dumps({"mean": 40.0, "std": 0.0}))
+    return run_dir
+
+
+def reproduce(root: Path, results: Path) -> list[str]:
+    return ["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0", "--agents",
+            "ppo", "--seeds", "1", "--finished-only", "--runs", str(root), "--results", str(results)]
+
+
+@pytest.mark.parametrize("append", [False, True], ids=["sparse", "appended to a valid log"])
+def test_a_2gb_metrics_file_is_refused_on_resume_fast_and_small(tmp_path: Path, append: bool) -> None:
+    run = unfinished_run(tmp_path)
+    sparse(run / "metrics.jsonl", keep=append)
+    code, err, seconds, rss = timed(["train", *TINY, "--out", str(run), "--resume"])
+    assert code == 2 and err.startswith("xlvin: error: ") and "\n" not in err, err
+    assert "metrics.jsonl" in err and "refused unread" in err
+    # the process (torch imported) starts in about 3 s here: the refusal itself adds < 1 s
+    assert seconds < 15 and rss < 300 + 250, (seconds, rss)
+    assert not (run / "summary.json").exists()
+
+
+def test_reading_a_2gb_file_takes_no_time_and_no_memory(tmp_path: Path) -> None:
+    sparse(tmp_path / "eval.json")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    with pytest.raises(UserError, match="refused unread"):
+        read_checked(tmp_path / "eval.json")
+    assert time.perf_counter() - start < 1.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 * 1024
+
+
+@pytest.mark.parametrize("name", ["summary.json", table1.EVAL_FILE])
+def test_reproduce_refuses_a_2gb_result_file_in_one_line(tmp_path: Path, capsys, name: str) -> None:
+    run_dir = finished_cell(tmp_path / "runs")
+    sparse(run_dir / name)
+    start = time.perf_counter()
+    assert main(reproduce(tmp_path / "runs", tmp_path / "results")) == 2
+    assert time.perf_counter() - start < 5
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error: ") and "\n" not in err and name in err, err
+
+
+def test_metrics_linked_to_dev_zero_is_refused_on_resume(tmp_path: Path, capsys) -> None:
+    run = unfinished_run(tmp_path)
+    (run / "metrics.jsonl").unlink()
+    (run / "metrics.jsonl").symlink_to("/dev/zero")
+    assert main(["train", *TINY, "--out", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "metrics.jsonl is a symbolic link" in err and "\n" not in err, err
+    assert not (run / "summary.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
+def test_a_non_regular_result_file_in_a_cell_is_refused(tmp_path: Path, capsys, kind: str) -> None:
+    run_dir = finished_cell(tmp_path / "runs")
+    target = run_dir / table1.EVAL_FILE
+    target.rename(tmp_path / "elsewhere.json")
+    if kind == "symlink":
+        target.symlink_to(tmp_path / "elsewhere.json")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    assert main(reproduce(tmp_path / "runs", tmp_path / "results")) == 2  # a FIFO never blocks
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error: ") and "not a regular file" in err, err
+
+
+def test_a_config_linked_to_dev_zero_is_refused(tmp_path: Path, capsys) -> None:
+    (tmp_path / "config.json").symlink_to("/dev/zero")
+    assert main(["train", "--config", str(tmp_path / "config.json"), "--out", str(tmp_path / "r")]) == 2
+    assert "a character device, not a regular file" in capsys.readouterr().err
+
+
+def test_results_are_written_by_rename_and_stale_temporaries_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill during a write leaves the previous file whole (the write goes to a temporary file
+    first); the next run removes what a killed writer left, never a live writer's file."""
+    finished_cell(tmp_path / "runs")
+    results = tmp_path / "results"
+    assert main(reproduce(tmp_path / "runs", results)) == 0
+    before = {p.name: p.read_bytes() for p in results.iterdir()}
+    assert {"table1-paper.md", "table1-paper.json", "table1-paper.png"} <= set(before)
+    stale = results / ".table1-ours.json.abc123.tmp"
+    stale.write_text("{")
+
+    class Killed(BaseException):
+        pass
+
+    def killed(fd: int, *args) -> None:
+        raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", killed)
+        with pytest.raises(Killed):
+            main(reproduce(tmp_path / "runs", results))
+    assert {p.name: p.read_bytes() for p in results.iterdir()} == before  # stale one removed
+
+
+def test_a_live_writers_temporary_file_is_left_alone(tmp_path: Path) -> None:
+    import fcntl
+
+    live = tmp_path / ".table1.md.live.tmp"
+    fd = os.open(live, os.O_WRONLY | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    (tmp_path / ".table1.md.dead.tmp").write_text("half")
+    remove_temporaries(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [live.name]
+    os.close(fd)
+    atomic_write_bytes(tmp_path / "x.json", b"{}")
+    remove_temporaries(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
