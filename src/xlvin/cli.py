@@ -2,7 +2,7 @@
 
 Every failure a user can cause or meet (bad input, a missing or unwritable path, a full disk,
 memory) is one `xlvin: error: ...` line on stderr and exit status 2; Ctrl-C is `xlvin:
-interrupted` (130); a closed stdout (`xlvin ... | head`) ends the command quietly (141). The heavy
+interrupted` (130), SIGTERM `xlvin: terminated` (143, `xlvin.signals`); a closed stdout (`xlvin ... | head`) ends the command quietly (141). The heavy
 imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handled too.
 """
 
@@ -16,6 +16,7 @@ from importlib.metadata import version
 from xlvin.config import close_match
 from xlvin.errors import UserError, one_line
 from xlvin.kernels import DEFAULT_ON, add_option, pin, wanted
+from xlvin.signals import EXIT_TERMINATED, received_sigterm, sigterm_raises
 
 
 class Parser(argparse.ArgumentParser):
@@ -109,10 +110,14 @@ def _silence_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one `xlvin` command; return its exit status."""
     try:
-        code = _run(argv)
-        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        with sigterm_raises():
+            code = _run(argv)
+            sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
         return code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if received_sigterm(err):
+            print(f"xlvin: terminated{f' ({err})' if str(err) else ''}", file=sys.stderr)
+            return EXIT_TERMINATED
         print("xlvin: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -21,6 +21,7 @@ from typing import Any
 from xlvin.errors import UserError
 from xlvin.experiments.ray_reaper import start_reaper
 from xlvin.kernels import pinned, pins
+from xlvin.signals import reinstall
 
 INSTALL_HINT = "`xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
 CONNECT_TIMEOUT = 60.0  # seconds to start local Ray or reach a cluster
@@ -67,6 +68,7 @@ def init_ray(address: str | None, workers: int | None, timeout: float = CONNECT_
             else:  # "local": a new Ray instance even if another one runs on this machine
                 ray.init(address="local", num_cpus=workers, **quiet)
                 start_reaper(ray._private.worker._global_node.get_session_dir_path())
+            reinstall()  # Ray's driver takes SIGTERM and aborts on it
     except (ConnectionError, TimeoutError, ValueError, refused) as err:
         raise UserError(f"cannot start Ray ({where}): {first_line(err)}") from None
     return True

@@ -29,6 +29,7 @@ from xlvin.io.checkpoint import Checkpointer, section
 from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import seed_everything, set_threads
+from xlvin.signals import Terminated, termination_deferred, termination_requested
 from xlvin.train.collect import (
     RolloutState,
     collect_rollout,
@@ -314,71 +315,77 @@ def train(
         start = time.perf_counter() - result.wall_time_s
         bar = tqdm(total=total, initial=result.updates, disable=not progress, unit="update",
                    desc=data.env_id)
-        while total is None or result.updates < total:
-            round, k = divmod(result.updates, data.updates_per_round)
-            if k == 0 and data.finished():
-                break
-            stop = deadline is not None and time.time() >= deadline
-            if (checkpoint is not None and (stop or stop_asked or checkpoint.due(result.updates))
-                    and result.updates != saved_at):
-                result.wall_time_s = time.perf_counter() - start
-                _save(checkpoint, policy, optimizer, generator, data, result,
-                      rollout if k > 0 else None, averaged)
-                saved_at = result.updates
-            if stop or stop_asked:
-                result.stopped_at_deadline, result.stopped_by_hooks = stop, stop_asked and not stop
-                break
-            if k == 0:
-                rollout = data.collect(policy, round, generator, cfg.accelerate)
-                result.add_round(rollout)
-                stop_asked = hooks is not None and hooks.on_rollout(policy, result) is False
-                if round == 0 and on_first_data is not None:
-                    on_first_data(rollout.transitions())
-            assert rollout is not None
-            lr = cfg.lr * (1.0 - result.updates / total) if total and cfg.anneal_lr else cfg.lr
-            set_learning_rate(optimizer, lr)
-            if round in result.stopped_rounds:
-                metrics: dict[str, float] = {}
-            else:
-                batch = relabel(rollout, policy) if refresh_old_policy else rollout
-                metrics = ppo_update(policy, optimizer, batch, cfg, generator)
-                if 0 < cfg.target_kl < metrics.get("losses/approx_kl", 0.0):
-                    result.stopped_rounds.append(round)
-            result.updates += 1
-            if total and average_last and result.updates > total - average_last:
-                for name, value in policy.state_dict().items():
-                    averaged[name] = averaged[name] + value if name in averaged else value.clone()
+        with termination_deferred():
+            while total is None or result.updates < total:
+                round, k = divmod(result.updates, data.updates_per_round)
+                if k == 0 and data.finished():
+                    break
+                stop = deadline is not None and time.time() >= deadline
+                signalled = termination_requested()
+                if (checkpoint is not None and (stop or stop_asked or signalled
+                                                or checkpoint.due(result.updates))
+                        and result.updates != saved_at):
+                    result.wall_time_s = time.perf_counter() - start
+                    _save(checkpoint, policy, optimizer, generator, data, result,
+                          rollout if k > 0 else None, averaged)
+                    saved_at = result.updates
+                if signalled:  # SIGTERM (`xlvin.signals`): stop here, resumable from here
+                    raise Terminated(f"stopped after update {result.updates}" + (
+                        ", checkpoint saved there" if checkpoint is not None else ""))
+                if stop or stop_asked:
+                    result.stopped_at_deadline, result.stopped_by_hooks = stop, stop_asked and not stop
+                    break
+                if k == 0:
+                    rollout = data.collect(policy, round, generator, cfg.accelerate)
+                    result.add_round(rollout)
+                    stop_asked = hooks is not None and hooks.on_rollout(policy, result) is False
+                    if round == 0 and on_first_data is not None:
+                        on_first_data(rollout.transitions())
+                assert rollout is not None
+                lr = cfg.lr * (1.0 - result.updates / total) if total and cfg.anneal_lr else cfg.lr
+                set_learning_rate(optimizer, lr)
+                if round in result.stopped_rounds:
+                    metrics: dict[str, float] = {}
+                else:
+                    batch = relabel(rollout, policy) if refresh_old_policy else rollout
+                    metrics = ppo_update(policy, optimizer, batch, cfg, generator)
+                    if 0 < cfg.target_kl < metrics.get("losses/approx_kl", 0.0):
+                        result.stopped_rounds.append(round)
+                result.updates += 1
+                if total and average_last and result.updates > total - average_last:
+                    for name, value in policy.state_dict().items():
+                        averaged[name] = averaged[name] + value if name in averaged else value.clone()
 
-            metrics["charts/learning_rate"] = lr
-            metrics["charts/sps"] = result.env_steps / (time.perf_counter() - start)
-            metrics["charts/transitions"] = result.transitions
-            metrics["charts/episodes"] = result.episodes
-            metrics.update(data.metrics())
-            if k == 0 and rollout.episode_returns:
-                metrics["charts/episodic_return"] = _mean(rollout.episode_returns)
-                metrics["charts/episodic_length"] = _mean(rollout.episode_lengths)
-            if evaluator is not None and total and evaluation.due(result.updates, total):
-                seed_i = PROGRESS_EVAL_SEED + len(result.progress) * evaluation.episodes
-                score = evaluator(policy, evaluation.episodes, seed_i, accelerate=cfg.accelerate)["mean"]
-                metrics["charts/eval_return"] = score
-                result.progress.append({
-                    "updates": result.updates, "episodes": result.episodes,
-                    "transitions": result.transitions, "eval_return": score,
-                })
-                evaluated = result.progress[-1]
-                if hooks is not None and hooks.on_evaluation(policy, result, evaluated) is False:
+                metrics["charts/learning_rate"] = lr
+                metrics["charts/sps"] = result.env_steps / (time.perf_counter() - start)
+                metrics["charts/transitions"] = result.transitions
+                metrics["charts/episodes"] = result.episodes
+                metrics.update(data.metrics())
+                if k == 0 and rollout.episode_returns:
+                    metrics["charts/episodic_return"] = _mean(rollout.episode_returns)
+                    metrics["charts/episodic_length"] = _mean(rollout.episode_lengths)
+                if evaluator is not None and total and evaluation.due(result.updates, total):
+                    seed_i = PROGRESS_EVAL_SEED + len(result.progress) * evaluation.episodes
+                    score = evaluator(policy, evaluation.episodes, seed_i, accelerate=cfg.accelerate)["mean"]
+                    metrics["charts/eval_return"] = score
+                    result.progress.append({
+                        "updates": result.updates, "episodes": result.episodes,
+                        "transitions": result.transitions, "eval_return": score,
+                    })
+                    evaluated = result.progress[-1]
+                    if hooks is not None and hooks.on_evaluation(policy, result, evaluated) is False:
+                        stop_asked = True
+                result.last_metrics = metrics
+                if log is not None:
+                    log(result.env_steps if data.log_by_env_steps else result.updates, metrics)
+                if hooks is not None and hooks.on_update(policy, result, metrics) is False:
                     stop_asked = True
-            result.last_metrics = metrics
-            if log is not None:
-                log(result.env_steps if data.log_by_env_steps else result.updates, metrics)
-            if hooks is not None and hooks.on_update(policy, result, metrics) is False:
-                stop_asked = True
-            bar.update()
-            if result.episode_returns:
-                bar.set_postfix(ret=f"{_mean(result.episode_returns[-20:]):.1f}", refresh=False)
-        if checkpoint is not None and checkpoint.every > 0 and result.updates != saved_at:
-            result.wall_time_s = time.perf_counter() - start  # the end: continuable from here
-            _save(checkpoint, policy, optimizer, generator, data, result, None, averaged)
+                bar.update()
+                if result.episode_returns:
+                    bar.set_postfix(ret=f"{_mean(result.episode_returns[-20:]):.1f}", refresh=False)
+            if checkpoint is not None and checkpoint.every > 0 and result.updates != saved_at:
+                result.wall_time_s = time.perf_counter() - start  # the end: continuable from here
+                _save(checkpoint, policy, optimizer, generator, data, result, None, averaged)
     finally:
         if bar is not None:
             bar.close()
