@@ -36,6 +36,7 @@ from xlvin.callbacks import Callback, as_callback
 from xlvin.config import close_match, from_dict, load_json, to_dict
 from xlvin.envs.packages import import_gym_packages, require_gym_packages
 from xlvin.errors import UserError
+from xlvin.io.digests import read_sealed
 from xlvin.io.executor_file import read_executor_meta
 from xlvin.io.run_dir import (
     CONFIG,
@@ -600,7 +601,7 @@ class Model:
         model.policy, model.run_dir = agent, path
         model._executor_meta = read_metadata(path / MODEL).get("executor")
         if (path / SUMMARY).is_file():
-            model.summary = read_json_object(path / SUMMARY)
+            model.summary = read_sealed(path / SUMMARY, path)
             with reading_results(path / SUMMARY):
                 model._num_timesteps = int(model.summary["ppo"]["env_steps"])
         if env is not None:

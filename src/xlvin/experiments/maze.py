@@ -36,6 +36,7 @@ from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import has_passed, map_jobs
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
+from xlvin.io.digests import read_sealed
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings
@@ -220,7 +221,7 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """What a cell's curriculum did: each level tried (passed or failed, episodes, steps,
     held-out success after a pass), its totals and wall time."""
     with reading_results(run_dir):
-        summary = read_json(run_dir / SUMMARY)
+        summary = read_sealed(run_dir / SUMMARY, run_dir)
         return _record(cell, summary["curriculum"], summary["ppo"], summary["wall_seconds"], None)
 
 

@@ -42,6 +42,7 @@ from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import map_jobs
+from xlvin.io.digests import read_sealed, write_sealed
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings, set_threads
@@ -323,7 +324,7 @@ def run_cell(cell: Cell, root: Path, config: RunConfig | None = None) -> dict[st
             train_run(config or cell.config(), run_dir, progress=False,
                       resume=(run_dir / CONFIG).is_file(), pretrain_progress=False)
         if not (run_dir / EVAL_FILE).is_file():
-            write_json(run_dir / EVAL_FILE, evaluate_run(run_dir, EVAL_EPISODES, EVAL_SEED))
+            write_sealed(run_dir / EVAL_FILE, evaluate_run(run_dir, EVAL_EPISODES, EVAL_SEED), run_dir)
     return cell_record(cell, run_dir)
 
 
@@ -334,8 +335,8 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 
 
 def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
-    summary = read_json(run_dir / SUMMARY)
-    evaluation = read_json(run_dir / EVAL_FILE)
+    summary = read_sealed(run_dir / SUMMARY, run_dir)
+    evaluation = read_sealed(run_dir / EVAL_FILE, run_dir)
     progress = summary["ppo"]["progress"]
     curve = [float(p["eval_return"]) for p in progress]
     return {

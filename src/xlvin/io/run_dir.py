@@ -25,6 +25,7 @@ from typing import Any
 from torch.utils.tensorboard import SummaryWriter
 
 from xlvin.errors import UserError, one_line
+from xlvin.io.digests import DIGEST_FIELD, is_sealed, legacy_notice, sealed
 from xlvin.io.files import (
     atomic_write_bytes,
     read_checked,
@@ -185,6 +186,7 @@ class MetricsLogger:
         self.run_dir, self.rewind_to = Path(run_dir), rewind_to
         self.file: Any = None
         self.writer: SummaryWriter | None = None
+        self.last_digest = ""  # of the last row written: the next row's digest chains it
 
     def check(self) -> None:
         """Refuse, in one UserError and changing nothing, a log that a resumed run could not
@@ -211,6 +213,8 @@ class MetricsLogger:
     def _open(self) -> None:
         metrics = self.run_dir / METRICS
         kept = self._kept_rows()
+        if kept:
+            self.last_digest = kept[-1].get(DIGEST_FIELD, "")
         if kept is not None:
             atomic_write_bytes(metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
         fd = os.open(metrics, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
@@ -223,7 +227,9 @@ class MetricsLogger:
             self._open()
         assert self.writer is not None
         clean = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
-        self.file.write(json.dumps({"step": step, **clean}, sort_keys=True) + "\n")
+        row = sealed({"step": step, **clean}, self.last_digest)
+        self.last_digest = row[DIGEST_FIELD]
+        self.file.write(json.dumps(row, sort_keys=True) + "\n")
         self.file.flush()
         for key, value in clean.items():
             self.writer.add_scalar(key, value, step)
@@ -242,9 +248,9 @@ class MetricsLogger:
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:
-    """All rows of DIR/metrics.jsonl."""
-    lines = read_checked(Path(run_dir) / METRICS).decode().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+    """All rows of DIR/metrics.jsonl (less their digests), each checked against its digest."""
+    return [{k: v for k, v in row.items() if k != DIGEST_FIELD}
+            for row in _complete_rows(Path(run_dir) / METRICS)]
 
 
 def _complete_rows(path: Path) -> list[dict[str, float]]:
@@ -254,13 +260,20 @@ def _complete_rows(path: Path) -> list[dict[str, float]]:
         lines = read_checked(path).decode().splitlines()
     except UnicodeDecodeError:
         raise UserError(f"corrupt metrics file {path}: not UTF-8 text") from None
-    rows = []
+    rows, previous = [], ""
     for i, line in enumerate(lines):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             row = None
         if isinstance(row, dict) and isinstance(row.get("step"), int):
+            try:
+                previous = row[DIGEST_FIELD] if is_sealed(row, previous) else ""
+            except ValueError:
+                raise UserError(f"corrupt metrics file {path}: line {i + 1} changed after it was "
+                                "written (SHA-256 mismatch)") from None
+            if not previous:
+                legacy_notice(path)
             rows.append(row)
         elif i < len(lines) - 1 and line.strip():
             raise UserError(f"corrupt metrics file {path}: line {i + 1} is not a metrics row")

@@ -88,6 +88,21 @@ def _read(path: Path, what: str, tensors: bool) -> tuple[dict[str, torch.Tensor]
     return loaded, metadata
 
 
+def weights_digest(path: Path) -> str:
+    """The SHA-256 a weights file's header holds (checked against its tensors when they are
+    loaded), read without reading the tensors; a file without one is one UserError."""
+    path = Path(path)
+    check_regular(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+    except (SafetensorError, OSError) as err:
+        raise UserError(f"corrupt weights file {path}: {one_line(err)}") from None
+    if DIGEST_KEY not in header:
+        raise UserError(f"{path} holds no SHA-256 (written by an older xlvin)")
+    return header[DIGEST_KEY]
+
+
 def load_state(module: nn.Module, tensors: dict[str, torch.Tensor], source: Path) -> None:
     """Copy tensors into `module`, with one clear error if names or shapes do not match."""
     try:

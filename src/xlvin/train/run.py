@@ -15,6 +15,7 @@ from torch import nn
 
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer, read_loop_state
+from xlvin.io.digests import write_sealed
 from xlvin.io.executor_file import executor_architecture
 from xlvin.io.run_dir import (
     CONFIG,
@@ -330,7 +331,7 @@ def _train_claimed(
     save_weights(run_dir / MODEL, agent, weights_metadata(cfg, executor_meta, spaces))
     if continuing:
         write_json(run_dir / CONFIG, cfg.to_json())
-    write_json(run_dir / SUMMARY, summary)
+    write_sealed(run_dir / SUMMARY, summary, run_dir)
     return summary
 
 

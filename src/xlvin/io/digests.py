@@ -1,0 +1,81 @@
+"""Numbers tied to what produced them: summary.json and eval.json carry a SHA-256 over their own
+content and the digest of the run's weights (model.safetensors' header digest,
+`xlvin.io.weights`); each metrics row carries one over its content and the previous row's
+digest, a chain the resumed log continues. A digit changed after writing is refused on read in
+one line naming the file, before it can reach a table or a resumed run.
+
+Files written before digests existed (no `sha256` field) are legacy: read unchecked, with one
+notice per process on stderr (`legacy_notice`), so run directories of older runs still give their
+tables. A file with a digest is always checked.
+"""
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from xlvin.errors import UserError
+from xlvin.io.files import read_json, write_json
+from xlvin.io.weights import weights_digest
+
+#: The field that holds a file's (or a metrics row's) digest.
+DIGEST_FIELD = "sha256"
+_noticed: set[str] = set()
+
+
+def digest_of(data: dict[str, Any], tie: str) -> str:
+    """SHA-256 of `tie` and of `data` (less its digest field) as canonical JSON."""
+    content = {k: v for k, v in data.items() if k != DIGEST_FIELD}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{tie}\0{text}".encode()).hexdigest()
+
+
+def sealed(data: dict[str, Any], tie: str) -> dict[str, Any]:
+    """`data` with its digest, tied to `tie`."""
+    return {**data, DIGEST_FIELD: digest_of(data, tie)}
+
+
+def is_sealed(data: dict[str, Any], tie: str) -> bool:
+    """False for data without a digest (legacy); True if its digest fits; else a ValueError."""
+    if DIGEST_FIELD not in data:
+        return False
+    if data[DIGEST_FIELD] != digest_of(data, tie):
+        raise ValueError("digest mismatch")
+    return True
+
+
+def run_tie(run_dir: Path) -> str:
+    """What a finished run's result files are tied to: the digest of its model.safetensors."""
+    return weights_digest(Path(run_dir) / "model.safetensors")
+
+
+def write_sealed(path: Path, data: dict[str, Any], run_dir: Path) -> None:
+    """Write the result file `path` of the finished run in `run_dir`, tied to its weights."""
+    write_json(path, sealed(data, run_tie(run_dir)))
+
+
+def read_sealed(path: Path, run_dir: Path) -> dict[str, Any]:
+    """The result file `path` of the run in `run_dir`, less its digest, checked against the
+    run's weights: a mismatch is one UserError naming the file; a legacy file (no digest) is read
+    with `legacy_notice`."""
+    data = read_json(path)
+    if not isinstance(data, dict) or DIGEST_FIELD not in data:
+        legacy_notice(path)
+        return data
+    try:
+        is_sealed(data, run_tie(run_dir))
+    except ValueError:
+        raise UserError(f"{path}: its numbers do not match its SHA-256 (tied to the run's "
+                        "model.safetensors): changed after it was written; move it away and run "
+                        "again to produce it anew") from None
+    return {k: v for k, v in data.items() if k != DIGEST_FIELD}
+
+
+def legacy_notice(path: Path) -> None:
+    """One line on stderr, once per process: files without digests are read unchecked."""
+    if _noticed:
+        return
+    _noticed.add(str(path))
+    print(f"xlvin: note: {path} (and maybe others) holds no SHA-256, written by an older xlvin; "
+          "its numbers are read unchecked", file=sys.stderr)

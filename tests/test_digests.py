@@ -1,0 +1,117 @@
+"""Numbers read back are checked: summary.json and eval.json carry a SHA-256 tied to the run's
+weights, each metrics row one chained to the row before; a changed digit is refused in one line
+naming the file and never reaches a table or a resumed run. Files of older runs (no digest) are
+read, with one notice."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from xlvin.cli import main
+from xlvin.experiments import table1
+from xlvin.io import digests
+from xlvin.io.digests import write_sealed
+from xlvin.io.run_dir import read_metrics
+
+TINY = ["--env", "CartPole-v0", "--agent", "ppo", "--num-envs", "1", "--num-steps", "16",
+        "--total-steps", "64", "--checkpoint-every", "1", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def cell_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished table-1 cell: trained (4 updates), its eval.json tied to its weights."""
+    root = tmp_path_factory.mktemp("runs")
+    run_dir = table1.Cell("paper", "CartPole-v0", "ppo", 0).run_dir(root)
+    assert main(["train", *TINY, "--out", str(run_dir)]) == 0
+    write_sealed(run_dir / table1.EVAL_FILE, {"mean": 89.62, "std": 3.5}, run_dir)
+    return root
+
+
+def copy_of(root: Path, dest: Path) -> Path:
+    for path in sorted(root.rglob("*")):
+        target = dest / path.relative_to(root)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif path.name != ".lock":
+            target.write_bytes(path.read_bytes())
+    return table1.Cell("paper", "CartPole-v0", "ppo", 0).run_dir(dest)
+
+
+def reproduce(root: Path, results: Path) -> int:
+    return main(["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0",
+                 "--agents", "ppo", "--seeds", "1", "--finished-only", "--runs", str(root),
+                 "--results", str(results)])
+
+
+def test_a_sealed_cell_reads_back_its_numbers(cell_root: Path, tmp_path: Path) -> None:
+    assert reproduce(cell_root, tmp_path / "results") == 0
+    (run,) = json.loads((tmp_path / "results" / "table1-paper.json").read_text())["runs"]
+    assert run["final_return"] == 89.62 and run["episodes"] > 0
+
+
+@pytest.mark.parametrize("name, pattern, new", [
+    (table1.EVAL_FILE, r'"mean": 89\.62', '"mean": 189.62'),
+    ("summary.json", r'"ppo_episodes": (\d+)', '"ppo_episodes": 40\\1'),
+])
+def test_a_changed_digit_never_reaches_the_table(
+    cell_root: Path, tmp_path: Path, capsys, name: str, pattern: str, new: str
+) -> None:
+    run_dir = copy_of(cell_root, tmp_path / "runs")
+    text = (run_dir / name).read_text()
+    assert re.search(pattern, text), text
+    (run_dir / name).write_text(re.sub(pattern, new, text, count=1))
+    assert reproduce(tmp_path / "runs", tmp_path / "results") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error: ") and "\n" not in err, err
+    assert f"{run_dir / name}: its numbers do not match its SHA-256" in err
+    assert not (tmp_path / "results").exists()
+
+
+def unfinished(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--out", str(run)]) == 0
+    (run / "summary.json").unlink()
+    (run / "model.safetensors").unlink()
+    return run
+
+
+def test_a_changed_digit_in_a_metrics_row_is_refused_on_resume(tmp_path: Path, capsys) -> None:
+    run = unfinished(tmp_path)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    row = json.loads(lines[1])
+    row["charts/episodes"] += 300
+    lines[1] = json.dumps(row, sort_keys=True)
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["train", *TINY, "--out", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"xlvin: error: corrupt metrics file {run / 'metrics.jsonl'}: line 2 changed "
+                   "after it was written (SHA-256 mismatch)")
+
+
+def test_legacy_files_without_digests_are_read_with_one_notice(
+    cell_root: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run directories written before digests (the runs going on now) still give their table,
+    and still resume: one notice, the numbers as they are."""
+    monkeypatch.setattr(digests, "_noticed", set())
+    run_dir = copy_of(cell_root, tmp_path / "runs")
+    for name in ("summary.json", table1.EVAL_FILE):
+        data = json.loads((run_dir / name).read_text())
+        del data["sha256"]
+        (run_dir / name).write_text(json.dumps(data))
+    capsys.readouterr()
+    assert reproduce(tmp_path / "runs", tmp_path / "results") == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "SHA-256" in line]
+    assert len(notes) == 1 and "read unchecked" in notes[0], notes
+    (run,) = json.loads((tmp_path / "results" / "table1-paper.json").read_text())["runs"]
+    assert run["final_return"] == 89.62
+
+    run = unfinished(tmp_path / "resume")
+    rows = [{k: v for k, v in json.loads(line).items() if k != "sha256"}
+            for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["train", *TINY, "--out", str(run), "--resume"]) == 0
+    assert read_metrics(run) == rows
