@@ -76,3 +76,28 @@ def test_maze_and_atari_records_read_corrupt_files_as_one_error(tmp_path: Path) 
     (tmp_path / atari.EVAL_FILE).write_text('{"mean": ')
     with pytest.raises(UserError, match="corrupt results in"):
         atari.cell_record(None, tmp_path)
+
+
+def test_a_table_never_mixes_kernel_modes(tmp_path: Path, capsys) -> None:
+    """This suite runs in reproducible mode, as `xlvin reproduce` does by default: a cell that
+    `sweep` trained on the CPU's own kernels is refused in one line saying how to proceed; cells
+    of the table's mode, and cells recorded before modes were (no `kernels`), are tabled."""
+    root = tmp_path / "runs"
+    for seed, mode in enumerate(["reproducible", "cpu-default"]):
+        run_dir = table1.Cell("paper", "CartPole-v0", "ppo", seed).run_dir(root)
+        run_dir.mkdir(parents=True)
+        (run_dir / "summary.json").write_text(json.dumps({**SUMMARY, "kernels": {"mode": mode}}))
+        (run_dir / table1.EVAL_FILE).write_text(json.dumps(EVAL))
+    args = ["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0", "--agents",
+            "ppo", "--seeds", "2", "--finished-only", "--runs", str(root)]
+    assert main([*args, "--results", str(tmp_path / "mixed")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == ("xlvin: error: 1 of 2 cells were trained with cpu-default kernels (first: "
+                   "CartPole-v0 ppo seed 1), this table is reproducible: pass --no-reproducible "
+                   "to table them under their mode, or move them away to retrain them under this one")
+    assert not (tmp_path / "mixed").exists()
+    (table1.Cell("paper", "CartPole-v0", "ppo", 1).run_dir(root) / "summary.json").write_text(
+        json.dumps(SUMMARY))
+    assert main([*args, "--results", str(tmp_path / "one")]) == 0
+    runs = json.loads((tmp_path / "one" / "table1-paper.json").read_text())["runs"]
+    assert [r["kernels"] for r in runs] == ["reproducible", None]  # each row says its mode

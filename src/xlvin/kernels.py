@@ -116,6 +116,21 @@ def in_effect() -> dict[str, str]:
     return {"mode": "reproducible" if pinned() else "cpu-default", "cpu": cpu_name()}
 
 
+def check_one_mode(modes: dict[str, str | None]) -> None:
+    """Refuse to put results trained under another kernel mode than this process's into one
+    table (`modes`: each result's name -> the mode its summary recorded; None: recorded before
+    modes were, accepted as it is): one UserError saying how to proceed."""
+    mode = in_effect()["mode"]
+    other = {name: m for name, m in modes.items() if m is not None and m != mode}
+    if other:
+        name, theirs = next(iter(other.items()))
+        flag = "--no-reproducible" if mode == "reproducible" else "--reproducible"
+        raise UserError(
+            f"{len(other)} of {len(modes)} cells were trained with {theirs} kernels (first: "
+            f"{name}), this table is {mode}: pass {flag} to table them under their mode, or move "
+            "them away to retrain them under this one")
+
+
 def cpu_name() -> str:
     """The CPU's model name (Linux), else the platform's processor string."""
     import platform

@@ -45,6 +45,7 @@ from xlvin.experiments.jobs import map_jobs
 from xlvin.io.digests import read_sealed, write_sealed
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
+from xlvin.kernels import check_one_mode
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
 from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
@@ -351,6 +352,7 @@ def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
         "transitions": summary["ppo_transitions"],
         "transe_transitions": summary["transe_transitions"],
         "wall_seconds": summary["wall_seconds"],
+        "kernels": (summary.get("kernels") or {}).get("mode"),  # None: recorded before modes
     }
 
 
@@ -575,6 +577,7 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     if len(kinds) != 1:
         raise UserError(f"write_results takes one protocol's and variant's records, got {sorted(kinds)}")
     ((protocol, variant),) = kinds
+    check_one_mode({f"{r['env']} {r['agent']} seed {r['seed']}": r.get("kernels") for r in records})
     rows = aggregate(records)
     prepare_results(results)
     md = markdown(rows, wall_seconds)
