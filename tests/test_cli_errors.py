@@ -179,3 +179,18 @@ def test_a_mistyped_command_gets_a_suggestion_and_the_prefix_once(
     assert err.count("\n") == 1
     if "invalid choice" in message:
         assert f"; did you mean {'train' if argv == ['trian'] else 'classic'}?" in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--agent", "ppo", "--total-steps", str(10**29)], "FLOPs per forward pass, at"),
+    (["--agent", "xlvin", "--depth", "12", "--total-steps", str(10**10)],
+     "8,191 latent states per observation"),
+])
+def test_a_run_that_cannot_finish_is_refused_before_anything_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture, argv: list[str], said: str
+) -> None:
+    """Time and memory bound what a run may ask for: one line with the estimate, nothing made."""
+    code = main(["train", "--env", "CartPole-v1", *argv, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "would take at least" in err and said in err, err
+    assert not (tmp_path / "run").exists()

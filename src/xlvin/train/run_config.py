@@ -373,6 +373,44 @@ def check_model_fits(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None
         )
 
 
+#: An optimistic rate of this code on one machine: floating-point operations a second, and the
+#: seconds of one env step with nothing else. Estimates from them are lower bounds of a run's time.
+OPTIMISTIC_FLOPS, OPTIMISTIC_STEP_SECONDS = 1e11, 1e-6
+#: The longest a run may be estimated to take, at least (its lower bound): a year.
+MAX_RUN_SECONDS = 365 * 24 * 3600
+
+
+def forward_flops(spaces: Spaces, arch: Architecture) -> int:
+    """A rough count of the floating-point operations of one observation's forward pass: the
+    encoder, and per latent tree node the transition MLP and the executor's messages (eq. 6-8)."""
+    k, f = arch.embedding_dim, arch.hidden
+    encoder = 2 * (spaces.flat_size * f + f * k)
+    return encoder + (arch.tree_nodes or 1) * 2 * (3 * k * f + f * f)
+
+
+def estimated_seconds(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> float:
+    """A lower bound of the run's training time: every env step acts once (a forward pass) and
+    is learnt from `update_epochs` times (forward and backward: 3 forward passes), at
+    OPTIMISTIC_FLOPS, plus OPTIMISTIC_STEP_SECONDS per env step."""
+    per_step = forward_flops(spaces, arch) * (1 + 3 * cfg.ppo.update_epochs)
+    return cfg.ppo.total_steps * (per_step / OPTIMISTIC_FLOPS + OPTIMISTIC_STEP_SECONDS)
+
+
+def check_budget(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
+    """Refuse an online run whose time, estimated from below, exceeds MAX_RUN_SECONDS, in one
+    line giving the estimate (`--total-steps 1e29` can never finish)."""
+    if cfg.train.protocol != "online":
+        return
+    seconds = estimated_seconds(cfg, spaces, arch)
+    if seconds > MAX_RUN_SECONDS:
+        tree = f", {arch.tree_nodes:,} latent states per observation" if arch.tree_nodes > 1 else ""
+        raise UserError(
+            f"--total-steps {cfg.ppo.total_steps:,} would take at least {seconds / 86400:,.0f} "
+            f"days ({forward_flops(spaces, arch):,} FLOPs per forward pass{tree}, at "
+            f"{OPTIMISTIC_FLOPS:.0e} FLOP/s), more than the {MAX_RUN_SECONDS // 86400} days a run "
+            "may take: choose fewer steps or a smaller network")
+
+
 def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Architecture]:
     """Everything about a run's config that can be checked without training it (values, the
     environment, memory); return the env's spaces and the architecture derived from both.
@@ -385,6 +423,7 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
         spaces = env_spaces(cfg.train.env, cfg.train.env_kwargs)
     arch = architecture(cfg, spaces)
     check_model_fits(cfg, spaces, arch)
+    check_budget(cfg, spaces, arch)
     return spaces, arch
 
 
