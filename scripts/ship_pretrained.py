@@ -66,8 +66,9 @@ def executor_entry(name: str, cfg: ExecutorConfig, caches: list[Path]) -> tuple[
     meta = read_executor_meta(source)
     if any(meta.get(field) != value for field, value in to_dict(cfg).items()):
         raise SystemExit(f"{source}: its metadata does not hold the config of {name!r}")
+    accelerate = meta.get("training", {}).get("accelerated", False)
     return _entry("executor", name, executor_key(cfg), source,
-                  executor_command(cfg, source.name)), source
+                  executor_command(cfg, source.name, accelerate), accelerate=accelerate), source
 
 
 def transe_entry(env: str, caches: list[Path]) -> tuple[dict, Path] | None:

@@ -39,7 +39,8 @@ def _base_type(tp: Any) -> Any:
     return tp
 
 
-def _parse_bool(text: str) -> bool:
+def parse_bool(text: str) -> bool:
+    """An argparse type: true/false, yes/no, on/off, 1/0 (any case)."""
     lowered = text.lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
@@ -86,7 +87,7 @@ def add_options(
         elif typing.get_origin(tp) is dict:  # --flag key=value key=value
             kwargs.update(nargs="+", type=parse_key_value, metavar="KEY=VALUE")
         else:
-            kwargs["type"] = _parse_bool if tp is bool else tp
+            kwargs["type"] = parse_bool if tp is bool else tp
             kwargs["metavar"] = tp.__name__.upper() if not f.metadata.get("choices") else None
         group.add_argument("--" + prefix + f.name.replace("_", "-"), **kwargs)
 

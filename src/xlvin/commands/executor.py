@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xlvin.config import add_options, from_args
+from xlvin.config import add_options, from_args, parse_bool
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.io.run_dir import check_creatable
@@ -89,7 +89,7 @@ def _remake(entry: dict[str, Any], out: Path) -> None:
     """Re-create a shipped executor from its manifest entry."""
     fields = {f.name for f in dataclasses.fields(ExecutorConfig)}
     make_executor(ExecutorConfig(**{k: v for k, v in entry["config"].items() if k in fields}),
-                  out, progress=True)
+                  out, progress=True, accelerate=entry.get("accelerate", False))
 
 
 def _pretrain(args: argparse.Namespace) -> None:
@@ -108,7 +108,7 @@ def _pretrain(args: argparse.Namespace) -> None:
     check_mdps_fit(cfg.states, cfg.actions, max(cfg.train_graphs, args.eval_count))
     set_threads(args.threads)
     meta = pretrain_and_save(cfg, out, args.eval_count, progress=not args.quiet,
-                             overwrite=args.force)
+                             overwrite=args.force, accelerate=args.accelerate)
     print(f"saved {out} (trained in {meta['training']['train_seconds']:.0f} s); held-out graphs:")
     print(_table([meta["held_out"]]))
 
@@ -182,6 +182,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="torch CPU threads; one is fastest for small graphs on a busy machine "
                    "(default: 1)")
+    p.add_argument("--accelerate", type=parse_bool, default=True, metavar="BOOL",
+                   help="train on the accelerated forward of xlvin.accel.dense_executor (the "
+                   "same function up to float rounding, several times faster; other weights "
+                   "bit-wise: the shipped files made before it need false) (default: true)")
     add_options(p, ExecutorConfig, skip=("family",))
     p.set_defaults(func=_pretrain)
 

@@ -127,15 +127,22 @@ class VIExecutor(nn.Module):
     def hidden(self) -> int:
         return self.processor.hidden
 
+    def encode(self, values: Tensor, rewards: Tensor, num_actions: int) -> Tensor:
+        """Node features x [K, N, H] from V_t [K, S] and R [N] (node s*A+a gets [V_t(s), R(s, a)])."""
+        v_nodes = values.repeat_interleave(num_actions, dim=1)
+        return self.node_encoder(torch.stack([v_nodes, rewards.expand(len(values), -1)], dim=-1))
+
+    def decode(self, h: Tensor, num_actions: int) -> Tensor:
+        """V_{t+1} - V_t [K, S] from processed node features h [K, S*A, H]: the max over each
+        state's action copies, then the decoder."""
+        per_state = h.unflatten(1, (-1, num_actions)).amax(dim=2)
+        return self.decoder(per_state).squeeze(-1)
+
     def forward(self, graph: MDPGraph, values: Tensor) -> Tensor:
         """Predicted V_{t+1} - V_t for value vectors V_t of shape [K, S_total] (K value vectors
         on the same graph, e.g. several VI steps at once) -> [K, S_total].
         """
-        k = values.shape[0]
-        v_nodes = values.repeat_interleave(graph.num_actions, dim=1)  # node s*A+a has V_t(s)
-        rewards = graph.rewards.expand(k, -1)
-        x = self.node_encoder(torch.stack([v_nodes, rewards], dim=-1))
+        x = self.encode(values, graph.rewards, graph.num_actions)
         edge = self.edge_encoder(graph.edge_features)
         h = self.processor(x, graph.senders, graph.receivers, edge)
-        per_state = h.reshape(k, graph.num_states, graph.num_actions, -1).amax(dim=2)
-        return self.decoder(per_state).squeeze(-1)
+        return self.decode(h, graph.num_actions)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from xlvin.accel.dense_executor import InEdges, dense_forward
 from xlvin.config import option, to_dict
 from xlvin.errors import UserError
 from xlvin.io.executor_file import FORMAT, save_executor
@@ -130,8 +131,8 @@ def _solve(mdps: list[MDP], tol: float) -> list[VIResult]:
 
 
 def _blocks(
-    groups: list[tuple[MDPGraph, list[VIResult]]], rng: np.random.Generator, batch_steps: int
-) -> list[tuple[MDPGraph, torch.Tensor, torch.Tensor]]:
+    groups: list[tuple[Any, list[VIResult]]], rng: np.random.Generator, batch_steps: int
+) -> list[tuple[Any, torch.Tensor, torch.Tensor]]:
     """One epoch of minibatches in random order: every (MDP, VI step t) pair once, as blocks of
     (graph, V_t [K, S_total], V_{t+1} - V_t [K, S_total]) with K = batch_steps rows per group of
     MDPs. Within a group each MDP's steps are shuffled; an MDP that needs fewer VI steps than the
@@ -154,14 +155,16 @@ def _blocks(
 
 
 def pretrain_executor(
-    cfg: ExecutorConfig, progress: bool = True, position: int = 0
+    cfg: ExecutorConfig, progress: bool = True, position: int = 0, accelerate: bool = True
 ) -> tuple[VIExecutor, dict[str, Any]]:
     """Train a `VIExecutor` on `cfg.train_graphs` MDPs, teacher-forced on every VI step (MSE on
     V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine (or
     constant: `cfg.lr_schedule`); `progress` shows its optimiser steps (`xlvin.train.progress`,
-    on line `position`).
+    on line `position`). `accelerate` computes the executor's forward and backward with
+    `xlvin.accel.dense_executor` (the same function up to float rounding, several times
+    faster, other weights bit-wise: the shipped files record which path made them).
 
-    Returns the executor (eval mode) and training statistics (loss per epoch, wall time).
+    Returns the executor (eval mode) and training statistics (loss per epoch, wall time, path).
     """
     _check(cfg)
     start = time.perf_counter()
@@ -174,6 +177,8 @@ def pretrain_executor(
         for i in range(0, len(mdps), cfg.batch_graphs)
     ]
     executor = VIExecutor(cfg.hidden, cfg.aggregation, cfg.layer_norm, cfg.messages)
+    if accelerate:
+        groups = [(InEdges.from_graph(graph), rs) for graph, rs in groups]
     optimiser = torch.optim.Adam(executor.parameters(), lr=cfg.lr)
     rng = np.random.default_rng([SHUFFLE_STREAM, cfg.seed])
     per_epoch = sum(-(-max(r.steps for r in rs) // cfg.batch_steps) for _, rs in groups)
@@ -185,7 +190,8 @@ def pretrain_executor(
         for _ in range(cfg.epochs):
             total, count = 0.0, 0
             for graph, v, target in _blocks(groups, rng, cfg.batch_steps):
-                loss = torch.nn.functional.mse_loss(executor(graph, v), target)
+                predicted = dense_forward(executor, graph, v) if accelerate else executor(graph, v)
+                loss = torch.nn.functional.mse_loss(predicted, target)
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
@@ -199,6 +205,7 @@ def pretrain_executor(
         "train_seconds": time.perf_counter() - start,
         "optimiser_steps": cfg.epochs * per_epoch,
         "vi_steps_mean": float(np.mean([r.steps for r in results])),
+        "accelerated": accelerate,
     }
     return executor.eval(), stats
 
@@ -306,14 +313,14 @@ def evaluate_executor(
 
 def pretrain_and_save(
     cfg: ExecutorConfig, out: Path, eval_count: int = 40, progress: bool = True,
-    overwrite: bool = True, position: int = 0,
+    overwrite: bool = True, position: int = 0, accelerate: bool = True,
 ) -> dict[str, Any]:
     """Pre-train, evaluate on `eval_count` held-out graphs of the training family and size, and
     write the executor with its description (config, training stats, held-out metrics) to `out`
     (atomically, see `save_weights`; without `overwrite`, only if no file is there by then).
-    Returns that description.
+    Returns that description. `accelerate`: see `pretrain_executor`.
     """
-    executor, stats = pretrain_executor(cfg, progress, position)
+    executor, stats = pretrain_executor(cfg, progress, position, accelerate)
     held_out = evaluate_executor(executor, cfg.family, cfg.states, cfg.actions, eval_count,
                                  cfg.seed, cfg.gamma, cfg.tol, cfg.maze_size)
     meta = {**to_dict(cfg), "training": stats, "held_out": held_out}
@@ -349,13 +356,13 @@ DEFAULT_EXECUTORS = {
 }
 
 
-def executor_command(cfg: ExecutorConfig, out: str) -> str:
+def executor_command(cfg: ExecutorConfig, out: str, accelerate: bool = True) -> str:
     """The `xlvin pretrain-executor` command that trains the executor of `cfg` into `out` in
-    reproducible mode, every option spelled out."""
+    reproducible mode on the accelerated path or not, every option spelled out."""
     flags = [f"--{name.replace('_', '-')} {str(value).lower() if isinstance(value, bool) else value}"
              for name, value in to_dict(cfg).items() if name != "family"]
     return (f"xlvin pretrain-executor --reproducible --graphs {cfg.family} {' '.join(flags)} "
-            f"--out {out}")
+            f"--accelerate {str(accelerate).lower()} --out {out}")
 
 
 def default_executor_config(

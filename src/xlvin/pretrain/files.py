@@ -107,13 +107,15 @@ def cached_executor(
 
 
 def make_executor(
-    cfg: ExecutorConfig, path: Path, progress: bool = False, threads: int = 1, position: int = 0
+    cfg: ExecutorConfig, path: Path, progress: bool = False, threads: int = 1, position: int = 0,
+    accelerate: bool = True,
 ) -> Path:
     """Pre-train the executor of `cfg` into `path` as the cache holds it (`pretrain_and_save`
-    with its default held-out evaluation, on `threads` torch threads); returns `path`."""
+    with its default held-out evaluation, on `threads` torch threads, on the accelerated path
+    unless not `accelerate`); returns `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch_threads(threads):
-        pretrain_and_save(cfg, path, progress=progress, position=position)
+        pretrain_and_save(cfg, path, progress=progress, position=position, accelerate=accelerate)
     return path
 
 

@@ -1,0 +1,130 @@
+"""`VIExecutor`'s forward over a padded in-edge layout, with the linear maps composed: an
+accelerator of `xlvin.nn.executor.VIExecutor.forward` for pre-training.
+
+The readable forward encodes every node to H features, gathers them per edge, applies the
+message's three H x H blocks per edge and max-pools at the receivers with `index_reduce`, whose
+backward (and the per-edge gathers and scatters) costs most of a pre-training step. The same
+function, rewritten exactly:
+
+- The node and edge encoders are affine maps of two numbers ([V_t(s), R(s, a)] and [P, gamma]),
+  so each message block composed with its encoder is an H x 2 matrix: the message of eq. 3 for
+  edge j -> i is W_s x_j + W_r x_i + W_e e_ji + b = A_s u_j + A_r u_i + A_e f_ji + c with
+  A_s = W_s W_node (and likewise), c collecting the biases. No H x H product runs per edge.
+- The parts that do not change with V_t (the rewards, P, gamma and c) are computed once per call
+  for all K value vectors; V_t enters through two broadcast products.
+- Every node's in-edges sit in one row of a dense [N, D] layout (D the largest in-degree, padding
+  masked), so the aggregate is a max (or sum) over a dense axis, whose backward is element-wise.
+
+Equal to the readable forward up to float rounding, gradients included
+(tests/test_accel_executor.py); timings in benchmarks/notes.md. The rounding differs, so
+pre-training on this path makes other weights bit-wise than on the readable one.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from xlvin.mdp.executor_graph import MDPGraph
+from xlvin.nn.executor import VIExecutor
+
+
+@dataclass(frozen=True)
+class InEdges:
+    """An `MDPGraph`'s edges laid out by receiver, action copies outermost: row (a, s) holds the
+    in-edges of node s*A+a, padded to the largest in-degree D.
+
+    sender_states [A, S, D]: the state of each in-edge's sender (0 at padding); inputs
+    [A, S, D, 4]: [R of the sender, R of the receiver, P, gamma] per in-edge (0 at padding);
+    rewards [A, S]: R(s, a); mask [A, S, D]: real in-edges, None when no row is padded;
+    has_edge [A, S, 1]: nodes with an in-edge, None when all have.
+    """
+
+    graph: MDPGraph
+    sender_states: Tensor
+    inputs: Tensor
+    rewards: Tensor
+    mask: Tensor | None
+    has_edge: Tensor | None
+
+    @classmethod
+    def from_graph(cls, graph: MDPGraph) -> "InEdges":
+        num_nodes, num_actions = graph.rewards.numel(), graph.num_actions
+        order = torch.argsort(graph.receivers, stable=True)
+        receivers, senders = graph.receivers[order], graph.senders[order]
+        degree = torch.bincount(receivers, minlength=num_nodes)
+        first = torch.cumsum(degree, 0) - degree
+        slot = torch.arange(len(receivers)) - first[receivers]
+        width = max(int(degree.max()), 1) if num_nodes else 1
+        per_edge = torch.cat([graph.rewards[senders, None], graph.rewards[receivers, None],
+                              graph.edge_features[order]], dim=1)
+        inputs = torch.zeros(num_nodes, width, 4)
+        inputs[receivers, slot] = per_edge
+        sender_states = torch.zeros(num_nodes, width, dtype=torch.long)
+        sender_states[receivers, slot] = senders // num_actions
+        mask = torch.arange(width) < degree[:, None]
+
+        def by_action(t: Tensor) -> Tensor:  # node s*A+a -> [a, s]
+            return t.unflatten(0, (-1, num_actions)).transpose(0, 1).contiguous()
+
+        return cls(graph, by_action(sender_states), by_action(inputs), by_action(graph.rewards),
+                   None if bool(mask.all()) else by_action(mask),
+                   None if bool((degree > 0).all()) else by_action(degree > 0)[..., None])
+
+
+class _MaxSplittingTies(torch.autograd.Function):
+    """The max over dim 0 with amax's gradient (split evenly between tied entries), its tie mask
+    written as floats: a comparison's bool output and its conversion cost several float passes
+    on CPU."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: Tensor) -> Tensor:  # type: ignore[override]
+        top = x.amax(dim=0)
+        ties = torch.eq(x, top, out=torch.empty_like(x))  # 1.0 where x is the max, else 0.0
+        ctx.save_for_backward(ties, ties.sum(dim=0))
+        return top
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        ties, count = ctx.saved_tensors  # type: ignore[attr-defined]
+        return ties * (grad / count)
+
+
+def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tensor:
+    """`executor(edges.graph, values)` computed over the in-edge layout: V_t [K, S] -> predicted
+    V_{t+1} - V_t [K, S] (eqs. 3-4 with the encoders composed into the message, see above).
+    Tensors are laid out [A, K, S, (D,) H] so that the max over actions is over the outer axis."""
+    processor = executor.processor
+    num_actions, (k, num_states) = edges.graph.num_actions, values.shape
+    node_w, node_b = executor.node_encoder.weight, executor.node_encoder.bias  # [H, 2], [H]
+    edge_w, edge_b = executor.edge_encoder.weight, executor.edge_encoder.bias
+    w_send, w_recv, w_edge = processor.message_fn.weight.split(executor.hidden, dim=1)
+    a_send, a_recv = w_send @ node_w, w_recv @ node_w  # [H, 2]: columns for V_t and R
+    # the message's weights on [V_t(sender), V_t(receiver), R(sender), R(receiver), P, gamma]
+    weight = torch.cat([a_send[:, :1], a_recv[:, :1], a_send[:, 1:], a_recv[:, 1:],
+                        w_edge @ edge_w], dim=1)
+    bias = (w_send + w_recv) @ node_b + w_edge @ edge_b + processor.message_fn.bias
+    width = edges.inputs.shape[2]
+    v_states = values.t()  # [S, K]
+    v_send = v_states[edges.sender_states].permute(0, 3, 1, 2)  # [A, K, S, D]
+    v_recv = v_states.t().expand(num_actions, k, num_states)  # [A, K, S]
+    inputs = torch.cat([v_send[..., None], v_recv[..., None, None].expand(-1, -1, -1, width, 1),
+                        edges.inputs[:, None].expand(-1, k, -1, -1, -1)], dim=-1)
+    messages = F.linear(inputs, weight, bias)  # [A, K, S, D, H]
+    if processor.messages == "relu":
+        messages = torch.relu(messages)
+    mask = None if edges.mask is None else edges.mask[:, None, :, :, None]
+    if processor.aggregation == "sum":
+        aggregated = (messages if mask is None else messages * mask).sum(dim=3)
+    elif width == 1:
+        aggregated = messages.squeeze(3)
+    else:
+        aggregated = (messages if mask is None else messages.masked_fill(~mask, -torch.inf)
+                      ).amax(dim=3)
+    if edges.has_edge is not None:
+        aggregated = torch.where(edges.has_edge[:, None], aggregated, 0.0)
+    x = executor.node_encoder(torch.stack(
+        [v_recv, edges.rewards[:, None].expand(-1, k, -1)], dim=-1))  # [A, K, S, H]
+    h = processor.update(x, aggregated)
+    return executor.decoder(_MaxSplittingTies.apply(h)).squeeze(-1)

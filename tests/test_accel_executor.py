@@ -1,0 +1,82 @@
+"""The dense executor forward (`xlvin.accel.dense_executor`) against the readable one: values and
+gradients equal up to float rounding, and pre-training on it learns as the readable path does."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from xlvin.accel.dense_executor import InEdges, dense_forward
+from xlvin.mdp.executor_graph import MDPGraph
+from xlvin.nn.executor import VIExecutor
+from xlvin.pretrain.executor import ExecutorConfig, make_mdps, pretrain_executor
+
+#: float32 rounding: the two paths sum the same terms in another order (gradients are sums over
+#: thousands of terms, of magnitude up to ~10 here).
+RTOL, ATOL = 1e-5, 1e-5
+GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-4
+
+
+def _without_in_edges_of_node_0(graph: MDPGraph) -> MDPGraph:
+    """The graph with node 0's in-edges removed (its aggregate is then 0 on both paths)."""
+    keep = graph.receivers != 0
+    return dataclasses.replace(graph, senders=graph.senders[keep], receivers=graph.receivers[keep],
+                               edge_features=graph.edge_features[keep])
+
+
+@pytest.mark.parametrize(
+    ("family", "aggregation", "layer_norm", "messages"),
+    [("random_deterministic", "max", False, "relu"),  # in-degree 1: no padding
+     ("erdos_renyi_weighted", "max", False, "relu"),  # padded in-edges
+     ("erdos_renyi_weighted", "max", True, "linear"),
+     ("erdos_renyi_weighted", "sum", True, "linear"),
+     ("erdos_renyi_weighted", "sum", False, "relu")],
+)
+@pytest.mark.parametrize("edgeless", [False, True])
+def test_dense_forward_and_gradients_match_the_readable_executor(
+    family: str, aggregation: str, layer_norm: bool, messages: str, edgeless: bool
+) -> None:
+    torch.manual_seed(0)
+    mdps = make_mdps(family, 12, 4, 3, seed=0, stream=0, gamma=0.9)
+    graph = MDPGraph.from_mdps(mdps)
+    if edgeless:
+        graph = _without_in_edges_of_node_0(graph)
+    executor = VIExecutor(16, aggregation, layer_norm, messages)
+    values = torch.randn(5, graph.num_states)
+    target = torch.randn(5, graph.num_states)
+    params = list(executor.parameters())
+
+    expected = executor(graph, values)
+    grads_expected = torch.autograd.grad((expected - target).square().sum(), params)
+    got = dense_forward(executor, InEdges.from_graph(graph), values)
+    grads_got = torch.autograd.grad((got - target).square().sum(), params)
+
+    assert got.shape == expected.shape == (5, graph.num_states)
+    torch.testing.assert_close(got, expected, rtol=RTOL, atol=ATOL)
+    for g_got, g_expected in zip(grads_got, grads_expected):
+        torch.testing.assert_close(g_got, g_expected, rtol=GRAD_RTOL, atol=GRAD_ATOL)
+
+
+def test_in_edge_layout_holds_every_edge_once() -> None:
+    mdps = make_mdps("erdos_renyi_weighted", 10, 3, 2, seed=1, stream=0, gamma=0.9)
+    graph = MDPGraph.from_mdps(mdps)
+    edges = InEdges.from_graph(graph)
+    degree = np.bincount(graph.receivers.numpy(), minlength=graph.rewards.numel())
+    assert edges.inputs.shape[:3] == (3, graph.num_states, degree.max())
+    mask = edges.mask if edges.mask is not None else torch.ones(edges.sender_states.shape, dtype=torch.bool)
+    assert int(mask.sum()) == len(graph.senders)
+    # the P column over real in-edges is the edge list's P, as a multiset
+    torch.testing.assert_close(edges.inputs[..., 2][mask].sort().values,
+                               graph.edge_features[:, 0].sort().values)
+
+
+def test_accelerated_pretraining_matches_the_readable_one() -> None:
+    """Same seed, both paths: the training losses agree to float rounding's drift."""
+    cfg = ExecutorConfig(train_graphs=8, epochs=2, hidden=16)
+    _, fast = pretrain_executor(cfg, progress=False, accelerate=True)
+    _, readable = pretrain_executor(cfg, progress=False, accelerate=False)
+    assert fast["accelerated"] and not readable["accelerated"]
+    np.testing.assert_allclose(fast["train_mse_per_epoch"], readable["train_mse_per_epoch"],
+                               rtol=1e-3)
+    assert fast["train_mse_per_epoch"][-1] < fast["train_mse_per_epoch"][0]
