@@ -204,9 +204,10 @@ def test_pretraining_never_overwrites_a_file_written_meanwhile(
     out = tmp_path / "ex.safetensors"
     real = pretrain.pretrain_executor
 
-    def the_other_process_finishes_first(cfg, progress=True, position=0):
+    def the_other_process_finishes_first(cfg, progress=True, position=0, accelerate=True):
         out.write_bytes(b"the first process's executor")
-        return real(dataclasses.replace(cfg, train_graphs=2, epochs=1), progress, position)
+        return real(dataclasses.replace(cfg, train_graphs=2, epochs=1), progress, position,
+                    accelerate)
 
     monkeypatch.setattr(pretrain, "pretrain_executor", the_other_process_finishes_first)
     code = main(["pretrain-executor", "--graphs", "random_deterministic", "--states", "4",
