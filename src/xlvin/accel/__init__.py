@@ -18,6 +18,9 @@ Modules:
   for bit to gymnasium's envs.
 - `image_layout`: a minibatch's frames stored channels-last for the convolutions, equal to the
   channels-first batch up to float rounding.
+- `dense_executor`: the VI executor's forward over a padded in-edge layout with its encoders
+  composed into the message, equal to `VIExecutor.forward` up to float rounding (used by
+  executor pre-training, `xlvin.pretrain.executor`).
 - `allocator`: `retain_freed_memory()`, glibc's allocator told to keep freed memory (changes no
   value, only where big tensors come from).
 """
