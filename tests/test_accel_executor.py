@@ -80,3 +80,17 @@ def test_accelerated_pretraining_matches_the_readable_one() -> None:
     np.testing.assert_allclose(fast["train_mse_per_epoch"], readable["train_mse_per_epoch"],
                                rtol=1e-3)
     assert fast["train_mse_per_epoch"][-1] < fast["train_mse_per_epoch"][0]
+
+
+def test_the_cache_makes_default_executors_on_the_readable_path(tmp_path, monkeypatch) -> None:
+    """A cached file is named by its config alone, so a run's first use of a default executor
+    pre-trains it as the files behind earlier results were made: not accelerated."""
+    from xlvin.pretrain import files
+    from xlvin.pretrain.executor import default_executor_config
+
+    seen = []
+    monkeypatch.setattr(files, "pretrain_and_save",
+                        lambda cfg, path, **kw: seen.append(kw["accelerate"]))
+    monkeypatch.setattr(files.shipped, "find", lambda key: None)
+    files.cached_executor(default_executor_config("random"), tmp_path)
+    assert seen == [False]

@@ -96,14 +96,17 @@ def cached_executor(
 ) -> Path:
     """The file of the executor of `cfg`: cached (`cached_executor_path`), else shipped (said
     in one line when `progress`), else pre-trained here on first use with `threads` torch
-    threads (one is the fastest for these small graphs on a busy 2-core machine) and cached."""
+    threads (one is the fastest for these small graphs on a busy 2-core machine) and cached.
+    Made here on the readable path, never the accelerated one: the cache names a file by its
+    config alone, and the files behind earlier results (and the shipped ones) were made on
+    that path, which gives other bits than the accelerated one."""
     path = cached_executor_path(cfg, cache_dir)
     if path.exists():
         return path
     found = shipped.find(executor_key(cfg))
     if found is not None:
         return _announce(found, progress)
-    return make_executor(cfg, path, progress, threads, position)
+    return make_executor(cfg, path, progress, threads, position, accelerate=False)
 
 
 def make_executor(
