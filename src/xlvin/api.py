@@ -24,7 +24,7 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -35,6 +35,7 @@ import torch
 from xlvin.callbacks import Callback, as_callback
 from xlvin.config import close_match, from_dict, load_json, to_dict
 from xlvin.envs.packages import import_gym_packages, require_gym_packages
+from xlvin.envs.wrappers import import_env_wrappers, wrapper_spec
 from xlvin.errors import UserError
 from xlvin.io.digests import read_sealed
 from xlvin.io.executor_file import read_executor_meta
@@ -62,11 +63,12 @@ from xlvin.train.run_config import (
     SECTIONS,
     RunConfig,
     check_run,
+    made_env,
     on_cpu,
     option_names,
     whole_rollouts,
 )
-from xlvin.train.spaces import Spaces, env_spaces
+from xlvin.train.spaces import Spaces, env_spaces, flatten_parts
 
 #: The first seed of `evaluate` (and `xlvin evaluate`): far from every training seed.
 EVAL_SEED = 1_000_000
@@ -164,6 +166,8 @@ def check_evaluation(episodes: int, seed: int) -> None:
 
 #: Flags that name a keyword argument of the API (beyond `option_names`).
 API_FLAGS = ("episodes", "out", "resume", "config")
+#: Flags given once per item -> the keyword argument of their list.
+REPEATED_FLAGS = {"env-wrapper": "env_wrappers"}
 #: A command-line flag in an error message, and the value after it.
 FLAG = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)( (?=[\d'\"/.~-]))?")
 
@@ -176,7 +180,7 @@ def in_python_terms(message: str) -> str:
     known = {*option_names(), *API_FLAGS}
 
     def keyword(match: re.Match[str]) -> str:
-        name = match[1].replace("-", "_")
+        name = REPEATED_FLAGS.get(match[1], match[1].replace("-", "_"))
         if name not in known:
             return match[0]
         return f"{name}=" if match[2] else name
@@ -264,15 +268,21 @@ class Model:
         *,
         env_kwargs: dict[str, Any] | None = None,
         gym_packages: Iterable[str] = (),
+        env_wrappers: Iterable[str | Callable[..., gym.Env]] = (),
         config: RunConfig | str | Path | None = None,
         **options: Any,
     ) -> None:
         """env: an id, a `gym.Env`, a callable that makes one, or a vector env (its number of
         envs becomes `num_envs`); env_kwargs: the env's keyword arguments; gym_packages: modules
-        to import that register envs (recorded in the run); config: a `RunConfig` or a JSON file
-        as `xlvin train --config` reads; options: any option of `xlvin train`, by its name."""
+        to import that register envs (recorded in the run); env_wrappers: wrappers put around
+        the env, in order, each 'module:Class' or a class or function defined at the top level
+        of a module (recorded as module:Class, its module imported); config: a `RunConfig` or a
+        JSON file as `xlvin train --config` reads; options: any option of `xlvin train`, by its
+        name."""
         source = f"{type(self).__name__}()"
         import_gym_packages(list(gym_packages))
+        wrappers = [wrapper_spec(w) for w in env_wrappers]
+        import_env_wrappers(wrappers)
         if isinstance(config, (str, Path)):
             config = RunConfig.from_json(load_json(Path(config)), str(config))
         cfg = config or RunConfig()
@@ -283,6 +293,8 @@ class Model:
             options["agent"] = self.agent
         if gym_packages:
             options["gym_packages"] = list(gym_packages)
+        if wrappers:
+            options["env_wrappers"] = wrappers
         if env is not None or env_kwargs is not None:
             env_id, kwargs, num_envs = resolve_env(env or cfg.train.env, env_kwargs)
             options.update(env=env_id, env_kwargs=kwargs)
@@ -342,7 +354,8 @@ class Model:
                 self._run_env_available()
             except UserError:
                 return None
-            self._env = make_vector_env(t.env, self.config.ppo.num_envs, env_kwargs=t.env_kwargs)
+            self._env = make_vector_env(made_env(t), self.config.ppo.num_envs,
+                                        env_kwargs=t.env_kwargs)
         return self._env
 
     @_python_errors
@@ -440,9 +453,11 @@ class Model:
         """(action, value) of one observation, or (actions [N], values [N]) of a batch [N, ...],
         NumPy or torch: the greedy action (the mode of pi(.|s)) when `deterministic`, else one
         sampled from pi(.|s); Box actions clipped to the bounds, observations normalised with the
-        model's frozen statistics where it has them. Needs no env: a loaded model knows its
-        spaces."""
+        model's frozen statistics where it has them; Dict observations as the env gives them (a
+        dict of arrays [N, ...] for a batch). Needs no env: a loaded model knows its spaces."""
         policy = self._policy()
+        if self.spaces.parts:
+            obs = self._flat_dict(obs)
         x = obs.detach().cpu() if isinstance(obs, torch.Tensor) else torch.as_tensor(np.asarray(obs))
         shape = self.spaces.obs_shape
         single = tuple(x.shape) == shape
@@ -467,6 +482,20 @@ class Model:
         if single:
             return np.asarray(actions[0]), np.asarray(values[0])
         return actions, values
+
+    def _flat_dict(self, obs: Any) -> np.ndarray:
+        """A Dict observation (or batch) as the flat vector the policy reads (`flatten_parts`)."""
+        parts = self.spaces.parts
+        keys = ", ".join(p.key for p in parts)
+        if not isinstance(obs, Mapping) or any(p.key not in obs for p in parts):
+            raise UserError(f"predict: this model reads Dict observations with parts {keys}; got "
+                            f"{type(obs).__name__}")
+        try:
+            return flatten_parts(parts, obs)
+        except ValueError:
+            shapes = ", ".join(f"{p.key} {list(p.shape)}" for p in parts)
+            raise UserError(f"predict: the parts of an observation have shapes {shapes} (a batch "
+                            "[N, ...] each)") from None
 
     @_python_errors
     def evaluate(
@@ -513,11 +542,11 @@ class Model:
         return dataclasses.replace(self.config, train=train)
 
     def _check_spaces(self, env_id: str, kwargs: dict[str, Any]) -> None:
-        found = env_spaces(env_id, kwargs)
+        found = env_spaces(env_id, kwargs, self.config.train.env_wrappers)
         ours = self.spaces
         if (found.obs_shape, found.num_actions, found.states, found.action_kind,
-                found.action_nvec) != (ours.obs_shape, ours.num_actions, ours.states,
-                                       ours.action_kind, ours.action_nvec):
+                found.action_nvec, found.parts) != (ours.obs_shape, ours.num_actions, ours.states,
+                                                    ours.action_kind, ours.action_nvec, ours.parts):
             raise UserError(
                 f"env {env_id!r} has observations {list(found.obs_shape)} and "
                 f"{found.num_actions} actions; the model reads {list(ours.obs_shape)} and "
@@ -586,15 +615,18 @@ class Model:
     @classmethod
     @_python_errors
     def load(
-        cls, path: str | Path, *, env: EnvLike | None = None, gym_packages: Iterable[str] = ()
+        cls, path: str | Path, *, env: EnvLike | None = None, gym_packages: Iterable[str] = (),
+        env_wrappers: Iterable[str | Callable[..., gym.Env]] = (),
     ) -> "Model":
         """The model of a finished run directory (written by `save` or `xlvin train`), on the CPU.
         Nothing in it is imported or run, and no env is needed to `predict`: the run stores its
         observation and action spaces. `evaluate` and `learn` make the run's env: one from
         modules the run names needs `gym_packages=` (or those modules imported first); one the
         API registered from a callable or an instance in the training process needs `env=`
-        here (the env, or a callable that makes it)."""
+        here (the env, or a callable that makes it); one trained in wrappers needs their modules
+        imported (`env_wrappers=`, as the run records them)."""
         import_gym_packages(list(gym_packages))
+        import_env_wrappers([wrapper_spec(w) for w in env_wrappers])
         path = Path(path)
         agent, cfg, spaces = read_run(path)
         model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg), spaces)

@@ -26,10 +26,14 @@ def option(default: Any, help: str, choices: tuple[Any, ...] | None = None) -> A
     return dataclasses.field(default=default, metadata=described(help, choices))
 
 
-def described(help: str, choices: tuple[Any, ...] | None = None) -> dict[str, Any]:
+def described(
+    help: str, choices: tuple[Any, ...] | None = None, repeated: str | None = None
+) -> dict[str, Any]:
     """The metadata of a config field: its help text and allowed values. A `list[str]` or
-    `dict[str, Any]` field is `field(default_factory=list, metadata=described(...))`."""
-    return {"help": help, "choices": choices}
+    `dict[str, Any]` field is `field(default_factory=list, metadata=described(...))`; `repeated`
+    gives a `list[str]` field the flag `--{repeated} X`, given once per item (--env-wrapper a:A
+    --env-wrapper b:B), in place of `--field X Y`."""
+    return {"help": help, "choices": choices, "repeated": repeated}
 
 
 def _base_type(tp: Any) -> Any:
@@ -82,14 +86,18 @@ def add_options(
         }
         if f.metadata.get("choices"):
             kwargs["choices"] = f.metadata["choices"]
-        if typing.get_origin(tp) is list:  # --flag A B C
+        flag = f.name.replace("_", "-")
+        if f.metadata.get("repeated"):  # --flag A --flag B
+            flag = f.metadata["repeated"]
+            kwargs.update(action="append", type=str, metavar="MODULE:CLASS")
+        elif typing.get_origin(tp) is list:  # --flag A B C
             kwargs.update(nargs="+", type=str, metavar="NAME")
         elif typing.get_origin(tp) is dict:  # --flag key=value key=value
             kwargs.update(nargs="+", type=parse_key_value, metavar="KEY=VALUE")
         else:
             kwargs["type"] = parse_bool if tp is bool else tp
             kwargs["metavar"] = tp.__name__.upper() if not f.metadata.get("choices") else None
-        group.add_argument("--" + prefix + f.name.replace("_", "-"), **kwargs)
+        group.add_argument("--" + prefix + flag, **kwargs)
 
 
 def from_args(

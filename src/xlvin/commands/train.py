@@ -9,6 +9,7 @@ from typing import Any
 from xlvin.api import EVAL_SEED, Model, check_evaluation
 from xlvin.config import add_options, from_args, load_json
 from xlvin.envs.packages import import_gym_packages
+from xlvin.envs.wrappers import import_env_wrappers
 from xlvin.io.run_dir import CONFIG
 from xlvin.train.agents import expand_agent
 from xlvin.train.progress import duration
@@ -59,6 +60,7 @@ def time_split(summary: dict[str, Any]) -> str:
 
 def _train(args: argparse.Namespace) -> None:
     import_gym_packages(args.gym_packages or [])  # the flag's modules only, never a file's
+    import_env_wrappers(args.env_wrappers or [])
     saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
     cfg, rounded = whole_rollouts(run_config(args, saved))
     model = Model.from_config(cfg)
@@ -82,7 +84,8 @@ def counts(ppo: dict[str, Any]) -> str:
 
 def _evaluate(args: argparse.Namespace) -> None:
     check_evaluation(args.episodes, args.seed)
-    result = Model.load(args.run_dir, gym_packages=args.gym_packages).evaluate(
+    result = Model.load(args.run_dir, gym_packages=args.gym_packages,
+                        env_wrappers=args.env_wrappers).evaluate(
         episodes=args.episodes, seed=args.seed, env=args.env
     )
     if args.json:
@@ -139,6 +142,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gym-packages", nargs="+", default=[], metavar="NAME",
         help="modules to import that register the run's environment (the run says which it "
         "needs), or the --env to evaluate on",
+    )
+    evaluate.add_argument(
+        "--env-wrapper", dest="env_wrappers", action="append", default=[],
+        metavar="MODULE:CLASS",
+        help="a wrapper the run put around its env (the run says which it needs), imported by "
+        "module name; repeat the flag for each",
     )
     evaluate.add_argument(
         "--env", default=None, metavar="ID",

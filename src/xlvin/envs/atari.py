@@ -51,7 +51,7 @@ def atari_eval_id(game: str) -> str:
     return f"xlvin/{game}Eval-v4"
 
 
-def _require_ale() -> Any:
+def require_ale() -> Any:
     try:
         import ale_py
     except ImportError:
@@ -74,7 +74,7 @@ def make_atari(
     render_mode: str | None = None,
 ) -> gym.Env:
     """The preprocessed environment of `game` (entry point of the xlvin/<Game>-v5 ids)."""
-    _require_ale()
+    require_ale()
     env = gym.make(
         f"ALE/{game}-v5",
         frameskip=1,
@@ -136,7 +136,7 @@ class FireReset(gym.Wrapper):
 def make_paper_atari(game: str, training: bool) -> gym.Env:
     """The paper's Atari environment of `game` (module docstring): the training form (episodic
     life, clipped rewards, whole-game scores in `info["episode"]`) or the evaluation form."""
-    _require_ale()
+    require_ale()
     env = gym.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=0.0)
     env = gym.wrappers.AtariPreprocessing(
         env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, scale_obs=False
@@ -149,13 +149,6 @@ def make_paper_atari(game: str, training: bool) -> gym.Env:
     if training:
         env = gym.wrappers.TransformReward(env, np.sign)
     return gym.wrappers.FrameStackObservation(env, 4)
-
-
-def ensure_registered(env_id: str) -> None:
-    """Register ALE's environments and quiet its banner (with ale-py, or fail saying how to
-    install it) when `env_id` is one of them (`ALE/...`); other ids are left alone."""
-    if env_id.startswith("ALE/"):
-        _require_ale()
 
 
 def register_atari_envs() -> None:

@@ -1,4 +1,5 @@
-"""A user's own environments: modules that register envs with gymnasium when imported, named
+"""Environments from other packages: MiniGrid's and ALE's, registered on first use, and a
+user's own environments: modules that register envs with gymnasium when imported, named
 by the user (`--gym-packages MODULE`, the RL Zoo's flag, or `gym_packages=[...]` in Python).
 
 Only a module the user names on the command line or in Python is ever imported. A run records
@@ -10,7 +11,25 @@ import importlib
 import os
 import sys
 
+from xlvin.envs.atari import require_ale
 from xlvin.errors import UserError, one_line
+
+#: The ids of MiniGrid's environments, registered when the package is imported.
+MINIGRID_PREFIXES = ("MiniGrid-", "BabyAI-")
+
+
+def ensure_registered(env_id: str) -> None:
+    """Register the environments of the package that provides `env_id`, on first use, or fail
+    saying how to install it: ALE's (`ALE/...`, its banner quieted) and MiniGrid's
+    (`MiniGrid-...`, `BabyAI-...`); other ids are left alone."""
+    if env_id.startswith("ALE/"):
+        require_ale()
+    elif env_id.startswith(MINIGRID_PREFIXES):
+        try:
+            import minigrid  # noqa: F401  (registers its envs when imported)
+        except ImportError:
+            raise UserError(f"{env_id} needs the minigrid package: pip install -e "
+                            "'.[minigrid]'") from None
 
 
 def import_gym_packages(modules: list[str]) -> None:

@@ -76,6 +76,75 @@ class NatureCNN(nn.Module):
         return torch.relu(self.linear(x))
 
 
+class SmallCNN(nn.Module):
+    """The encoder of images too small for the Nature CNN (under 36x36: MiniGrid's 7x7 view,
+    8x8 grids): uint8 images [B, C, H, W], H and W >= 4 -> h_s [B, k].
+
+    /255, 3 x (Conv 2x2, stride 1 -> ReLU) with 16, 32 and 64 filters (the small kernels of the
+    usual MiniGrid agents: every cell is kept), max-pooled to at most 8x8 cells (so that the
+    flattened width stays small for images up to 35x35), flatten -> Linear -> k -> ReLU.
+    """
+
+    #: The most cells per side the flattened features keep.
+    MAX_CELLS = 8
+
+    def __init__(self, in_channels: int, embedding_dim: int, size: tuple[int, int]) -> None:
+        super().__init__()
+        self.embedding_dim = embedding_dim
+        cells = tuple(min(side - 3, self.MAX_CELLS) for side in size)
+        self.convs = nn.Sequential(
+            nn.Conv2d(in_channels, 16, 2),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 2),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 2),
+            nn.ReLU(),
+            nn.AdaptiveMaxPool2d(cells),
+            nn.Flatten(),
+        )
+        self.linear = nn.Linear(64 * cells[0] * cells[1], embedding_dim)
+        orthogonal_init(self)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [B, C, H, W] (uint8 pixels or floats in [0, 255]) -> h_s [B, k]."""
+        return torch.relu(self.linear(self.convs(obs.float() / 255.0)))
+
+
+class DictEncoder(nn.Module):
+    """The encoder of Dict observations, read as their flat vector [B, D] (the parts one after
+    the other: `xlvin.train.spaces.flatten_parts`) -> h_s [B, k].
+
+    Each image part is cut out, reshaped and read by its own CNN (`images`: part index -> a module
+    from the part's numbers [B, size] to features); the other parts, vectors as they are and
+    Discrete values one-hot (`states`: part index -> n), are concatenated and read by one MLP
+    encoder (`vectors`); all features are concatenated -> Linear -> ReLU -> Linear -> k. The
+    heads are linear in h_s, so the parts are mixed here, non-linearly: an action that depends
+    on two parts together (MiniGrid's direction and view) needs it.
+    """
+
+    def __init__(self, sizes: list[int], images: dict[int, nn.Module], states: dict[int, int],
+                 vectors: nn.Module | None, features: int, embedding_dim: int) -> None:
+        super().__init__()
+        self.embedding_dim = embedding_dim
+        self.sizes, self.states = sizes, states
+        self.images = nn.ModuleDict({str(i): module for i, module in images.items()})
+        self.vectors = vectors
+        self.mix = orthogonal_init(nn.Sequential(
+            nn.Linear(features, embedding_dim), nn.ReLU(), nn.Linear(embedding_dim, embedding_dim)
+        ))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [B, D] -> h_s [B, k]."""
+        chunks = obs.float().split(self.sizes, dim=1)
+        features = [module(chunks[int(i)]) for i, module in self.images.items()]
+        rest = [nn.functional.one_hot(chunk[:, 0].long(), self.states[i]).float()
+                if i in self.states else chunk
+                for i, chunk in enumerate(chunks) if str(i) not in self.images]
+        if self.vectors is not None:
+            features.append(self.vectors(torch.cat(rest, dim=1)))
+        return self.mix(torch.cat(features, dim=1))
+
+
 class MazeCNN(nn.Module):
     """The paper's maze encoder (appendix D): observations [B, C, H, W] -> h_s [B, k].
 

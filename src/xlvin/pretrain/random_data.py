@@ -9,6 +9,7 @@ import torch
 
 from xlvin.nn.policy import TransitionBatch
 from xlvin.train.progress import Progress
+from xlvin.train.spaces import read_observations
 
 
 def random_transitions(
@@ -16,16 +17,16 @@ def random_transitions(
     env_kwargs: dict[str, Any] | None = None, progress: bool = False, position: int = 0,
 ) -> TransitionBatch:
     """Run up to `episodes` episodes with uniformly random actions in `gym.make(env_id,
-    **env_kwargs)` and return every (s, a, s'), stopping early once `max_transitions` pairs are
-    collected (every pair stays a real step). `progress` shows the episodes
-    (`xlvin.train.progress`, on line `position`), their number re-estimated after each one when
-    `max_transitions` will end the collection first.
+    **env_kwargs)` (as the agent reads it: `read_observations`) and return every (s, a, s'),
+    stopping early once `max_transitions` pairs are collected (every pair stays a real step).
+    `progress` shows the episodes (`xlvin.train.progress`, on line `position`), their number
+    re-estimated after each one when `max_transitions` will end the collection first.
 
     The environment is reset by hand between episodes, so a terminal step is paired with its
     true final observation and never with the next episode's reset observation (the autoreset
     bug of public TransE code). Episode i is reset with seed `seed + i`.
     """
-    env = gym.make(env_id, **(env_kwargs or {}))
+    env = read_observations(gym.make(env_id, **(env_kwargs or {})))
     env.action_space.seed(seed)
     obs_list, action_list, next_list = [], [], []
     limit = max_transitions if max_transitions is not None else float("inf")

@@ -34,7 +34,15 @@ from xlvin.config import choice, csv_choices
 from xlvin.errors import UserError
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.atreec import ATreeCAgent
-from xlvin.nn.encoders import ChannelsFirst, MazeCNN, MLPEncoder, NatureCNN, OneHot
+from xlvin.nn.encoders import (
+    ChannelsFirst,
+    DictEncoder,
+    MazeCNN,
+    MLPEncoder,
+    NatureCNN,
+    OneHot,
+    SmallCNN,
+)
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.normalization import RunningNorm
@@ -42,7 +50,7 @@ from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vae import VAEWorldModel
 from xlvin.nn.vin import VINAgent
-from xlvin.train.spaces import OBSERVATION_KINDS, Spaces
+from xlvin.train.spaces import MIN_IMAGE_SIZE, OBSERVATION_KINDS, Spaces, image_shape
 
 
 @dataclass(frozen=True)
@@ -253,16 +261,33 @@ register_encoder(
     "discrete",
     lambda a, s: nn.Sequential(OneHot(s.states), MLPEncoder(s.states, a.hidden, a.embedding_dim)),
 )
-register_encoder(
-    "image",
-    lambda a, s: NatureCNN(s.image_shape[0], a.embedding_dim, size=s.image_shape[1:]),
-)
-register_encoder(
-    "image_hwc",
-    lambda a, s: nn.Sequential(
-        ChannelsFirst(), NatureCNN(s.image_shape[0], a.embedding_dim, size=s.image_shape[1:])
-    ),
-)
+def image_encoder(kind: str, shape: tuple[int, ...], embedding_dim: int) -> nn.Module:
+    """The CNN of images of `kind` (image, or image_hwc: channels first before it) and `shape`:
+    the Nature CNN, or the small CNN for images under 36x36."""
+    channels, height, width = image_shape(kind, shape)
+    cnn: nn.Module
+    if min(height, width) >= MIN_IMAGE_SIZE:
+        cnn = NatureCNN(channels, embedding_dim, size=(height, width))
+    else:
+        cnn = SmallCNN(channels, embedding_dim, size=(height, width))
+    return nn.Sequential(ChannelsFirst(), cnn) if kind == "image_hwc" else cnn
+
+
+def _dict_encoder(arch: Architecture, spaces: Spaces) -> nn.Module:
+    """Dict observations: a CNN per image part, one MLP encoder for the others (`DictEncoder`)."""
+    k = arch.embedding_dim
+    images = {i: nn.Sequential(nn.Unflatten(1, p.shape), image_encoder(p.kind, p.shape, k))
+              for i, p in enumerate(spaces.parts) if p.kind in ("image", "image_hwc")}
+    states = {i: p.states for i, p in enumerate(spaces.parts) if p.kind == "discrete"}
+    width = sum(p.states or p.size for i, p in enumerate(spaces.parts) if i not in images)
+    vectors = MLPEncoder(width, arch.hidden, k) if width else None
+    return DictEncoder([p.size for p in spaces.parts], images, states, vectors,
+                       k * (len(images) + (vectors is not None)), k)
+
+
+register_encoder("image", lambda a, s: image_encoder(s.kind, s.obs_shape, a.embedding_dim))
+register_encoder("image_hwc", lambda a, s: image_encoder(s.kind, s.obs_shape, a.embedding_dim))
+register_encoder("dict", _dict_encoder)
 register_encoder("maze", lambda a, s: MazeCNN(s.obs_shape[0], a.hidden, a.embedding_dim))
 
 

@@ -21,6 +21,7 @@ import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with g
 from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
+from xlvin.train.spaces import read_observations
 from xlvin.train.storage import Rollout, concat_rollouts
 
 #: observations [B, ...] -> (logits [B, A], values [B]), NumPy in and out
@@ -123,7 +124,8 @@ def make_vector_env(
     env_kwargs: dict[str, Any] | None = None,
 ) -> VectorEnv:
     """`gym.make_vec(env_id, num_envs, vectorization, **env_kwargs)` with episode statistics
-    (`EpisodeStatistics` unless the sub-envs record their own: `records_own_episodes`); one-line
+    (`EpisodeStatistics` unless the sub-envs record their own: `records_own_episodes`), each
+    sub-env as the agent reads it (`read_observations`: Dict observations flattened); one-line
     UserErrors.
 
     Observations are not copied by the vector env (`copy=False`): callers copy them at once.
@@ -140,6 +142,7 @@ def make_vector_env(
             vectorization_mode=vectorization,
             vector_kwargs={"autoreset_mode": autoreset_mode, "copy": False},
             disable_env_checker=True,  # one wrapper layer less per env and step
+            wrappers=[read_observations],
             **(env_kwargs or {}),
         )
     except gym.error.Error as err:

@@ -10,12 +10,13 @@ from xlvin.errors import UserError
 from xlvin.nn.distributions import ActionDistribution, DiagGaussian
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.collect import make_actor
+from xlvin.train.spaces import read_observations
 
 
 def _make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
     """One env as `make_vector_env` builds each of its sub-envs, with the same one-line errors."""
     try:
-        return gym.make(env_id, **(env_kwargs or {}))
+        return read_observations(gym.make(env_id, **(env_kwargs or {})))
     except gym.error.Error as err:
         raise UserError(f"cannot make environment {env_id!r}: {err}") from None
 

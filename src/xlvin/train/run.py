@@ -57,6 +57,7 @@ from xlvin.train.run_config import (
     RunConfig,
     TrainConfig,
     check_run,
+    made_env,
     on_cpu,
     transe_env_kwargs,
     transe_key,
@@ -150,7 +151,7 @@ def shared_transe_file(
         return modules
 
     def data() -> TransitionBatch:
-        return random_transitions(t.env, cfg.transe.episodes, seed=10_000,
+        return random_transitions(made_env(t), cfg.transe.episodes, seed=10_000,
                                   max_transitions=cfg.transe.max_transitions,
                                   env_kwargs=transe_env_kwargs(cfg), progress=progress,
                                   position=position)
@@ -275,7 +276,7 @@ def _train_claimed(
         summary["transe_shared_file"] = shared.name
     elif wants_transe and not strict and not resuming:
         start = time.perf_counter()
-        data = random_transitions(t.env, cfg.transe.episodes, seed=t.seed + 10_000,
+        data = random_transitions(made_env(t), cfg.transe.episodes, seed=t.seed + 10_000,
                                   max_transitions=cfg.transe.max_transitions,
                                   env_kwargs=transe_env_kwargs(cfg), progress=pretrain_progress)
         summary["pretrain_transe_seconds"] += time.perf_counter() - start
@@ -286,7 +287,7 @@ def _train_claimed(
     try:
         if t.protocol == "online":
             result = train(
-                agent, OnlineData(t.env, cfg.ppo, t.seed, t.env_kwargs), cfg.ppo, t.seed,
+                agent, OnlineData(made_env(t), cfg.ppo, t.seed, t.env_kwargs), cfg.ppo, t.seed,
                 log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
                 hooks=hooks,
             )
@@ -300,7 +301,7 @@ def _train_claimed(
         else:
             low = cfg.low_data
             result = train(
-                agent, LowData(t.env, low, t.seed, t.env_kwargs), cfg.ppo, t.seed,
+                agent, LowData(made_env(t), low, t.seed, t.env_kwargs), cfg.ppo, t.seed,
                 evaluation=low.evaluation(), refresh_old_policy=low.refresh_old_policy,
                 average_last=low.average_last,
                 on_first_data=pretrain if wants_transe and strict else None,
@@ -401,6 +402,6 @@ def evaluate_agent(
     reports."""
     set_threads(cfg.ppo.torch_threads)
     return evaluate_policy(
-        agent, cfg.train.env, episodes=episodes, seed=seed, deterministic=deterministic,
+        agent, made_env(cfg.train), episodes=episodes, seed=seed, deterministic=deterministic,
         accelerate=cfg.ppo.accelerate, env_kwargs=cfg.train.env_kwargs,
     )

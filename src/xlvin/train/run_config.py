@@ -15,6 +15,7 @@ import torch
 from xlvin.config import described, from_dict, names, option, to_dict
 from xlvin.envs.maze import is_maze_env
 from xlvin.envs.packages import require_gym_packages
+from xlvin.envs.wrappers import check_wrapper_specs, wrapped_env_id
 from xlvin.errors import UserError
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MessagePassing
 from xlvin.nn.policy import ActorCritic
@@ -32,7 +33,7 @@ from xlvin.train.agents import (
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import LowDataConfig
-from xlvin.train.spaces import Spaces, env_spaces
+from xlvin.train.spaces import MIN_IMAGE_SIZE, Spaces, env_spaces
 
 PROTOCOLS = ("online", "low_data", "curriculum")
 #: The executor of an XLVIN run that names none (XLVIN-R's).
@@ -45,7 +46,7 @@ INITS = ("orthogonal", "pytorch")
 MAX_SEED = 2**32 - 1
 #: TrainConfig fields written to config.json (and the weights' header) only when set: a run
 #: without them writes exactly the config it wrote before they existed.
-WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages")
+WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages", "env_wrappers")
 #: TrainConfig fields written only when they differ from their default, for the same reason.
 WRITTEN_WHEN_CHANGED = ("transition_loss",)
 #: What trains XLVIN's encoder and transition model besides PPO: the paper's TransE loss, or the
@@ -60,7 +61,7 @@ class TrainConfig:
     env: str = option(
         "CartPole-v1", "gymnasium environment id (discrete actions; PPO also Box and MultiDiscrete "
         "ones; flat observations get the MLP encoder, Discrete ones one-hot, images [C, H, W] or "
-        "[H, W, C] the Nature CNN)"
+        "[H, W, C] the Nature CNN (a small CNN under 36x36), a Dict both (text parts dropped))"
     )
     env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=described(
         "keyword arguments of the environment, key=value, the value as JSON or else text "
@@ -69,6 +70,12 @@ class TrainConfig:
     gym_packages: list[str] = field(default_factory=list, metadata=described(
         "modules to import that register the environment with gymnasium (your own envs); "
         "recorded in the run, and `xlvin evaluate` asks for them rather than importing them"
+    ))
+    env_wrappers: list[str] = field(default_factory=list, metadata=described(
+        "a wrapper to put around the environment, module:Class (a gymnasium wrapper: a class or "
+        "function taking the env); repeat the flag for more, applied in order; the module is "
+        "imported by its name, as --gym-packages; recorded in the run, and `xlvin evaluate` "
+        "asks for them", repeated="env-wrapper",
     ))
     agent: str = option(
         "xlvin", "agent to train: ppo, xlvin-r, xlvin-cp, atreec, the maze planners vin, "
@@ -83,7 +90,7 @@ class TrainConfig:
     )
     embedding_dim: int = option(
         0, "latent embedding size k; 0 = preset: 50 for flat observations (paper), 512 for "
-        "images (the Nature CNN's features)"
+        "images (the Nature CNN's features), 128 for images under 36x36 and Dicts with one"
     )
     depth: int = option(2, "tree depth and executor steps K (paper: 2 on classic control)")
     prune: int = option(
@@ -257,6 +264,7 @@ def validate(cfg: TrainConfig) -> None:
     except (TypeError, ValueError):
         raise UserError("--env-kwargs values must be JSON values (numbers, strings, true/false, "
                         "null, lists, objects)") from None
+    check_wrapper_specs(cfg.env_wrappers)
     check_device(cfg.device)
 
 
@@ -297,12 +305,20 @@ def tree_nodes(num_actions: int, depth: int, limit: int) -> int | None:
     return nodes
 
 
+#: k for images under 36x36 (the small CNN) and Dict observations with an image part.
+SMALL_IMAGE_EMBEDDING = 128
+
+
 def embedding_width(cfg: TrainConfig, spaces: Spaces) -> int:
-    """k: the configured size, or the preset (50 for flat observations, 512 for images, 10 for
-    mazes: the paper's maze encoder)."""
+    """k: the configured size, or the preset (50 for flat observations, 512 for images, 128 for
+    images under 36x36 and Dicts with an image, 10 for mazes: the paper's maze encoder)."""
     if cfg.embedding_dim:
         return cfg.embedding_dim
-    return {"maze": 10, "image": 512, "image_hwc": 512}.get(spaces.kind, 50)
+    if spaces.kind in ("image", "image_hwc"):
+        return 512 if min(spaces.image_shape[1:]) >= MIN_IMAGE_SIZE else SMALL_IMAGE_EMBEDDING
+    if spaces.kind == "dict" and any(p.kind.startswith("image") for p in spaces.parts):
+        return SMALL_IMAGE_EMBEDDING
+    return {"maze": 10}.get(spaces.kind, 50)
 
 
 def hidden_width(cfg: TrainConfig) -> int:
@@ -420,7 +436,7 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
         check_curriculum(cfg)
     if spaces is None:
         require_gym_packages(cfg.train.gym_packages, cfg.train.env)
-        spaces = env_spaces(cfg.train.env, cfg.train.env_kwargs)
+        spaces = env_spaces(cfg.train.env, cfg.train.env_kwargs, cfg.train.env_wrappers)
     arch = architecture(cfg, spaces)
     check_model_fits(cfg, spaces, arch)
     check_budget(cfg, spaces, arch)
@@ -429,11 +445,11 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
 
 def with_transe_pretraining(cfg: RunConfig, spaces: Spaces) -> RunConfig:
     """`cfg` with `pretrain_transe` decided where it was left unset: on unless the observations
-    are images or the transition model learns from reconstructions (`transition_loss` vae);
-    what a run's config.json then records."""
+    are images or Dicts or the transition model learns from reconstructions (`transition_loss`
+    vae); what a run's config.json then records."""
     if cfg.train.pretrain_transe is not None:
         return cfg
-    off = spaces.kind in ("image", "image_hwc") or cfg.train.transition_loss == "vae"
+    off = spaces.kind in ("image", "image_hwc", "dict") or cfg.train.transition_loss == "vae"
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pretrain_transe=not off))
 
 
@@ -444,8 +460,9 @@ def check_curriculum(cfg: RunConfig) -> None:
         raise UserError(f"--protocol curriculum runs on the maze envs, not {cfg.train.env}")
     if cfg.ppo.anneal_lr:
         raise UserError("--protocol curriculum has no known end to anneal to: use --anneal-lr false")
-    if cfg.train.env_kwargs:
-        raise UserError("--protocol curriculum sets the maze's options itself: no --env-kwargs")
+    if cfg.train.env_kwargs or cfg.train.env_wrappers:
+        raise UserError("--protocol curriculum sets the maze's options itself: no --env-kwargs "
+                        "or --env-wrapper")
     cfg.curriculum.levels()
 
 
@@ -461,6 +478,12 @@ def whole_rollouts(cfg: RunConfig) -> tuple[RunConfig, str | None]:
             f"{ppo.num_steps} steps = {ppo.batch_size}); training {steps}")
     rounded = dataclasses.replace(cfg, ppo=dataclasses.replace(ppo, total_steps=steps))
     return rounded, None if ppo.total_steps == PPOConfig().total_steps else said
+
+
+def made_env(cfg: TrainConfig) -> str:
+    """The id every path that makes the run's env makes: its env in its wrappers
+    (`xlvin.envs.wrappers.wrapped_env_id`)."""
+    return wrapped_env_id(cfg.env, cfg.env_wrappers)
 
 
 def on_cpu(cfg: RunConfig) -> RunConfig:
@@ -493,6 +516,7 @@ def transe_key(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str, 
         "actions": spaces.num_actions, "hidden": arch.hidden, "k": arch.embedding_dim,
         "init": t.init, "transe": to_dict(cfg.transe),
         **({"env_kwargs": env_kwargs} if env_kwargs else {}),
+        **({"env_wrappers": t.env_wrappers} if t.env_wrappers else {}),
         # the default is left out, so files made before the option existed keep their names
         **({"negatives": t.transe_negatives} if t.transe_negatives != "states" else {}),
     }

@@ -2,6 +2,8 @@
 observation adapter and encoder that fit them) and its actions (Discrete, MultiDiscrete or Box,
 `ACTION_KINDS`), with the action distribution that fits them (`action_distribution`)."""
 
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,33 +12,71 @@ import numpy as np
 
 from xlvin.envs import ensure_registered
 from xlvin.envs.maze import is_maze_env
+from xlvin.envs.wrappers import wrapped_env_id
 from xlvin.errors import UserError, one_line
 from xlvin.nn.distributions import ActionDistribution, Categorical, DiagGaussian, MultiCategorical
 
 #: How observations are read, by observation space (the encoder registry's keys):
 #: flat      Box of up to 2 axes, flattened          -> MLP encoder
 #: discrete  Discrete(n), one-hot                    -> OneHot, MLP encoder
-#: image     images [C, H, W]                        -> Nature CNN
-#: image_hwc images [H, W, C] (channels last)        -> ChannelsFirst, Nature CNN
+#: image     images [C, H, W]                        -> Nature CNN (small CNN under 36x36)
+#: image_hwc images [H, W, C] (channels last)        -> ChannelsFirst, then as image
 #: maze      the library's mazes [C, H, W]           -> the paper's maze CNN
-OBSERVATION_KINDS = ("flat", "discrete", "image", "image_hwc", "maze")
+#: dict      Dict of the above (text parts dropped)  -> a CNN per image, one MLP for the rest
+OBSERVATION_KINDS = ("flat", "discrete", "image", "image_hwc", "maze", "dict")
+#: The kinds a part of a Dict observation is read as.
+PART_KINDS = ("flat", "discrete", "image", "image_hwc")
 SUPPORTED = (
     "supported: Discrete (one-hot), a Box of up to 2 axes (flattened), images [C, H, W] or "
-    "[H, W, C] of at least {size}x{size}"
+    f"[H, W, C] of at least {{size}}x{{size}}, and a Dict of these (text parts dropped)"
 )
-#: The smallest image side the Nature CNN's convolutions accept.
+#: The smallest image side the Nature CNN's convolutions accept: smaller images get the small
+#: CNN (`xlvin.nn.encoders.SmallCNN`).
 MIN_IMAGE_SIZE = 36
+#: The smallest image side the small CNN accepts.
+MIN_SMALL_IMAGE_SIZE = 4
 #: Action spaces: discrete Discrete(n), multi_discrete MultiDiscrete(nvec) of one axis, box a Box
 #: of one axis with finite bounds.
 ACTION_KINDS = ("discrete", "multi_discrete", "box")
 
 
 @dataclass(frozen=True)
+class Part:
+    """One part of a Dict observation as the agent reads it: its key, its kind (one of
+    PART_KINDS), its shape and, Discrete, its number of states. It takes `size` numbers of the
+    flat vector the env's observations become (`flatten_parts`): the value of a Discrete part,
+    every number of the others."""
+
+    key: str
+    kind: str
+    shape: tuple[int, ...]
+    states: int = 0
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return image_shape(self.kind, self.shape)
+
+
+def image_shape(kind: str, shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """[C, H, W] of images of `kind` (image or image_hwc) and `shape`."""
+    if kind == "image_hwc":
+        height, width, channels = shape
+        return channels, height, width
+    channels, height, width = shape
+    return channels, height, width
+
+
+@dataclass(frozen=True)
 class Spaces:
-    """What an agent is built from: one observation's shape as the env gives it, how it is read
+    """What an agent is built from: one observation's shape as the agent reads it, how it is read
     (`kind`, one of OBSERVATION_KINDS), the number of states of a Discrete observation space (0
-    otherwise) and the actions: their kind (ACTION_KINDS) and `num_actions`, the width of the
-    policy's action head (n of Discrete(n), sum(nvec) of MultiDiscrete(nvec), d of a Box of d
+    otherwise), for Dict observations their parts (the observation is then their flat vector,
+    `flatten_parts`), and the actions: their kind (ACTION_KINDS) and `num_actions`, the width of
+    the policy's action head (n of Discrete(n), sum(nvec) of MultiDiscrete(nvec), d of a Box of d
     dims), with `action_nvec` (MultiDiscrete) or the bounds `action_low` / `action_high` (Box)."""
 
     obs_shape: tuple[int, ...]
@@ -47,6 +87,7 @@ class Spaces:
     action_nvec: tuple[int, ...] = ()
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
+    parts: tuple[Part, ...] = ()
 
     @property
     def flat_size(self) -> int:
@@ -56,11 +97,108 @@ class Spaces:
     @property
     def image_shape(self) -> tuple[int, int, int]:
         """[C, H, W] of image observations, whichever layout the env gives them in."""
-        if self.kind == "image_hwc":
-            height, width, channels = self.obs_shape
-            return channels, height, width
-        channels, height, width = self.obs_shape
-        return channels, height, width
+        return image_shape(self.kind, self.obs_shape)
+
+    def action_distribution(self) -> ActionDistribution:
+        """The distribution a policy's action head parameterises for these actions."""
+        if self.action_kind == "box":
+            return DiagGaussian(self.action_low, self.action_high)
+        if self.action_kind == "multi_discrete":
+            return MultiCategorical(self.action_nvec)
+        return Categorical(self.num_actions)
+
+
+def _read_as(env_id: str, space: gym.Space, supported: str) -> tuple[str, tuple[int, ...], int]:
+    """(kind, shape, states) of an observation space that is not a Dict, or one UserError."""
+    if isinstance(space, gym.spaces.Discrete):
+        return "discrete", (), int(space.n)
+    if not isinstance(space, gym.spaces.Box):
+        raise UserError(f"{env_id} has {type(space).__name__} observations; {supported}")
+    shape = tuple(int(n) for n in space.shape)
+    if len(shape) <= 1 or (len(shape) == 2 and space.dtype != np.uint8):
+        return "flat", shape, 0
+    if len(shape) != 3:
+        ale = env_id.startswith("ALE/")
+        hint = "; xlvin/<Game>-v5 is ALE preprocessed to [4, 84, 84]" if ale else ""
+        raise UserError(f"{env_id} has observations of shape {shape}; {supported}{hint}")
+    kind = "image_hwc" if shape[2] < shape[0] else "image"
+    _, height, width = image_shape(kind, shape)
+    if min(height, width) < MIN_SMALL_IMAGE_SIZE:
+        raise UserError(f"{env_id} has images of {height}x{width}; the small CNN needs at least "
+                        f"{MIN_SMALL_IMAGE_SIZE}x{MIN_SMALL_IMAGE_SIZE}")
+    return kind, shape, 0
+
+
+def _is_text(space: gym.Space) -> bool:
+    """Whether a space's values are strings (gymnasium's Text, MiniGrid's MissionSpace)."""
+    if isinstance(space, gym.spaces.Text):
+        return True
+    try:
+        return isinstance(space.sample(), str)
+    except Exception:  # a space that cannot sample on its own is no text space
+        return False
+
+
+#: The envs whose dropped text parts were noticed in this process.
+_NOTICED: set[str] = set()
+
+
+def dict_parts(env_id: str, space: gym.spaces.Dict, notice: bool = False) -> tuple[Part, ...]:
+    """The parts the agent reads of a Dict observation space, in the Dict's order: images,
+    vectors and Discrete values; text parts are dropped (`notice`: saying so, as a warning, the
+    first time in this process for `env_id`). One UserError for a part of another kind, or a Dict of nothing readable."""
+    supported = SUPPORTED.format(size=MIN_SMALL_IMAGE_SIZE)
+    parts, text = [], []
+    for key, sub in space.spaces.items():
+        if _is_text(sub):
+            text.append(key)
+            continue
+        if isinstance(sub, (gym.spaces.Dict, gym.spaces.Tuple)):
+            raise UserError(f"{env_id} has a nested {type(sub).__name__} in its Dict "
+                            f"observations (part {key!r}); {supported}")
+        kind, shape, states = _read_as(f"{env_id} (part {key!r})", sub, supported)
+        parts.append(Part(str(key), kind, shape, states))
+    if not parts:
+        raise UserError(f"{env_id} has Dict observations with no image, vector or discrete part")
+    if notice and text and env_id not in _NOTICED:
+        _NOTICED.add(env_id)
+        warnings.warn(f"{env_id}: the text part of its observations ({', '.join(text)}) is "
+                      "dropped: the agent reads images, vectors and discrete values", stacklevel=2)
+    return tuple(parts)
+
+
+def flatten_parts(parts: tuple[Part, ...], obs: Mapping[str, Any]) -> np.ndarray:
+    """A Dict observation [*] or a batch of them (a dict of arrays [N, *]) as the float32 vector
+    [size] or [N, size] the agent reads: the parts one after the other, each flattened (a
+    Discrete part as its value)."""
+    arrays = []
+    for part in parts:
+        x = np.asarray(obs[part.key], dtype=np.float32)
+        arrays.append(x.reshape(*x.shape[: x.ndim - len(part.shape)], part.size))
+    return np.concatenate(arrays, axis=-1)
+
+
+class FlatDict(gym.ObservationWrapper):
+    """The observation adapter of Dict observations, on the env: each one as its flat vector
+    (`flatten_parts`), so that rollouts store one array per step."""
+
+    def __init__(self, env: gym.Env, parts: tuple[Part, ...]) -> None:
+        super().__init__(env)
+        self.parts = parts
+        size = sum(part.size for part in parts)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        return flatten_parts(self.parts, observation)
+
+
+def read_observations(env: gym.Env) -> gym.Env:
+    """`env` as the agent reads it: Dict observations flattened (`FlatDict`), others as they
+    are. Every path that makes an env for an agent applies it."""
+    space = env.observation_space
+    if isinstance(space, gym.spaces.Dict):
+        return FlatDict(env, dict_parts(str(env.spec.id if env.spec else "env"), space))
+    return env
 
     def action_distribution(self) -> ActionDistribution:
         """The distribution a policy's action head parameterises for these actions."""
@@ -98,30 +236,16 @@ def classify(
     env_id: str, obs_space: gym.Space, action_space: gym.Space
 ) -> Spaces:
     """The `Spaces` of an env with these spaces, or one UserError saying what is supported:
-    actions as ACTION_KINDS lists them; observations as OBSERVATION_KINDS lists them."""
+    actions as ACTION_KINDS lists them; observations as OBSERVATION_KINDS lists them. Text parts
+    of a Dict are dropped with a notice."""
     actions = action_fields(env_id, action_space)
-    if isinstance(obs_space, gym.spaces.Discrete):
-        return Spaces((), "discrete", states=int(obs_space.n), **actions)
-    supported = SUPPORTED.format(size=MIN_IMAGE_SIZE)
-    if not isinstance(obs_space, gym.spaces.Box):
-        raise UserError(f"{env_id} has {type(obs_space).__name__} observations; {supported}")
-    shape = tuple(int(n) for n in obs_space.shape)
-    if is_maze_env(env_id):
-        return Spaces(shape, "maze", **actions)
-    if len(shape) <= 1 or (len(shape) == 2 and obs_space.dtype != np.uint8):
-        return Spaces(shape, "flat", **actions)
-    if len(shape) != 3:
-        ale = env_id.startswith("ALE/")
-        hint = "; xlvin/<Game>-v5 is ALE preprocessed to [4, 84, 84]" if ale else ""
-        raise UserError(f"{env_id} has observations of shape {shape}; {supported}{hint}")
-    spaces = Spaces(shape, "image_hwc" if shape[2] < shape[0] else "image", **actions)
-    _, height, width = spaces.image_shape
-    if min(height, width) < MIN_IMAGE_SIZE:
-        raise UserError(
-            f"{env_id} has images of {height}x{width}; the Nature CNN needs at least "
-            f"{MIN_IMAGE_SIZE}x{MIN_IMAGE_SIZE}"
-        )
-    return spaces
+    if isinstance(obs_space, gym.spaces.Dict):
+        parts = dict_parts(env_id, obs_space, notice=True)
+        return Spaces((sum(part.size for part in parts),), "dict", parts=parts, **actions)
+    if isinstance(obs_space, gym.spaces.Box) and is_maze_env(env_id):
+        return Spaces(tuple(int(n) for n in obs_space.shape), "maze", **actions)
+    kind, shape, states = _read_as(env_id, obs_space, SUPPORTED.format(size=MIN_SMALL_IMAGE_SIZE))
+    return Spaces(shape, kind, states=states, **actions)
 
 
 def registry_hint(env_id: str) -> str:
@@ -136,17 +260,20 @@ def registry_hint(env_id: str) -> str:
     return "not in gymnasium's registry"
 
 
-def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None) -> Spaces:
-    """The `Spaces` of `gym.make(env_id, **env_kwargs)`, checked for support (`classify`). Only ids
-    in gymnasium's registry are made: an id naming a module to import (`module:Env`) is refused,
-    so a config file never runs code (a user's own envs come from `--gym-packages`)."""
+def env_spaces(
+    env_id: str, env_kwargs: dict[str, Any] | None = None, wrappers: Sequence[str] = ()
+) -> Spaces:
+    """The `Spaces` of `gym.make(env_id, **env_kwargs)` in `wrappers` (module:Class, imported),
+    checked for support (`classify`). Only ids in gymnasium's registry are made: an id naming a
+    module to import (`module:Env`) is refused, so a config file never runs code (a user's own
+    envs come from `--gym-packages`, their wrappers from `--env-wrapper`)."""
     ensure_registered(env_id)
     if env_id not in gym.registry:
         refused = (" (ids that name a module to import, module:Env, are refused; register it in a "
                    "module and pass --gym-packages MODULE)") if ":" in env_id else ""
         raise UserError(f"unknown environment {env_id!r}: {registry_hint(env_id)}{refused}")
     try:
-        env = gym.make(env_id, **(env_kwargs or {}))
+        env = gym.make(wrapped_env_id(env_id, wrappers), **(env_kwargs or {}))
     except (gym.error.Error, TypeError) as err:
         raise UserError(f"cannot make environment {env_id!r}: {one_line(err)}") from None
     obs_space, action_space = env.observation_space, env.action_space
@@ -161,41 +288,75 @@ MAX_STORED_AXES, MAX_STORED_SIZE = 3, 2**31
 def spaces_to_json(spaces: Spaces) -> dict[str, Any]:
     """`spaces` as a run stores them (the weights' header): the observation and action spaces as
     the agent reads them, so that the policy is rebuilt without making the env. Discrete actions
-    write only `num_actions` (as runs did before other action spaces existed)."""
+    write only `num_actions` (as runs did before other action spaces existed); `parts` only for
+    Dict observations."""
     data: dict[str, Any] = {"obs_shape": list(spaces.obs_shape), "kind": spaces.kind,
                             "num_actions": spaces.num_actions, "states": spaces.states}
     if spaces.action_kind != "discrete":
         data.update(action_kind=spaces.action_kind, action_nvec=list(spaces.action_nvec),
                     action_low=list(spaces.action_low), action_high=list(spaces.action_high))
+    if spaces.parts:
+        data["parts"] = [{"key": p.key, "kind": p.kind, "shape": list(p.shape),
+                          "states": p.states} for p in spaces.parts]
     return data
+
+
+def _count(value: Any, low: int) -> bool:
+    return type(value) is int and low <= value < MAX_STORED_SIZE
+
+
+def _shape(value: Any, source: str, what: str) -> tuple[int, ...]:
+    if not (isinstance(value, list) and len(value) <= MAX_STORED_AXES
+            and all(_count(n, 1) for n in value)):
+        raise UserError(f"{source}: {what} must be up to {MAX_STORED_AXES} positive integers")
+    return tuple(value)
+
+
+def _part_from_json(data: Any, source: str) -> Part:
+    fields = {"key", "kind", "shape", "states"}
+    if not isinstance(data, dict) or set(data) != fields or not isinstance(data["key"], str):
+        raise UserError(f"{source}: each of spaces.parts must be an object of "
+                        f"{', '.join(sorted(fields))}")
+    shape = _shape(data["shape"], source, "a part's shape")
+    if data["kind"] not in PART_KINDS or not _count(data["states"], 0):
+        raise UserError(f"{source}: a part's kind must be one of {', '.join(PART_KINDS)} and "
+                        "its states >= 0")
+    if (data["kind"] == "discrete") != (data["states"] > 0 and not shape):
+        raise UserError(f"{source}: a part's states must be > 0 for discrete parts only")
+    if data["kind"] not in ("flat", "discrete") and len(shape) != 3:
+        raise UserError(f"{source}: an image part's shape must have 3 axes")
+    return Part(data["key"], data["kind"], shape, data["states"])
 
 
 def spaces_from_json(data: Any, source: str) -> Spaces:
     """The `Spaces` a run stored (`spaces_to_json`), every field checked; one UserError for
     anything else."""
-
-    def count(value: Any, low: int) -> bool:
-        return type(value) is int and low <= value < MAX_STORED_SIZE
-
     fields = {"obs_shape", "kind", "num_actions", "states"}
     action = {"action_kind", "action_nvec", "action_low", "action_high"}
-    if not isinstance(data, dict) or set(data) not in (fields, fields | action):
+    dict_kind = isinstance(data, dict) and data.get("kind") == "dict"
+    parts_field = {"parts"} if dict_kind else set()
+    if not isinstance(data, dict) or set(data) not in (fields | parts_field,
+                                                       fields | action | parts_field):
         raise UserError(f"{source}: spaces must be an object of {', '.join(sorted(fields))} "
-                        f"(and, for other than Discrete actions, {', '.join(sorted(action))})")
-    shape = data["obs_shape"]
-    if not (isinstance(shape, list) and len(shape) <= MAX_STORED_AXES
-            and all(count(n, 1) for n in shape)):
-        raise UserError(f"{source}: spaces.obs_shape must be up to {MAX_STORED_AXES} positive "
-                        "integers")
+                        f"(and, for other than Discrete actions, {', '.join(sorted(action))}; "
+                        "parts, for dict observations)")
+    shape = _shape(data["obs_shape"], source, "spaces.obs_shape")
     if data["kind"] not in OBSERVATION_KINDS:
         raise UserError(f"{source}: spaces.kind must be one of {', '.join(OBSERVATION_KINDS)}")
-    if not count(data["num_actions"], 1) or not count(data["states"], 0):
+    if not _count(data["num_actions"], 1) or not _count(data["states"], 0):
         raise UserError(f"{source}: spaces.num_actions must be >= 1 and spaces.states >= 0")
     if (data["kind"] == "discrete") != (data["states"] > 0 and not shape):
         raise UserError(f"{source}: spaces.states must be > 0 for discrete observations (shape "
                         "[]) only")
     actions = action_fields_from_json(data, source) if "action_kind" in data else {}
-    return Spaces(tuple(shape), data["kind"], data["num_actions"], data["states"], **actions)
+    parts: tuple[Part, ...] = ()
+    if dict_kind:
+        if not isinstance(data["parts"], list) or not data["parts"]:
+            raise UserError(f"{source}: spaces.parts must be a list of parts")
+        parts = tuple(_part_from_json(part, source) for part in data["parts"])
+        if shape != (sum(part.size for part in parts),):
+            raise UserError(f"{source}: spaces.obs_shape must be [the parts' total size]")
+    return Spaces(shape, data["kind"], data["num_actions"], data["states"], parts=parts, **actions)
 
 
 def action_fields_from_json(data: dict[str, Any], source: str) -> dict[str, Any]:

@@ -1,0 +1,124 @@
+"""A user's environment wrappers: `--env-wrapper module:Class` (repeatable, applied in the order
+given; `env_wrappers=[...]` in Python), each a class or function that takes an env and returns
+the wrapped env, as gymnasium's wrappers do.
+
+As with `--gym-packages`, only a module the user names on the command line or in Python is
+imported, by its name. A run records its wrappers; loading it checks that their modules are
+imported and otherwise says which flag is missing, without importing anything a file names.
+
+Every path that makes a run's env (training, TransE's random-policy data, evaluation,
+`Model.env`) makes it by the id `wrapped_env_id` returns: the run's env with its wrappers
+applied, registered with gymnasium in this process.
+"""
+
+import functools
+import hashlib
+import importlib
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from xlvin.envs.packages import ensure_registered
+from xlvin.errors import UserError, one_line
+
+#: module:Class, both dotted Python names (`my_pkg.wrappers:Flat`, `gymnasium.wrappers:...`).
+SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+#: Characters of an env id that gymnasium's ids do not take after a namespace.
+ID_UNSAFE = re.compile(r"[^\w.-]")
+#: The namespace of the ids `wrapped_env_id` registers.
+WRAPPED_NAMESPACE = "xlvin-wrapped"
+
+
+def check_wrapper_specs(specs: Sequence[str]) -> None:
+    """Refuse, in one line, a wrapper that is not written module:Class."""
+    for spec in specs:
+        if not isinstance(spec, str) or not SPEC.fullmatch(spec):
+            raise UserError(f"--env-wrapper {spec!r}: expected module:Class (a module to import "
+                            "and the wrapper in it, e.g. my_wrappers:FlatObs)")
+
+
+def wrapper_spec(wrapper: str | Callable[..., gym.Env]) -> str:
+    """The module:Class of a wrapper given in Python: as written, or a class's (or function's)
+    own module and name; one UserError for one that could not be found again by name."""
+    if isinstance(wrapper, str):
+        return wrapper
+    name = getattr(wrapper, "__qualname__", "")
+    module = getattr(wrapper, "__module__", None)
+    if not callable(wrapper) or not module or not name or "<" in name:
+        raise UserError(f"env_wrappers: {wrapper!r} is not a class or function defined at the "
+                        "top level of a module: give 'module:Class'")
+    return f"{module}:{name}"
+
+
+def import_env_wrappers(specs: Sequence[str]) -> None:
+    """Import the module of each wrapper (from the current directory too, as `python -m` would)
+    and check that it has the wrapper; one UserError if one fails."""
+    check_wrapper_specs(specs)
+    for spec in specs:
+        module = spec.partition(":")[0]
+        if module not in sys.modules:
+            here = os.getcwd()
+            sys.path.insert(0, here)
+            try:
+                importlib.import_module(module)
+            except ImportError as err:
+                raise UserError(f"--env-wrapper {spec}: cannot import {module}: "
+                                f"{one_line(err)}") from None
+            finally:
+                sys.path.remove(here)
+        wrapper_class(spec)
+
+
+def require_env_wrappers(specs: Sequence[str]) -> None:
+    """Refuse, in one line naming the flag, a run whose wrappers' modules are not imported (they
+    are never imported because a file names them)."""
+    check_wrapper_specs(specs)
+    missing = [spec for spec in specs if spec.partition(":")[0] not in sys.modules]
+    if missing:
+        flags = " ".join(f"--env-wrapper {spec}" for spec in specs)
+        raise UserError(f"the run wraps its environment in {', '.join(missing)}: pass {flags} "
+                        "(in Python: env_wrappers=[...] or import the module)")
+    for spec in specs:
+        wrapper_class(spec)
+
+
+def wrapper_class(spec: str) -> Callable[..., gym.Env]:
+    """The wrapper `spec` names, from its module as imported; one UserError if it has none."""
+    module, _, name = spec.partition(":")
+    found: Any = sys.modules[module]
+    for attribute in name.split("."):
+        found = getattr(found, attribute, None)
+    if not callable(found):
+        raise UserError(f"--env-wrapper {spec}: module {module} has no class or function {name}")
+    return found
+
+
+def _make_wrapped(env_id: str, specs: tuple[str, ...], **kwargs: Any) -> gym.Env:
+    """`gym.make(env_id, **kwargs)` in the wrappers `specs`, in order."""
+    ensure_registered(env_id)
+    env = gym.make(env_id, disable_env_checker=True, **kwargs)
+    for spec in specs:
+        try:
+            env = wrapper_class(spec)(env)
+        except Exception as err:  # the user's code: any failure is theirs, said in one line
+            raise UserError(f"--env-wrapper {spec} failed on {env_id}: {one_line(err)}") from None
+    return env
+
+
+def wrapped_env_id(env_id: str, specs: Sequence[str]) -> str:
+    """The id that makes `env_id` in the wrappers `specs` (`env_id` itself without any),
+    registered with gymnasium in this process on first use: xlvin-wrapped/<env>-<hash>. Its
+    modules must be imported (`import_env_wrappers` or `require_env_wrappers`)."""
+    if not specs:
+        return env_id
+    require_env_wrappers(specs)
+    digest = hashlib.sha256("\n".join([env_id, *specs]).encode()).hexdigest()[:10]
+    wrapped = f"{WRAPPED_NAMESPACE}/{ID_UNSAFE.sub('_', env_id)}-{digest}"
+    if wrapped not in gym.registry:
+        gym.register(wrapped, entry_point=functools.partial(_make_wrapped, env_id, tuple(specs)),
+                     disable_env_checker=True)
+    return wrapped
