@@ -32,20 +32,26 @@ def ensure_registered(env_id: str) -> None:
                             "'.[minigrid]'") from None
 
 
+def import_named(name: str, what: str) -> None:
+    """Import the module `name` a user named (from the current directory too, as `python -m`
+    would), unless it is imported already; one UserError, starting with `what`, if it fails."""
+    if name in sys.modules:
+        return
+    here = os.getcwd()
+    sys.path.insert(0, here)
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        raise UserError(f"{what}: cannot import {name}: {one_line(err)}") from None
+    finally:
+        sys.path.remove(here)
+
+
 def import_gym_packages(modules: list[str]) -> None:
-    """Import each named module (from the current directory too, as `python -m` would), so that
-    the environments it registers are in gymnasium's registry; one UserError if one fails."""
+    """Import each named module, so that the environments it registers are in gymnasium's
+    registry; one UserError if one fails."""
     for name in modules:
-        if name in sys.modules:
-            continue
-        here = os.getcwd()
-        sys.path.insert(0, here)
-        try:
-            importlib.import_module(name)
-        except ImportError as err:
-            raise UserError(f"--gym-packages {name}: cannot import it: {one_line(err)}") from None
-        finally:
-            sys.path.remove(here)
+        import_named(name, f"--gym-packages {name}")
 
 
 def require_gym_packages(modules: list[str], env_id: str) -> None:

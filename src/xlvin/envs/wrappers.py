@@ -13,8 +13,6 @@ applied, registered with gymnasium in this process.
 
 import functools
 import hashlib
-import importlib
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -22,7 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from xlvin.envs.packages import ensure_registered
+from xlvin.envs.packages import ensure_registered, import_named
 from xlvin.errors import UserError, one_line
 
 #: module:Class, both dotted Python names (`my_pkg.wrappers:Flat`, `gymnasium.wrappers:...`).
@@ -59,17 +57,7 @@ def import_env_wrappers(specs: Sequence[str]) -> None:
     and check that it has the wrapper; one UserError if one fails."""
     check_wrapper_specs(specs)
     for spec in specs:
-        module = spec.partition(":")[0]
-        if module not in sys.modules:
-            here = os.getcwd()
-            sys.path.insert(0, here)
-            try:
-                importlib.import_module(module)
-            except ImportError as err:
-                raise UserError(f"--env-wrapper {spec}: cannot import {module}: "
-                                f"{one_line(err)}") from None
-            finally:
-                sys.path.remove(here)
+        import_named(spec.partition(":")[0], f"--env-wrapper {spec}")
         wrapper_class(spec)
 
 
