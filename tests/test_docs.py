@@ -183,3 +183,13 @@ def test_cli_reference_covers_every_command() -> None:
     for command in ("train", "evaluate", "quickstart", "reproduce classic", "reproduce atari",
                     "sweep table1", "maze embeddings", "pretrain-executor", "eval-executor"):
         assert f"## `xlvin {command}`" in text, command
+
+
+def test_the_speed_against_sb3_is_the_tables_everywhere() -> None:
+    """Every "N x SB3" figure of the docs is the one the benchmarks table gives."""
+    table = re.search(r"our PPO / SB3 PPO, CartPole-v1 \| \*\*([\d.]+)x\*\*",
+                      (DOCS / "benchmarks.md").read_text(encoding="utf-8"))
+    assert table is not None
+    for page in pages():
+        for figure in re.findall(r"([\d.]+)x SB3\b", page.read_text(encoding="utf-8")):
+            assert figure == table[1], f"{page.name}: {figure}x SB3, the table: {table[1]}x"
