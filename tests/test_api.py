@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from xlvin import PPO, XLVIN, ATreeC, Model, UserError
+from xlvin.api import REPEATED_FLAGS
 from xlvin.cli import build_parser, main
 from xlvin.nn.encoders import ChannelsFirst, MLPEncoder, NatureCNN, OneHot
 from xlvin.train.run import load_run, train_run
@@ -50,7 +51,9 @@ class ChannelsLast(gym.Env):
 def test_every_train_flag_is_a_keyword_argument_of_the_same_name(tmp_path: Path) -> None:
     parser = build_parser()
     train = parser._subparsers._group_actions[0].choices["train"]
-    flags = {a.option_strings[-1][2:].replace("-", "_") for a in train._actions if a.option_strings}
+    # a flag given once per item names its list: --env-wrapper A --env-wrapper B, env_wrappers=
+    flags = {REPEATED_FLAGS.get(a.option_strings[-1][2:], a.option_strings[-1][2:].replace("-", "_"))
+             for a in train._actions if a.option_strings}
     # --reproducible is the process's kernel mode, set before torch loads: not a model's option
     process = {"help", "out", "quiet", "resume", "config", "no_reproducible"}
     assert flags - process == set(option_names())
