@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up the package with the `test` extra (pytest and everything the suite imports: plots, ray,
-# atari), then run the test suite (under 15 minutes on 2 CPU cores).
+# atari, minigrid), then run the test suite (under 15 minutes on 2 CPU cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
