@@ -33,9 +33,10 @@ def make_flat() -> gym.Env:
 
 
 def rows(run: Path) -> list[dict[str, float]]:
-    """metrics.jsonl without the wall-clock column."""
+    """metrics.jsonl without the wall-clock column and the digest that seals it with the rest."""
     lines = (run / "metrics.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(x).items() if k != "charts/sps"} for x in lines]
+    return [{k: v for k, v in json.loads(x).items() if k not in ("charts/sps", "sha256")}
+            for x in lines]
 
 
 def same_weights(a: Path, b: Path) -> bool:

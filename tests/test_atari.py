@@ -217,7 +217,7 @@ def evaluated_cell(cell: atari.Cell, root: Path, returns: dict[int, float],
     run_dir = cell.run_dir(root)
     run_dir.mkdir(parents=True)
     (run_dir / run_dir_module.CONFIG).write_text(json.dumps(cell.config().to_json()))
-    rows = [{"charts/transitions": t, "charts/episodes": 1.0, "charts/sps": 90.0,
+    rows = [{"step": t, "charts/transitions": t, "charts/episodes": 1.0, "charts/sps": 90.0,
              "charts/episodic_return": score} for t, score in returns.items()]
     (run_dir / run_dir_module.METRICS).write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run_dir / atari.EVAL_FILE).write_text(json.dumps(

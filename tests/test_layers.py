@@ -3,13 +3,15 @@ have no cycle.
 
 The layers, lowest first (a module may import its own layer and those below):
 
-  base         errors, config, stats, kernels: no model, no env
+  base         errors, config, stats, kernels, checked file reads and writes: no model, no env
   envs         environments added to gymnasium's registry, the user's env modules
   mdp          MDPs and value iteration (the executor's training data)
   nn           the model, plain PyTorch, and the losses on its outputs (TransE, PPO)
   io           files: weights, executors, checkpoints, run directories
   accel        fast paths of nn and of the loss; train calls them, they never call train
-  process      threads, seeds, warnings of a training process
+  process      threads, seeds, signals, warnings of a training process; its progress bars and
+               spaces, which pre-training shares
+  pretrain     executor and TransE pre-training, their data and the shipped files
   train        learning: configs, the agent registry, the loop, a run
   api          the Python API (XLVIN, PPO, ATreeC) and its callbacks, over train
   experiments  one module per paper experiment, over train
@@ -24,13 +26,16 @@ import xlvin
 
 SRC = Path(xlvin.__file__).parent
 LAYERS = (
-    ("base", ("xlvin.errors", "xlvin.config", "xlvin.stats", "xlvin.kernels")),
+    # xlvin.io.files (checked reads, whole writes) needs only xlvin.errors, and config reads with it
+    ("base", ("xlvin.errors", "xlvin.config", "xlvin.stats", "xlvin.kernels", "xlvin.io.files")),
     ("envs", ("xlvin.envs",)),
     ("mdp", ("xlvin.mdp",)),
     ("nn", ("xlvin.nn",)),
     ("io", ("xlvin.io",)),
     ("accel", ("xlvin.accel",)),
-    ("process", ("xlvin.process",)),
+    # train's progress bars and spaces serve pre-training too, which train calls: below both
+    ("process", ("xlvin.process", "xlvin.signals", "xlvin.train.progress", "xlvin.train.spaces")),
+    ("pretrain", ("xlvin.pretrain",)),
     ("train", ("xlvin.train",)),
     ("api", ("xlvin.api", "xlvin.callbacks")),
     ("experiments", ("xlvin.experiments",)),
