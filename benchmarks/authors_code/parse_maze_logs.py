@@ -194,9 +194,9 @@ def markdown(rows: list[dict], runs: dict[str, list[dict]], budget: float | None
         "level; XLVIN with `--include_executor=True` (depth 1, their Erdos-Renyi executor "
         "pre-trained at hidden size 10), PPO without. "
         + (f"**Budget: at most {budget:,.0f} s of CPU time in each run's main process** "
-           "(RLIMIT_CPU; their own limits are days of CPU), one run at a time at the lowest "
-           "priority (nice 19 in an autogroup niced to 19), beside other jobs that had priority "
-           "on the machine's 2 cores. " if budget else "")
+           "(RLIMIT_CPU; their own limits are days of CPU), one run at a time at the priority "
+           "`run.sh --nice` gave (default 19, the lowest), beside other jobs on the machine's "
+           "2 cores. " if budget else "")
         + "Held-out success as their code logs it: the share of evaluated held-out mazes reached "
         "by the deterministic policy, any number of moves (their evaluation plays about every "
         "other held-out maze; a maze still going after 1,000 moves is counted as failed by the "
