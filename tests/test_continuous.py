@@ -12,7 +12,12 @@ import torch
 from xlvin import PPO, XLVIN, UserError
 from xlvin.accel.numpy_actor import make_actor
 from xlvin.nn.agent import PPOAgent
-from xlvin.nn.distributions import Categorical, DiagGaussian, MultiCategorical
+from xlvin.nn.distributions import (
+    Categorical,
+    DiagGaussian,
+    MultiCategorical,
+    StateDependentGaussian,
+)
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.normalization import RunningNorm
 from xlvin.train.collect import collect_rollout, make_vector_env, reset_envs
@@ -107,6 +112,101 @@ def test_gaussian_samples_have_the_distributions_moments() -> None:
     samples = dist.sample(params, dist.noise((20000,), torch.Generator().manual_seed(0)))
     np.testing.assert_allclose(samples.mean(0), [1.0, -2.0], atol=0.05)
     np.testing.assert_allclose(samples.std(0), [0.5, 2.0], rtol=0.03)
+
+
+def sde_policy(seed: int = 0, sample_freq: int = 4) -> PPOAgent:
+    """A gSDE policy on Target with a separate tanh critic, as the Pendulum preset builds it."""
+    torch.manual_seed(seed)
+    return PPOAgent(MLPEncoder(1, 8, 16, "tanh"), 16, 1,
+                    distribution=StateDependentGaussian((-2.0,), (2.0,), 16, sample_freq),
+                    critic_encoder=MLPEncoder(1, 8, 16, "tanh"))
+
+
+def test_sde_law_is_the_gaussian_that_log_prob_reads() -> None:
+    """One step's gSDE action mu + sum_l z_l sigma_l eps_l is N(mu, sum_l z_l^2 sigma_l^2): the
+    samples' moments are those of the Gaussian whose log-probability and entropy PPO uses."""
+    policy = sde_policy()
+    with torch.no_grad():
+        policy.heads.log_std.copy_(torch.linspace(-2, 0.5, 16)[:, None])
+        params, _ = policy(torch.full((20000, 1), 0.3))
+        z = policy.encoder(torch.tensor([[0.3]]))
+        expected_std = (z.square() @ policy.heads.log_std.exp().square() + 1e-6).sqrt()
+    dist = policy.distribution
+    mean, log_std = params[:, :1], params[:, 1:2]
+    torch.testing.assert_close(log_std[:1].exp(), expected_std, **TOL)
+    samples = dist.sample(params.numpy(), dist.noise((20000,), torch.Generator().manual_seed(0)))
+    np.testing.assert_allclose(samples.mean(0), mean[0].numpy(), atol=0.03 * expected_std.item())
+    np.testing.assert_allclose(samples.std(0), expected_std[0].numpy(), rtol=0.03)
+    actions = torch.from_numpy(samples[:64])
+    ref = torch.distributions.Normal(mean[:64], log_std[:64].exp())
+    torch.testing.assert_close(dist.log_prob(params[:64], actions), ref.log_prob(actions).sum(-1),
+                               **TOL)
+    torch.testing.assert_close(dist.entropy(params[:64]), ref.entropy().sum(-1), **TOL)
+
+
+def test_sde_noise_is_held_for_sample_freq_steps_and_drives_the_rollout() -> None:
+    dist = StateDependentGaussian((-2.0,), (2.0,), 16, sample_freq=4)
+    noise = dist.noise((10, 3), torch.Generator().manual_seed(0))  # [T, N, L, d]
+    assert noise.shape == (10, 3, 16, 1)
+    for start in (0, 4, 8):
+        block = noise[start:start + 4]
+        assert (block == block[:1]).all()  # held within a block
+    assert not (noise[0] == noise[4]).all() and not (noise[0, 0] == noise[0, 1]).all()
+    once = StateDependentGaussian((-2.0,), (2.0,), 16, sample_freq=-1)
+    held = once.noise((10, 3), torch.Generator().manual_seed(1))
+    assert (held == held[:1]).all()  # -1: one matrix per env for the whole rollout
+    policy = sde_policy()
+    envs = make_vector_env(TARGET, 2)
+    rollout = collect_rollout(envs, policy, 8, reset_envs(envs, 0), torch.Generator().manual_seed(0))
+    envs.close()
+    with torch.no_grad():  # [T, N, P]: the parameters each action was drawn from
+        params = policy(rollout.obs[:-1].flatten(0, 1))[0].view(8, 2, -1).numpy()
+    assert params.shape == (8, 2, 2 + 16)
+    redrawn = dist.noise((8, 2), torch.Generator().manual_seed(0))
+    for t in range(8):
+        np.testing.assert_allclose(rollout.actions[t].numpy(), dist.sample(params[t], redrawn[t]),
+                                   **TOL)
+
+
+def test_separate_critic_keeps_the_value_loss_out_of_the_actor() -> None:
+    """With a critic encoder of its own, the actor's encoder gets no gradient from V and the
+    critic's none from pi; the NumPy actor computes the same (tanh, gSDE and all)."""
+    policy = sde_policy()
+    obs = torch.randn(32, 1)
+    params, values = policy(obs)
+    values.sum().backward()
+    assert all(p.grad is None for p in policy.encoder.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0
+               for p in policy.critic_encoder.parameters())
+    policy.zero_grad(set_to_none=True)
+    policy(obs)[0][:, 0].sum().backward()
+    assert all(p.grad is None for p in policy.critic_encoder.parameters())
+    actor = make_actor(policy)
+    assert actor is not None
+    with torch.no_grad():
+        ref_params, ref_values = policy(obs)
+    got_params, got_values = actor(obs.numpy())
+    np.testing.assert_allclose(got_params, ref_params.numpy(), **TOL)
+    np.testing.assert_allclose(got_values, ref_values.numpy(), **TOL)
+
+
+def test_sde_options_reach_the_policy_and_are_checked(tmp_path: Path) -> None:
+    model = PPO(TARGET, use_sde=True, sde_sample_freq=2, separate_critic=True, activation="tanh",
+                num_envs=2, num_steps=16, seed=0)
+    model.learn(64, out=tmp_path / "run", progress=False)
+    policy = model.policy
+    assert isinstance(policy.distribution, StateDependentGaussian)
+    assert policy.distribution.sample_freq == 2 and policy.critic_encoder is not None
+    assert isinstance(policy.encoder[1].net[1], torch.nn.Tanh)  # behind the default RunningNorm
+    loaded = PPO.load(tmp_path / "run")
+    assert isinstance(loaded.policy.distribution, StateDependentGaussian)
+    with pytest.raises(UserError, match="use.sde explores Box actions; CartPole-v1 has discrete"):
+        PPO("CartPole-v1", use_sde=True).learn(64, out=tmp_path / "bad", progress=False)
+    with pytest.raises(UserError, match="sde_sample_freq"):
+        PPO(TARGET, sde_sample_freq=0)
+    with pytest.raises(UserError, match="separate.critic is an option of .*ppo"):
+        XLVIN("CartPole-v1", separate_critic=True).learn(64, out=tmp_path / "bad2",
+                                                          progress=False)
 
 
 def test_box_actions_are_stored_unclipped_and_clipped_at_the_env() -> None:

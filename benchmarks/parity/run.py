@@ -4,8 +4,8 @@
     python -m benchmarks.parity.run --env HalfCheetah-v5 --seeds 5            # 1M steps each
     python -m benchmarks.parity.run --env HalfCheetah-v5 --seeds 1 --steps 4096 --out /tmp/smoke
 
-Each (library, seed) trains in a fresh process, one at a time, libraries interleaved seed by
-seed; the parent times the whole process (interpreter start, imports, env and model creation,
+Each (library, seed) trains in a fresh process, one at a time (`--jobs`: several), libraries
+interleaved seed by seed; the parent times the whole process (interpreter start, imports, env and model creation,
 training) and subtracts the final evaluation, which the child times itself; the child also
 records its CPU seconds up to the evaluation (steps per CPU second: the fairer speed on a machine
 shared with other work). Both libraries then
@@ -17,11 +17,13 @@ the final return's IQM with its 95 % bootstrap interval (`xlvin.stats.summarize`
 whole-process env steps/s, the training curves and the exact commands.
 
 The RL Zoo's presets (hyperparams/ppo.yml; HalfCheetah-v3's, the latest MuJoCo version it tunes)
-are `ZOO`; `ours` maps each onto our options. Where the two differ by construction it says so:
-SB3's value loss is vf_coef * MSE where ours is vf_coef * MSE / 2 (so our vf_coef is twice
-theirs); SB3's policy and value networks are separate MLPs, ours share the MLP encoder; SB3's
-Pendulum preset explores with gSDE (state-dependent noise), which we do not have (a plain
-Gaussian). Both libraries run torch with one thread. Requires the `bench` extra
+are `ZOO`; `ours` maps each onto our options: separate policy and value networks as SB3's
+(`separate_critic`), its activation, gSDE where the preset explores with it (`use_sde`). Where
+the two differ by construction it says so: SB3's value loss is vf_coef * MSE where ours is
+vf_coef * MSE / 2 (so our vf_coef is twice theirs); SB3's MLP is obs -> 64 -> 64 (or 256 -> 256)
+before its linear heads, ours obs -> 2F -> F -> k (64 -> 32 -> 64, or 256 -> 128 -> 256). Both
+libraries run torch with one thread. `--jobs N` runs N processes at once (on a machine with at
+least N idle cores; the steps/s are then per process). Requires the `bench` extra
 (stable-baselines3, gymnasium[mujoco]); not part of the test suite.
 """
 
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +68,23 @@ ZOO: dict[str, dict[str, Any]] = {
 def ours(env_id: str) -> dict[str, Any]:
     """Our options for the Zoo's preset of `env_id` (the module docstring says what differs)."""
     z = ZOO[env_id]
+    kwargs = z["policy_kwargs"]
     options = {
         "num_envs": z["n_envs"], "num_steps": z["n_steps"], "minibatch_size": z["batch_size"],
         "update_epochs": z["n_epochs"], "lr": z["learning_rate"], "anneal_lr": False,
         "gamma": z["gamma"], "gae_lambda": z["gae_lambda"], "clip_coef": z["clip_range"],
         "clip_value_loss": False, "ent_coef": z["ent_coef"], "vf_coef": 2 * z["vf_coef"],
         "max_grad_norm": z["max_grad_norm"], "norm_obs": z["normalize"],
-        "norm_reward": z["normalize"], "log_std_init": z["policy_kwargs"].get("log_std_init", 0.0),
+        "norm_reward": z["normalize"], "log_std_init": kwargs.get("log_std_init", 0.0),
+        "use_sde": z["use_sde"], "sde_sample_freq": z["sde_sample_freq"],
+        "separate_critic": True, "activation": kwargs.get("activation_fn", "tanh"),
     }
-    if "net_arch" in z["policy_kwargs"]:  # 256-wide: an encoder obs -> 256 -> 128 -> 256
-        options.update(hidden=128, embedding_dim=256, init="pytorch")
+    if "net_arch" in kwargs:  # 256-wide: each encoder obs -> 256 -> 128 -> 256
+        options.update(hidden=128, embedding_dim=256)
+    else:  # SB3's 64 x 64: each encoder obs -> 64 -> 32 -> 64
+        options.update(hidden=32, embedding_dim=64)
+    if not kwargs.get("ortho_init", True):
+        options["init"] = "pytorch"
     return options
 
 
@@ -178,7 +188,8 @@ def run_one(lib: str, env_id: str, seed: int, steps: int, runs: Path) -> dict[st
     command = ["nice", "-n", "10", sys.executable, "-m", "benchmarks.parity.run", "worker",
                "--lib", lib, "--env", env_id, "--seed", str(seed), "--steps", str(steps),
                "--worker-out", str(path)]
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    paths = (str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", ""))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     load = os.getloadavg()[0]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:  # MuJoCo may write a log file where it runs
@@ -203,7 +214,8 @@ def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
                                "seeds_planned": planned,
                                "eval_episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED,
                                "zoo": ZOO[env_id], "ours": ours(env_id),
-                               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+                               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+                                          f"{cpu_model()}, torch {torch_version()}",
                                "libraries": {}}
     for lib in LIBRARIES:
         runs = sorted((r for r in results if r["lib"] == lib), key=lambda r: r["seed"])
@@ -232,8 +244,8 @@ def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
              "95 % bootstrap interval. Steps/s: env steps over the whole training process "
              "(start, imports, set-up, training; not the final evaluation), per wall-clock "
              "second and per CPU second of the process (the fairer figure on a loaded machine), "
-             "one process at a time, nice 10, torch with 1 thread, on a 2-core machine shared "
-             "with other runs (load average per run in the JSON).", "",
+             "nice 10, torch with 1 thread, on " + summary["machine"] + " (load average per run "
+             "in the JSON).", "",
              "| library | seeds | final return IQM [95 % CI] | mean | steps/s (wall) | steps/s (CPU) |",
              "|---|---|---|---|---|---|"]
     for lib, s in libs.items():
@@ -253,12 +265,28 @@ def report(env_id: str, steps: int, results: list[dict[str, Any]], out: Path,
         lines += ["", f"Our IQM is {inside} SB3's 95 % interval; speed ratio (ours / SB3) "
                   f"{summary['sps_ratio']:.2f}x per wall-clock second{cpu_ratio}."]
     lines += ["", "Hyperparameters: the RL Zoo's preset for SB3 and our mapping of it (value "
-              "loss: our vf_coef is twice SB3's, whose loss has no 1/2; networks: SB3 separate "
-              "policy and value MLPs, ours one shared MLP encoder; gSDE, where the preset "
-              "uses it, is SB3's only).", "", "```", json.dumps(ZOO[env_id]),
+              "loss: our vf_coef is twice SB3's, whose loss has no 1/2; networks: separate "
+              "policy and value MLPs in both, SB3's obs -> W -> W, ours obs -> 2F -> F -> k).",
+              "", "```", json.dumps(ZOO[env_id]),
               json.dumps(ours(env_id)), "```", "", "Command:", "", "```", command, "```", ""]
     (out / f"{name}.md").write_text("\n".join(lines))
     plot(env_id, libs, out / f"{name}.png")
+
+
+def cpu_model() -> str:
+    """The processor's model name (Linux), or the platform's word for it."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__
 
 
 def plot(env_id: str, libs: dict[str, Any], path: Path) -> None:
@@ -300,6 +328,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--worker-out", type=Path)
     parser.add_argument("--tag", default="", help="name the files <env>-TAG (a smoke run)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (one process each)")
     args = parser.parse_args()
     steps = args.steps or ZOO[args.env]["n_timesteps"]
     if args.mode == "worker":
@@ -311,13 +340,13 @@ def main() -> None:
     # the command that runs (or ran) the runs: `report` only rewrites the files from them
     command = "python -m benchmarks.parity.run " + shlex.join(
         [a for a in sys.argv[1:] if a != "report"])
-    results = []
-    for seed in range(args.seeds):
-        for lib in args.libs.split(","):
-            if args.mode == "run":
-                results.append(run_one(lib, args.env, seed, steps, runs))
-            elif (runs / f"{lib}-{seed}.json").is_file():
-                results.append(json.loads((runs / f"{lib}-{seed}.json").read_text()))
+    cells = [(lib, seed) for seed in range(args.seeds) for lib in args.libs.split(",")]
+    if args.mode == "run":
+        with ThreadPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(lambda c: run_one(c[0], args.env, c[1], steps, runs), cells))
+    else:
+        results = [json.loads((runs / f"{lib}-{seed}.json").read_text()) for lib, seed in cells
+                   if (runs / f"{lib}-{seed}.json").is_file()]
     report(args.env, steps, results, args.out, command, name, args.seeds)
 
 

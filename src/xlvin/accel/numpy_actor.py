@@ -8,7 +8,8 @@ successors, executor steps over the tree, heads). Equal to the policy's forward 
 rounding (tests/test_accel_actor.py); timings in benchmarks/notes.md.
 
 Supported: `PPOAgent` and `XLVINAgent` with an `MLPEncoder` (for `PPOAgent` also behind a
-`RunningNorm`, and with a Gaussian head's log std), float32 weights (float64 normalisation
+`RunningNorm`, with Tanh activations, a separate critic encoder and a Gaussian head's log std,
+gSDE's too), float32 weights (float64 normalisation
 statistics) on the CPU (XLVIN at
 any depth, either aggregation, ReLU or linear messages, with or without LayerNorm or the node
 and chi projections; the full tree only, not `prune` nor the `zero_chi` ablation). `make_actor`
@@ -24,6 +25,7 @@ from torch import nn
 from xlvin.nn.agent import PPOAgent, XLVINAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
+from xlvin.nn.heads import SDE_EPS
 from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.transition import TransitionModel
 
@@ -44,16 +46,20 @@ def make_actor(policy: nn.Module) -> Actor | None:
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in tensors) or any(
             t.device.type != "cpu" for m in norms for t in m.buffers()):
         return None
-    if type(policy) is PPOAgent and (
-        type(policy.encoder) is MLPEncoder
-        or (type(policy.encoder) is nn.Sequential and len(policy.encoder) == 2
-            and type(policy.encoder[0]) is RunningNorm and type(policy.encoder[1]) is MLPEncoder)
-    ):
+    if type(policy) is PPOAgent and _mlp(policy.encoder) and (
+            policy.critic_encoder is None or _mlp(policy.critic_encoder)):
         return PPOActor(policy)
     if (type(policy) is XLVINAgent and type(policy.encoder) is MLPEncoder
             and not policy.prune and not policy.zero_chi):
         return XLVINActor(policy)
     return None
+
+
+def _mlp(encoder: nn.Module) -> bool:
+    """Whether `encoder` is an MLPEncoder, or one behind a RunningNorm (what `Encoder` reads)."""
+    return type(encoder) is MLPEncoder or (
+        type(encoder) is nn.Sequential and len(encoder) == 2
+        and type(encoder[0]) is RunningNorm and type(encoder[1]) is MLPEncoder)
 
 
 def _copy(tensor: torch.Tensor) -> np.ndarray:
@@ -110,22 +116,23 @@ class Norm:
 
 
 class Encoder:
-    """MLPEncoder: obs [B, ...] -> h_s [B, k] (Linear, ReLU, Linear, ReLU, Linear), or
-    Sequential(RunningNorm, MLPEncoder): the same after the normalisation."""
+    """MLPEncoder: obs [B, ...] -> h_s [B, k] (Linear, ReLU or Tanh, Linear, ReLU or Tanh,
+    Linear), or Sequential(RunningNorm, MLPEncoder): the same after the normalisation."""
 
     def __init__(self, encoder: MLPEncoder | nn.Sequential) -> None:
         self.norm = None
         if isinstance(encoder, nn.Sequential):
             self.norm, encoder = Norm(encoder[0]), encoder[1]
-        first, _, second, _, third = encoder.net
+        first, act, second, _, third = encoder.net
         self.layers = Linear(first), Linear(second), Linear(third)
+        self.act = np.tanh if isinstance(act, nn.Tanh) else relu_
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         first, second, third = self.layers
         if self.norm is not None:
             obs = self.norm(obs)
         x = obs.reshape(obs.shape[0], -1).astype(np.float32, copy=False)
-        return third(relu_(second(relu_(first(x)))))
+        return third(self.act(second(self.act(first(x)))))
 
 
 class Transition:
@@ -175,34 +182,48 @@ class Processor:
 
 
 class Heads:
-    """ActorCriticHeads: actor and critic as one matrix, features [B, in] -> [B, A + 1]; with a
-    Gaussian head, its log std appended to the means."""
+    """ActorCriticHeads: actor and critic as one matrix, features [B, in] -> [B, A + 1] (as two
+    with a separate critic's features); with a Gaussian head, its log std appended to the means,
+    and for gSDE the state-dependent log std and the matrix z sigma."""
 
     def __init__(self, policy: PPOAgent | XLVINAgent) -> None:
-        actor, critic = policy.heads.actor, policy.heads.critic
-        self.weight_t = torch.cat([actor.weight, critic.weight]).detach().numpy().T.copy()
-        self.bias = _copy(torch.cat([actor.bias, critic.bias]))
-        log_std = policy.heads.log_std
-        self.log_std = None if log_std is None else _copy(log_std)
+        heads = policy.heads
+        self.weight_t = torch.cat([heads.actor.weight, heads.critic.weight]).detach().numpy().T.copy()
+        self.bias = _copy(torch.cat([heads.actor.bias, heads.critic.bias]))
+        self.actor, self.critic = Linear(heads.actor), Linear(heads.critic)
+        self.log_std = None if heads.log_std is None else _copy(heads.log_std)
+        self.sde = heads.sde
 
-    def __call__(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        out = features @ self.weight_t
-        out += self.bias
-        params = out[:, :-1]
-        if self.log_std is not None:
+    def __call__(
+        self, features: np.ndarray, critic_features: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if critic_features is None:
+            out = features @ self.weight_t
+            out += self.bias
+            params, values = out[:, :-1], out[:, -1]
+        else:
+            params, values = self.actor(features), self.critic(critic_features)[:, 0]
+        if self.log_std is not None and self.sde:
+            std = np.exp(self.log_std)  # [in, A]
+            log_std = 0.5 * np.log(np.square(features) @ np.square(std) + SDE_EPS)
+            scaled = (features[:, :, None] * std).reshape(len(features), -1)
+            params = np.concatenate([params, log_std, scaled], 1, dtype=np.float32)
+        elif self.log_std is not None:
             params = np.concatenate([params, np.broadcast_to(self.log_std, params.shape)], 1)
-        return params, out[:, -1]
+        return params, values
 
 
 class PPOActor:
-    """PPOAgent.forward: heads(encoder(obs))."""
+    """PPOAgent.forward: heads(encoder(obs)), the critic's own encoder where it has one."""
 
     def __init__(self, policy: PPOAgent) -> None:
         self.encoder = Encoder(policy.encoder)
+        self.critic = None if policy.critic_encoder is None else Encoder(policy.critic_encoder)
         self.heads = Heads(policy)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.heads(self.encoder(obs))
+        critic = None if self.critic is None else self.critic(obs)
+        return self.heads(self.encoder(obs), critic)
 
 
 class XLVINActor:

@@ -3,7 +3,12 @@
 import torch
 from torch import nn
 
-from xlvin.nn.distributions import ActionDistribution, Categorical, DiagGaussian
+from xlvin.nn.distributions import (
+    ActionDistribution,
+    Categorical,
+    DiagGaussian,
+    StateDependentGaussian,
+)
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, TransitionBatch
@@ -34,7 +39,11 @@ class PPOAgent(ActorCritic):
 
     `distribution` (default: a categorical over `num_actions`) is what the actor head's output
     parameterises; for a `DiagGaussian` the heads add its state-independent log standard
-    deviation, initialised to `log_std_init`.
+    deviation, initialised to `log_std_init` (a matrix for gSDE's `StateDependentGaussian`).
+
+    `critic_encoder` (ours, not the paper's: Stable-Baselines3's default for vector observations)
+    gives the critic its own encoder of the same shape, V(s) = V(z_V(s)), where the paper's
+    baseline shares z between actor and critic.
     """
 
     def __init__(
@@ -47,14 +56,17 @@ class PPOAgent(ActorCritic):
         transe_negatives: str = "states",
         distribution: ActionDistribution | None = None,
         log_std_init: float = 0.0,
+        critic_encoder: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
         self.distribution = distribution or Categorical(num_actions)
         self.encoder = encoder
+        self.critic_encoder = critic_encoder
         gaussian = isinstance(self.distribution, DiagGaussian)
         self.heads = ActorCriticHeads(embedding_dim, num_actions,
-                                      log_std_init if gaussian else None)
+                                      log_std_init if gaussian else None,
+                                      sde=isinstance(self.distribution, StateDependentGaussian))
         self.transition = transition
         self.transe_weight = transe_weight
         self.transe_negatives = transe_negatives
@@ -64,7 +76,9 @@ class PPOAgent(ActorCritic):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A] (the distribution's parameters), values [B]."""
-        return self.heads(self.encoder(obs))
+        if self.critic_encoder is None:
+            return self.heads(self.encoder(obs))
+        return self.heads(self.encoder(obs), self.critic_encoder(obs))
 
     def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
         """The TransE loss (eq. 2) times `transe_weight`, when there is a transition model."""

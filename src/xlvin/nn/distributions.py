@@ -11,6 +11,13 @@ A policy (`xlvin.nn.policy.ActorCritic`) maps observations to distribution param
   log pi(a) = -sum_j ((a_j - mu_j)^2 / (2 sigma_j^2) + log sigma_j + log(2 pi) / 2). The
   sampled action is stored as drawn (for its log-probability) and clipped to [low, high] only
   where the env receives it (`env_actions`), as Stable-Baselines3 and CleanRL do.
+- `StateDependentGaussian(low, high, latent_dim, sample_freq)`, Box of d dims with generalized
+  state-dependent exploration (gSDE, Raffin et al. 2022): P = 2d + L d, the mean, the log of the
+  state-dependent standard deviation and the L x d matrix z_l sigma_lj of the actor's latent
+  features z (L of them, detached) times the trainable sigma (`xlvin.nn.heads.ActorCriticHeads`).
+  The action is mu + sum_l z_l sigma_lj eps_lj with the noise matrix eps held fixed for
+  `sample_freq` steps, so exploration is smooth in time; its law at one step is
+  N(mu, sum_l z_l^2 sigma_lj^2), which `log_prob` and `entropy` read.
 
 Training reads log-probabilities and entropies in torch (`log_prob`, `entropy`); acting samples in
 NumPy from noise drawn once per rollout from a torch.Generator (`noise`, `sample`), so the actions
@@ -130,6 +137,11 @@ class DiagGaussian:
         log_std = params.chunk(2, dim=-1)[1]
         return (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1)
 
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        """The shape of one action's noise: [d]."""
+        return self.action_shape
+
     def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> np.ndarray:
         """Standard normal noise [*shape, d], float32."""
         return torch.randn((*shape, *self.action_shape), generator=generator).numpy()
@@ -144,6 +156,49 @@ class DiagGaussian:
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """The actions the env receives: clipped to its bounds."""
         return np.clip(actions, self.low, self.high)
+
+
+class StateDependentGaussian(DiagGaussian):
+    """Box(low, high) of d dims explored by gSDE: parameters [mu, log sigma(s), z sigma] [B, 2d + L d]
+    (see the module docstring), actions [B, d] float32."""
+
+    def __init__(self, low: tuple[float, ...], high: tuple[float, ...], latent_dim: int,
+                 sample_freq: int) -> None:
+        super().__init__(low, high)
+        self.latent_dim = latent_dim
+        self.sample_freq = sample_freq
+        self.num_params = (2 + latent_dim) * len(low)
+
+    def log_prob(self, params: Tensor, actions: Tensor) -> Tensor:
+        """log N(a | mu, diag(sigma(s)^2)) [B] (the law of one step's action)."""
+        return super().log_prob(params[..., : 2 * self.action_shape[0]], actions)
+
+    def entropy(self, params: Tensor) -> Tensor:
+        return super().entropy(params[..., : 2 * self.action_shape[0]])
+
+    @property
+    def noise_shape(self) -> tuple[int, ...]:
+        """The shape of one noise matrix eps: [L, d]."""
+        return (self.latent_dim, self.action_shape[0])
+
+    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> np.ndarray:
+        """Standard normal noise matrices [*shape, L, d], float32; for a rollout's shape [T, N],
+        each env's matrix drawn anew at steps 0, f, 2f, ... (f = `sample_freq`; f <= 0: once)."""
+        if len(shape) != 2:
+            return torch.randn((*shape, *self.noise_shape), generator=generator).numpy()
+        steps, envs = shape
+        every = self.sample_freq if self.sample_freq > 0 else steps
+        draws = torch.randn((-(-steps // every), envs, *self.noise_shape), generator=generator)
+        return draws.repeat_interleave(every, dim=0)[:steps].numpy()
+
+    def sample(self, params: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """mu_j + sum_l (z_l sigma_lj) eps_lj: params [B, P], noise [B, L, d] -> [B, d]."""
+        d = self.action_shape[0]
+        scaled = params[:, 2 * d:].reshape(len(params), self.latent_dim, d)
+        return (params[:, :d] + (scaled * noise).sum(1)).astype(np.float32)
+
+    def mode(self, params: np.ndarray) -> np.ndarray:
+        return params[:, : self.action_shape[0]].astype(np.float32)
 
 
 ActionDistribution = Categorical | MultiCategorical | DiagGaussian

@@ -16,22 +16,29 @@ def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
     return module
 
 
+#: The MLP encoder's hidden activations by name.
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
 class MLPEncoder(nn.Module):
     """Three-layer MLP with ReLU for flat observations: in -> 2F -> F -> k (the authors' TransE encoder).
 
     The paper's classic-control encoders use F = 64 / 32 / 16 (CartPole / Acrobot / MountainCar)
-    and k = 50 outputs.
+    and k = 50 outputs. `activation` "tanh" puts Tanh in place of ReLU (Stable-Baselines3's
+    default for continuous control).
     """
 
-    def __init__(self, obs_dim: int, hidden: int, embedding_dim: int) -> None:
+    def __init__(self, obs_dim: int, hidden: int, embedding_dim: int,
+                 activation: str = "relu") -> None:
         super().__init__()
         self.embedding_dim = embedding_dim
+        act = ACTIVATIONS[activation]
         self.net = orthogonal_init(
             nn.Sequential(
                 nn.Linear(obs_dim, 2 * hidden),
-                nn.ReLU(),
+                act(),
                 nn.Linear(2 * hidden, hidden),
-                nn.ReLU(),
+                act(),
                 nn.Linear(hidden, embedding_dim),
             )
         )

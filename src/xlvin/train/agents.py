@@ -43,6 +43,7 @@ from xlvin.nn.encoders import (
     OneHot,
     SmallCNN,
 )
+from xlvin.nn.distributions import StateDependentGaussian
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.normalization import RunningNorm
@@ -76,6 +77,9 @@ class Architecture:
     norm_obs: bool = False  # the encoder starts with running observation statistics
     clip_obs: float = 10.0  # bound of the normalised observations
     log_std_init: float = 0.0  # Box actions: the Gaussian's initial log std
+    sde_sample_freq: int | None = None  # Box actions with gSDE: steps per noise matrix (None: no gSDE)
+    separate_critic: bool = False  # PPO: the critic has its own encoder
+    activation: str = "relu"  # the MLP encoder's hidden activations
 
 
 AgentBuilder = Callable[[Architecture, Spaces, MessagePassing | None], ActorCritic]
@@ -256,7 +260,8 @@ def build_agent(
 
 
 # The built-in encoders: one per observation kind.
-register_encoder("flat", lambda a, s: MLPEncoder(s.flat_size, a.hidden, a.embedding_dim))
+register_encoder("flat", lambda a, s: MLPEncoder(s.flat_size, a.hidden, a.embedding_dim,
+                                                 a.activation))
 register_encoder(
     "discrete",
     lambda a, s: nn.Sequential(OneHot(s.states), MLPEncoder(s.states, a.hidden, a.embedding_dim)),
@@ -294,12 +299,19 @@ register_encoder("maze", lambda a, s: MazeCNN(s.obs_shape[0], a.hidden, a.embedd
 # The built-in agents, registered as a user's would be.
 def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:
     """The paper's PPO baseline; with `ppo_transe`, a transition model trained only by TransE.
-    Any action space: its distribution is the spaces' (`Spaces.action_distribution`)."""
+    Any action space: its distribution is the spaces' (`Spaces.action_distribution`), or gSDE's
+    for Box actions with `arch.sde_sample_freq`; with `arch.separate_critic`, the critic gets an
+    encoder of its own."""
     encoder = build_encoder(arch, spaces)
     k, actions = arch.embedding_dim, spaces.num_actions
     transition = TransitionModel(k, actions, arch.hidden) if arch.ppo_transe else None
+    critic = build_encoder(arch, spaces) if arch.separate_critic else None
+    distribution = spaces.action_distribution()
+    if arch.sde_sample_freq is not None:
+        distribution = StateDependentGaussian(spaces.action_low, spaces.action_high, k,
+                                              arch.sde_sample_freq)
     return PPOAgent(encoder, k, actions, transition, arch.transe_weight, arch.transe_negatives,
-                    spaces.action_distribution(), arch.log_std_init)
+                    distribution, arch.log_std_init, critic)
 
 
 def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None) -> ActorCritic:

@@ -166,10 +166,10 @@ class Evaluator:
 
 def episode_noise(dist: ActionDistribution, rng: np.random.Generator | None) -> np.ndarray:
     """One step's sampling noise of an episode from its own stream: a uniform (Discrete), one
-    per component (MultiDiscrete), or standard normals (Box)."""
+    per component (MultiDiscrete), or standard normals (Box: one per action, or gSDE's matrix)."""
     assert rng is not None
     if isinstance(dist, DiagGaussian):
-        return rng.standard_normal(dist.action_shape).astype(np.float32)
+        return rng.standard_normal(dist.noise_shape).astype(np.float32)
     return rng.random(dist.action_shape)
 
 

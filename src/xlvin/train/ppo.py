@@ -103,6 +103,14 @@ class PPOConfig:
     log_std_init: float = option(
         0.0, "Box actions: initial log standard deviation of the Gaussian policy"
     )
+    use_sde: bool = option(
+        False, "Box actions: explore with generalized state-dependent exploration (gSDE, Raffin "
+        "et al. 2022: noise = the actor's features times a noise matrix held for "
+        "sde_sample_freq steps) in place of independent Gaussian noise at every step"
+    )
+    sde_sample_freq: int = option(
+        -1, "gSDE: draw each env's noise matrix anew every N steps (-1: once per rollout)"
+    )
     accelerate: bool = option(
         True, "on CPU, act with the NumPy weight snapshot and update with the fused loss and flat "
         "Adam of xlvin.accel (same results up to float rounding; false: the readable code only)"
@@ -128,6 +136,8 @@ class PPOConfig:
             (self.target_kl >= 0, "target_kl must be >= 0"),
             (self.torch_threads >= 0, "torch_threads must be >= 0"),
             (self.clip_obs > 0 and self.clip_reward > 0, "clip_obs and clip_reward must be > 0"),
+            (self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
+             "sde_sample_freq must be -1 (once per rollout) or >= 1"),
         ]
         for ok, message in checks:
             if not ok:

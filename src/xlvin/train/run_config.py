@@ -17,6 +17,7 @@ from xlvin.envs.maze import is_maze_env
 from xlvin.envs.packages import require_gym_packages
 from xlvin.envs.wrappers import check_wrapper_specs, wrapped_env_id
 from xlvin.errors import UserError
+from xlvin.nn.encoders import ACTIVATIONS
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MessagePassing
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transe import NEGATIVES
@@ -47,8 +48,9 @@ MAX_SEED = 2**32 - 1
 #: TrainConfig fields written to config.json (and the weights' header) only when set: a run
 #: without them writes exactly the config it wrote before they existed.
 WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages", "env_wrappers")
-#: TrainConfig fields written only when they differ from their default, for the same reason.
-WRITTEN_WHEN_CHANGED = ("transition_loss",)
+#: Fields (section, name) written only when they differ from their default, for the same reason.
+WRITTEN_WHEN_CHANGED = (("train", "transition_loss"), ("train", "separate_critic"),
+                        ("train", "activation"), ("ppo", "use_sde"), ("ppo", "sde_sample_freq"))
 #: What trains XLVIN's encoder and transition model besides PPO: the paper's TransE loss, or the
 #: VAE world model of its appendix (figure 10; `xlvin.nn.vae`).
 TRANSITION_LOSSES = ("transe", "vae")
@@ -145,6 +147,14 @@ class TrainConfig:
         "orthogonal", "initialisation of encoder and heads: orthogonal (the PPO convention) or "
         "pytorch (PyTorch's defaults: the authors' code)", choices=INITS,
     )
+    activation: str = option(
+        "relu", "hidden activations of the MLP encoder of flat observations: relu (the paper's) "
+        "or tanh (Stable-Baselines3's default)", choices=tuple(ACTIVATIONS),
+    )
+    separate_critic: bool = option(
+        False, "PPO: the critic gets an encoder of its own (Stable-Baselines3's separate policy "
+        "and value networks); off: one encoder shared by actor and critic (the paper's)"
+    )
     pretrain_transe: bool | None = option(
         None, "pre-train encoder and transition with TransE first, in every run; unset: on for "
         "vector and maze observations (seconds), off for images as in the paper's Atari runs, "
@@ -192,9 +202,9 @@ class RunConfig:
         for key in WRITTEN_WHEN_SET:
             if not data["train"][key]:
                 del data["train"][key]
-        for key in WRITTEN_WHEN_CHANGED:
-            if data["train"][key] == TrainConfig.__dataclass_fields__[key].default:
-                del data["train"][key]
+        for section, key in WRITTEN_WHEN_CHANGED:
+            if data[section][key] == type(getattr(self, section)).__dataclass_fields__[key].default:
+                del data[section][key]
         return data
 
     @classmethod
@@ -343,6 +353,13 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
     if norm_obs and spaces.kind != "flat":
         raise UserError(f"--norm-obs normalises flat observations; {t.env} has {spaces.kind} "
                         "observations")
+    if cfg.ppo.use_sde and spaces.action_kind != "box":
+        raise UserError(f"--use-sde explores Box actions; {t.env} has {spaces.action_kind} actions")
+    if t.separate_critic and t.agent != "ppo":
+        raise UserError(f"--separate-critic is an option of --agent ppo, not {t.agent}")
+    if t.activation != "relu" and spaces.kind != "flat":
+        raise UserError(f"--activation {t.activation} is the flat-observation encoder's; {t.env} "
+                        f"has {spaces.kind} observations")
     if t.prune > spaces.num_actions:
         raise UserError(f"--prune {t.prune}: the environment has only {spaces.num_actions} actions")
     if t.transition_loss == "vae" and spaces.kind != "image":
@@ -368,6 +385,8 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
         executor_projections=t.executor_projections,
         ppo_transe=t.ppo_transe, init=t.init, transition_loss=t.transition_loss,
         norm_obs=norm_obs, clip_obs=cfg.ppo.clip_obs, log_std_init=cfg.ppo.log_std_init,
+        sde_sample_freq=cfg.ppo.sde_sample_freq if cfg.ppo.use_sde else None,
+        separate_critic=t.separate_critic, activation=t.activation,
     )
 
 
