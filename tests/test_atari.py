@@ -16,6 +16,7 @@ from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.experiments import atari
 from xlvin.io import run_dir as run_dir_module
+from xlvin.io.digests import sealed
 from xlvin.io.run_dir import read_metrics
 from xlvin.stats import iqm
 from xlvin.train.collect import make_vector_env, reset_envs
@@ -213,16 +214,20 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
 def evaluated_cell(cell: atari.Cell, root: Path, returns: dict[int, float],
                    evaluated_at: int) -> Path:
     """The run directory of `cell` as training and a greedy evaluation leave it: metrics rows
-    {transitions: training score}, the evaluation (mean 4.0) at `evaluated_at` transitions."""
+    {transitions: training score}, chained as the logger seals them, and the evaluation (mean
+    4.0) at `evaluated_at` transitions, sealed as `run_cell` writes it."""
     run_dir = cell.run_dir(root)
     run_dir.mkdir(parents=True)
     (run_dir / run_dir_module.CONFIG).write_text(json.dumps(cell.config().to_json()))
-    rows = [{"step": t, "charts/transitions": t, "charts/episodes": 1.0, "charts/sps": 90.0,
-             "charts/episodic_return": score} for t, score in returns.items()]
+    rows, previous = [], ""
+    for t, score in returns.items():
+        rows.append(sealed({"step": t, "charts/transitions": t, "charts/episodes": 1.0,
+                            "charts/sps": 90.0, "charts/episodic_return": score}, previous))
+        previous = rows[-1]["sha256"]
     (run_dir / run_dir_module.METRICS).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run_dir / atari.EVAL_FILE).write_text(json.dumps(
-        {"mean": 4.0, "std": 0.0, "returns": [4.0], "lengths": [9], "transitions": evaluated_at,
-         "max_steps": 4500, "machine": "CPU machine"}))
+    atari.write_evaluation(run_dir, {"mean": 4.0, "std": 0.0, "returns": [4.0], "lengths": [9],
+                                     "transitions": evaluated_at, "max_steps": 4500,
+                                     "machine": "CPU machine"})
     return run_dir
 
 
@@ -239,6 +244,42 @@ def test_a_cell_resumed_since_its_evaluation_is_reported_where_it_was_evaluated(
     assert record["transitions_reached"] == 2048 == record["final_eval"]["transitions"]
     assert record["first_score_at"] is None and record["auc"] == 0.0
     assert max(t for t, _ in record["curve"]) <= 2048
+
+
+@pytest.mark.parametrize("change", ["a digit", "the metrics row it is tied to"])
+def test_a_changed_final_eval_never_reaches_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture, change: str
+) -> None:
+    """final_eval.json is sealed like eval.json: a changed digit (or a changed training log up
+    to the transitions it evaluated) is refused in one line naming the file, and no table is
+    written."""
+    cell = atari.Cell("Freeway", "ppo", 0, 2048)
+    run_dir = evaluated_cell(cell, tmp_path / "runs", {1024: 3.0, 2048: 3.0}, evaluated_at=2048)
+    (run_dir / run_dir_module.SUMMARY).write_text("{}")
+    args = ["reproduce", "atari", "--games", "Freeway", "--agents", "ppo", "--seeds", "1",
+            "--transitions", "2048", "--finished-only", "--runs", str(tmp_path / "runs")]
+    assert main([*args, "--results", str(tmp_path / "whole")]) == 0
+    assert '"mean": 4.0' in (tmp_path / "whole" / "atari.json").read_text()
+    if change == "a digit":
+        path = run_dir / atari.EVAL_FILE
+        text = path.read_text()
+        path.write_text(text.replace('"mean": 4.0', '"mean": 14.0'))
+    else:
+        path = run_dir / run_dir_module.METRICS
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        rows[0]["charts/episodic_return"] = 30.0  # and every digest after it, as a forger would
+        previous = ""
+        for row in rows:
+            row.update(sealed({k: v for k, v in row.items() if k != "sha256"}, previous))
+            previous = row["sha256"]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    assert main([*args, "--results", str(tmp_path / "changed")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"xlvin: error: {run_dir / atari.EVAL_FILE}: its numbers do not match its "
+                   "SHA-256 (tied to the run's metrics.jsonl at the transitions it evaluated): "
+                   "changed after it was written; move it away and run again to produce it anew")
+    assert not (tmp_path / "changed").exists()
 
 
 def test_cells_whose_turn_comes_after_the_deadline_are_not_started(

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from xlvin.errors import UserError
 from xlvin.experiments import table1
+from xlvin.io.files import atomic_write_text
 from xlvin.stats import summarize
 
 AGENTS = ("ppo", "xlvin-r")
@@ -65,7 +66,7 @@ def _quickstart(args: argparse.Namespace) -> None:
     records = table1.run_cells(cells, out, jobs=args.jobs, on_done=lambda _: bar.update())
     bar.close()
     table = results_table(records)
-    (out / "results.md").write_text(table + "\n")
+    atomic_write_text(out / "results.md", table + "\n")
     print()
     print(table)
     print(f"\nwall time {time.perf_counter() - start:.0f} s; runs in {out}")

@@ -22,10 +22,11 @@ checkpoint lets a later call resume it exactly, and its record says the budget r
 Per cell: the training curve (the unclipped score of whole training games against transitions,
 from metrics.jsonl), its area (the mean score over the transitions trained, `auc`), and the greedy
 policy's score on 10 fresh evaluation games (`xlvin/<Game>Eval-v4`, seeds 1,000,000 on, at most
-4,500 agent steps a game) in DIR/final_eval.json, taken at the transitions it names; and the
-first update in which a training game scored. Over the seeds of an agent: the interquartile mean
-of the area and of the greedy score with 95 % bootstrap intervals, the probability that its area
-beats PPO's (Agarwal et al. 2021), and how many seeds ever scored.
+4,500 agent steps a game) in DIR/final_eval.json (sealed: `read_evaluation`), taken at the
+transitions it names; and the first update in which a training game scored. Over the seeds of an
+agent: the interquartile mean of the area and of the greedy score with 95 % bootstrap intervals,
+the probability that its area beats PPO's (Agarwal et al. 2021), and how many seeds ever
+scored.
 """
 
 import argparse
@@ -46,6 +47,7 @@ from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.jobs import has_passed, map_jobs
+from xlvin.io.digests import check_sealed, sealed
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import (
     CONFIG,
@@ -54,6 +56,7 @@ from xlvin.io.run_dir import (
     claim_run_dir,
     read_metrics,
     reading_results,
+    row_digest,
     write_json,
 )
 from xlvin.nn.policy import ActorCritic
@@ -215,17 +218,39 @@ def run_cell(cell: Cell, root: Path, deadline: float | None = None,
                                          num_envs=eval_games, accelerate=cfg.ppo.accelerate)
             evaluation.update(transitions=reached, max_steps=EVAL_MAX_STEPS,
                               machine=machine(cell.device))
-            write_json(run_dir / EVAL_FILE, evaluation)
+            write_evaluation(run_dir, evaluation)
     return cell_record(cell, run_dir)
+
+
+def write_evaluation(run_dir: Path, evaluation: dict[str, Any]) -> None:
+    """DIR/final_eval.json: the greedy evaluation of the policy at `evaluation["transitions"]`,
+    sealed (`_evaluation_tie`)."""
+    tie = _evaluation_tie(run_dir, evaluation["transitions"])
+    write_json(run_dir / EVAL_FILE, sealed(evaluation, tie))
+
+
+def _evaluation_tie(run_dir: Path, transitions: Any) -> str:
+    """What DIR/final_eval.json is tied to: the digest of the metrics row at the transitions it
+    evaluated (`row_digest`), which seals the training up to them. Not the weights: the policy
+    evaluated may be a deadline's checkpoint, which a later call trains on from."""
+    return row_digest(run_dir, "charts/transitions", transitions)
+
+
+def read_evaluation(run_dir: Path) -> dict[str, Any]:
+    """DIR/final_eval.json, checked against its digest (`xlvin.io.digests.check_sealed`): a
+    changed digit is one UserError naming the file."""
+    path = run_dir / EVAL_FILE
+    data = read_json(path)
+    return check_sealed(path, data, lambda: _evaluation_tie(run_dir, data.get("transitions")),
+                        "the run's metrics.jsonl at the transitions it evaluated")
 
 
 def _evaluated_at(run_dir: Path) -> int | None:
     """The transitions of the policy DIR/final_eval.json evaluated, or None without one."""
-    path = run_dir / EVAL_FILE
-    if not path.is_file():
+    if not (run_dir / EVAL_FILE).is_file():
         return None
     with reading_results(run_dir):
-        return int(read_json(path)["transitions"])
+        return int(read_evaluation(run_dir)["transitions"])
 
 
 def finished_record(cell: Cell, root: Path) -> dict[str, Any] | None:
@@ -293,7 +318,7 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
 
 
 def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
-    evaluation = read_json(run_dir / EVAL_FILE)
+    evaluation = read_evaluation(run_dir)
     rows = [r for r in (read_metrics(run_dir) if (run_dir / METRICS).is_file() else [])
             if r["charts/transitions"] <= evaluation["transitions"]]
     reached = int(rows[-1]["charts/transitions"]) if rows else 0

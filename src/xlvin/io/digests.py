@@ -1,8 +1,10 @@
 """Numbers tied to what produced them: summary.json and eval.json carry a SHA-256 over their own
 content and the digest of the run's weights (model.safetensors' header digest,
 `xlvin.io.weights`); each metrics row carries one over its content and the previous row's
-digest, a chain the resumed log continues. A digit changed after writing is refused on read in
-one line naming the file, before it can reach a table or a resumed run.
+digest, a chain the resumed log continues; an Atari cell's final_eval.json, which may evaluate
+an unfinished run, one tied to the metrics row at the transitions it evaluated. A digit changed
+after writing is refused on read in one line naming the file, before it can reach a table or a
+resumed run.
 
 Files written before digests existed (no `sha256` field) are legacy: read unchecked, with one
 notice per process on stderr (`legacy_notice`), so run directories of older runs still give their
@@ -12,6 +14,7 @@ tables. A file with a digest is always checked.
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +60,24 @@ def write_sealed(path: Path, data: dict[str, Any], run_dir: Path) -> None:
 
 def read_sealed(path: Path, run_dir: Path) -> dict[str, Any]:
     """The result file `path` of the run in `run_dir`, less its digest, checked against the
-    run's weights: a mismatch is one UserError naming the file; a legacy file (no digest) is read
-    with `legacy_notice`."""
-    data = read_json(path)
+    run's weights (`check_sealed`)."""
+    return check_sealed(path, read_json(path), lambda: run_tie(run_dir),
+                        "the run's model.safetensors")
+
+
+def check_sealed(path: Path, data: Any, tie: Callable[[], str], tied_to: str) -> Any:
+    """`data`, read from `path`, less its digest, checked against `tie()` (what it is tied to,
+    in words: `tied_to`): a mismatch is one UserError naming the file; legacy data (no digest)
+    is returned as it is, with `legacy_notice`."""
     if not isinstance(data, dict) or DIGEST_FIELD not in data:
         legacy_notice(path)
         return data
     try:
-        is_sealed(data, run_tie(run_dir))
+        is_sealed(data, tie())
     except ValueError:
-        raise UserError(f"{path}: its numbers do not match its SHA-256 (tied to the run's "
-                        "model.safetensors): changed after it was written; move it away and run "
-                        "again to produce it anew") from None
+        raise UserError(f"{path}: its numbers do not match its SHA-256 (tied to {tied_to}): "
+                        "changed after it was written; move it away and run again to produce it "
+                        "anew") from None
     return {k: v for k, v in data.items() if k != DIGEST_FIELD}
 
 

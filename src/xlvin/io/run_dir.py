@@ -253,6 +253,16 @@ def read_metrics(run_dir: Path) -> list[dict[str, float]]:
             for row in _complete_rows(Path(run_dir) / METRICS)]
 
 
+def row_digest(run_dir: Path, field: str, value: float) -> str:
+    """The digest of the last row of DIR/metrics.jsonl whose `field` is `value`: it seals that
+    row and, chained, every row before it. "" when no row has it (or no log exists) or the row
+    was written before digests."""
+    if not os.path.lexists(Path(run_dir) / METRICS):
+        return ""
+    rows = [r for r in _complete_rows(Path(run_dir) / METRICS) if r.get(field) == value]
+    return str(rows[-1].get(DIGEST_FIELD, "")) if rows else ""
+
+
 def _complete_rows(path: Path) -> list[dict[str, float]]:
     """Rows of a metrics file whose writer may have been killed mid-line: that last line is
     dropped; any other line that is not a row (flipped bytes, say) is one UserError."""
