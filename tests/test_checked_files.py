@@ -84,9 +84,11 @@ def test_reading_a_2gb_file_takes_no_time_and_no_memory(tmp_path: Path) -> None:
 def test_reproduce_refuses_a_2gb_result_file_in_one_line(tmp_path: Path, capsys, name: str) -> None:
     run_dir = finished_cell(tmp_path / "runs")
     sparse(run_dir / name)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     assert main(reproduce(tmp_path / "runs", tmp_path / "results")) == 2
     assert time.perf_counter() - start < 5
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 * 1024
     lines = capsys.readouterr().err.strip().splitlines()  # the legacy cell's notice aside
     err = [line for line in lines if not line.startswith("xlvin: note: ")]
     assert len(err) == 1 and err[0].startswith("xlvin: error: ") and name in err[0], lines
@@ -148,6 +150,35 @@ def test_results_are_written_by_rename_and_stale_temporaries_removed(
         with pytest.raises(Killed):
             main(reproduce(tmp_path / "runs", results))
     assert {p.name: p.read_bytes() for p in results.iterdir()} == before  # stale one removed
+
+
+def test_a_figure_killed_while_it_is_drawn_leaves_the_previous_one_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """matplotlib writes a PNG as it draws it: a kill in the middle left a partial (often empty)
+    table1-*.png. Drawn into memory and renamed into place, the previous figure stays whole."""
+    from matplotlib.figure import Figure
+
+    finished_cell(tmp_path / "runs")
+    results = tmp_path / "results"
+    assert main(reproduce(tmp_path / "runs", results)) == 0
+    figure = results / "table1-paper.png"
+    before = figure.read_bytes()
+    draw = Figure.savefig
+
+    class Killed(BaseException):
+        pass
+
+    def killed_halfway(fig: Figure, target, **kwargs) -> None:
+        draw(fig, target, **kwargs)  # what was written before the kill stays where it went
+        if isinstance(target, (str, os.PathLike)):
+            os.truncate(target, os.path.getsize(target) // 2)
+        raise Killed
+
+    monkeypatch.setattr(Figure, "savefig", killed_halfway)
+    with pytest.raises(Killed):
+        main(reproduce(tmp_path / "runs", results))
+    assert figure.read_bytes() == before
 
 
 def test_a_live_writers_temporary_file_is_left_alone(tmp_path: Path) -> None:
