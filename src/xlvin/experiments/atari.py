@@ -22,11 +22,11 @@ checkpoint lets a later call resume it exactly, and its record says the budget r
 Per cell: the training curve (the unclipped score of whole training games against transitions,
 from metrics.jsonl), its area (the mean score over the transitions trained, `auc`), and the greedy
 policy's score on 10 fresh evaluation games (`xlvin/<Game>Eval-v4`, seeds 1,000,000 on, at most
-4,500 agent steps a game) in DIR/final_eval.json (sealed: `read_evaluation`), taken at the
-transitions it names; and the first update in which a training game scored. Over the seeds of an
-agent: the interquartile mean of the area and of the greedy score with 95 % bootstrap intervals,
-the probability that its area beats PPO's (Agarwal et al. 2021), and how many seeds ever
-scored.
+4,500 agent steps a game) in DIR/final_eval.json (with a SHA-256: a changed digit is refused),
+taken at the transitions it names; and the first update in which a training game scored. Over the
+seeds of an agent: the interquartile mean of the area and of the greedy score with 95 % bootstrap
+intervals, the probability that its area beats PPO's (Agarwal et al. 2021), and how many seeds
+ever scored.
 """
 
 import argparse
