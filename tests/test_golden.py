@@ -5,10 +5,10 @@ reproducible mode (conftest). Their tensor digests and evaluations are pinned in
 tests/fixtures/kernels/quickstart-reduced.json with the CPU and library versions they were
 recorded with, as test_kernels.py pins its digest: reproducible mode promises them on every
 x86-64 CPU with AVX2. The whole quickstart is checked against the fixture by
-scripts/check_golden.py (about 30 minutes on 2 cores)."""
+scripts/check_golden.py (half an hour or more on 2 cores), whose comparison is tested here."""
 
 import dataclasses
-import hashlib
+import importlib.util
 import json
 from importlib.metadata import version
 from pathlib import Path
@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from xlvin.experiments import table1
-from xlvin.io.weights import load_weights
 from xlvin.pretrain import shipped
 from xlvin.pretrain.executor import DEFAULT_EXECUTORS
 from xlvin.pretrain.files import (
@@ -28,34 +27,47 @@ from xlvin.pretrain.files import (
 from xlvin.train.run import train_run
 from xlvin.train.run_config import check_run, transe_key
 
-FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
 GOLDEN = json.loads((FIXTURES / "quickstart-golden.json").read_text())
 REDUCED = FIXTURES / "kernels" / "quickstart-reduced.json"
 LIBRARIES = ("torch", "numpy", "gymnasium")
+_spec = importlib.util.spec_from_file_location("check_golden", ROOT / "scripts" / "check_golden.py")
+check_golden = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_golden)
 
 
-def golden_digest(path: Path) -> str:
-    """The golden fixture's digest of a weights file: SHA-256 over its tensors in name order,
-    each name followed by the tensor's raw bytes (scripts/check_golden.py computes it so)."""
-    tensors, _ = load_weights(path)
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        digest.update(name.encode() + tensors[name].contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
-def test_the_shipped_files_are_the_golden_quickstarts() -> None:
+def test_the_shipped_files_are_the_golden_quickstarts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The quickstart uses the shipped executor and TransE: they are the files whose digests
-    the fixture recorded, so a run of it on another CPU checks training and evaluation there."""
-    for label, name in (("authors-random executor", "authors-random"),
-                        ("CartPole-v0 TransE", "CartPole-v0 (paper protocol)")):
-        (entry,) = [e for e in shipped.manifest() if e["name"] == name]
-        path = shipped.path(entry)
-        assert golden_digest(path)[:16] == GOLDEN["tensor_sha256_prefixes"][label], label
-        assert entry["kernels"] == "reproducible" and shipped.tensors_sha256(path) == entry["tensors_sha256"]
+    the fixture recorded, so a run of it on another CPU checks training and evaluation there.
+    The script makes them afresh where the quickstart looks first: their cache paths."""
+    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path))
+    for label, (cached, shipped_file) in check_golden.pretrained_files().items():
+        assert cached.name == shipped_file.name and cached.is_relative_to(tmp_path), label
+        digest = check_golden.fixture_digest(shipped_file)
+        assert digest[:16] == GOLDEN["tensor_sha256_prefixes"][label], label
+        (entry,) = [e for e in shipped.manifest() if e["file"] == shipped_file.name]
+        assert entry["kernels"] == "reproducible"
+        assert shipped.tensors_sha256(shipped_file) == entry["tensors_sha256"]
     assert set(GOLDEN["libraries"]) == set(LIBRARIES)
-    for numbers in GOLDEN["agents"].values():
-        assert len(numbers["final"]) == len(numbers["max_eval"]) == len(GOLDEN["seeds"])
+
+
+def test_the_script_compares_every_number_as_the_quickstart_prints_it() -> None:
+    """Records with the fixture's per-seed numbers (within the quickstart's rounding) pass, one
+    line each; one seed off by one is the one FAIL line; all seeds add the IQMs (of the
+    unrounded numbers: the fixture's per-seed integers do not give them)."""
+    records = [{"agent": agent, "seed": seed, "final_return": numbers["final"][seed] + 0.4,
+                "max_eval_return": float(numbers["max_eval"][seed])}
+               for agent, numbers in GOLDEN["agents"].items() for seed in GOLDEN["seeds"]]
+    lines = check_golden.compare(GOLDEN, records, 2)
+    assert len(lines) == 2 * 2 * 2 and all(line.startswith("PASS") for line in lines), lines
+    records[1]["final_return"] += 1
+    failed = [line for line in check_golden.compare(GOLDEN, records, 2) if line.startswith("FAIL")]
+    assert failed == ["FAIL ppo seed 1 final: 43 (fixture 42)"]
+    every_seed = check_golden.compare(GOLDEN, records, len(GOLDEN["seeds"]))
+    assert sum(" IQM: " in line for line in every_seed) == 4 and len(every_seed) == 20
 
 
 def reduced_run(root: Path) -> dict:
@@ -81,6 +93,7 @@ def reduced_run(root: Path) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_a_reduced_quickstart_gives_the_pinned_weights(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
