@@ -176,7 +176,7 @@ def main() -> int:
             lines = check(args, fixture, Path(folder))
     print("\n".join(lines))
     failed = sum(line.startswith("FAIL") for line in lines)
-    verdict = f"FAIL: {failed} of {len(lines)} differ" if failed else f"PASS: all {len(lines)} agree"
+    verdict = f"FAIL: {failed} of {len(lines)} differ" if failed else f"PASS: {len(lines)} agree"
     print(f"{verdict} (wall time {_minutes(time.perf_counter() - start)})")
     return 1 if failed else 0
 
