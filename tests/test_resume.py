@@ -112,9 +112,10 @@ def test_sigkill_at_a_random_moment_then_resume(tmp_path: Path, kill_seed: int) 
     cmd = [sys.executable, "-m", "xlvin.cli", "train", *args, "--out", str(run)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # a loaded machine may take minutes to start it
     while not (run / CHECKPOINT).exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert (run / CHECKPOINT).exists(), "the run wrote no checkpoint to be killed after"
     delay = random.Random(kill_seed).uniform(0.0, 1.0)
     time.sleep(delay)
     process.send_signal(signal.SIGKILL)
