@@ -32,8 +32,9 @@ class RunningNorm(nn.Module):
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
-        """Merge the statistics of `batch` [n, *shape] (population variance) into the running ones."""
-        x = batch.to(torch.float64).reshape(-1, *self.mean.shape)
+        """Merge the statistics of `batch` [n, *shape] (population variance, on any device) into
+        the running ones."""
+        x = batch.to(self.mean.device, torch.float64).reshape(-1, *self.mean.shape)
         n = x.shape[0]
         if n == 0:
             return

@@ -34,6 +34,7 @@ from xlvin.train.collect import (
     RolloutState,
     collect_rollout,
     make_vector_env,
+    policy_device,
     reset_envs,
 )
 from xlvin.train.env_state import env_state, restorable, restore_env_state
@@ -420,12 +421,14 @@ def train_ppo(
 @torch.no_grad()
 def relabel(rollout: Rollout, policy: ActorCritic) -> Rollout:
     """The same transitions with log pi_old and V_old recomputed under `policy` (one batched
-    forward), as if the current policy had collected them."""
+    forward on the policy's device; the rollout stays on the CPU), as if the current policy had
+    collected them."""
     T, N = rollout.actions.shape[:2]
-    logits, values = policy(rollout.obs.flatten(0, 1))
+    device = policy_device(policy)
+    logits, values = policy(rollout.obs.flatten(0, 1).to(device))
     logprobs = policy.action_distribution().log_prob(
-        logits[: T * N], rollout.actions.flatten(0, 1)).view(T, N)
-    return dataclasses.replace(rollout, logprobs=logprobs, values=values.view(T + 1, N))
+        logits[: T * N], rollout.actions.flatten(0, 1).to(device)).view(T, N)
+    return dataclasses.replace(rollout, logprobs=logprobs.cpu(), values=values.view(T + 1, N).cpu())
 
 
 def _resume(
