@@ -1,0 +1,398 @@
+"""Learning parity on Freeway: Stable-Baselines3's PPO at our Atari settings, beside our PPO seeds.
+
+    python -m benchmarks.parity.atari --seeds 3                                  # 1M transitions each
+    python -m benchmarks.parity.atari --seeds 1 --transitions 4096 --checkpoint-updates 2 \\
+        --runs /tmp/parity-smoke --out /tmp/parity-smoke                         # a smoke run
+    python -m benchmarks.parity.atari report                                     # rewrite the files
+
+SB3 2.9.2's `PPO("CnnPolicy")` trains on OUR training environment (`xlvin/FreewayTrain-v4` in
+SB3's `DummyVecEnv`: the same ALE settings and wrappers, no SB3 `AtariWrapper`), seeded as ours
+seeds it (env i reset with seed + i), at our Atari PPO settings (`SB3_SETTINGS`: 8 envs x 128
+steps, 4 epochs of 4 minibatches, clip 0.1, lr 2.5e-4 decaying linearly to 0 over the same
+number of updates as ours, entropy 0.01, GAE 0.95, gamma 0.99, gradient norm 0.5, Adam eps
+1e-5). The two losses differ where SB3 cannot express ours: our value loss is 1/2 MSE, clipped
+as max(unclipped, clipped) around the old values (ikostrikov's), SB3's is MSE, unclipped by
+default (its `clip_range_vf` clips the prediction alone, another loss): SB3 runs with vf_coef
+0.25 (= our 0.5 x 1/2) and no value clipping. SB3's policy is the same Nature CNN with shared
+features and the same orthogonal gains (sqrt 2, actor 0.01, critic 1, zero biases).
+
+Each seed trains in a fresh process (nice 10, torch with 1 thread, one at a time) in
+RUNS/seed<S>/. Every `--checkpoint-updates` updates it saves SB3's model (weights, Adam state,
+timestep count) and the log of the whole games that ended so far (unclipped score, the
+transition index at which each ended, the policy's entropy per update). A killed run resumes
+from its last checkpoint with the same learning-rate schedule, but NOT exactly: the emulators,
+frame stacks and games in progress are not saved (every env starts a fresh game, the partial
+games are lost), nor are the random streams (reseeded from the seed and the update count), nor
+the games that ended after the checkpoint (they are played again, differently). At the end SB3's
+weights are copied into our PPO network and OUR evaluator plays the greedy policy on the same
+10 evaluation games as `xlvin reproduce atari` (`xlvin/FreewayEval-v4`, seeds 1,000,000 on).
+
+OUT/atari.{json,md,png}: SB3's seeds beside our PPO seeds from results/atari-1m/atari.json,
+with the same statistics as `xlvin.experiments.atari` (the training curve in windows of 10
+updates, its area, the first update in which a training game scored, the final greedy score)
+and P(SB3's area > ours). Requires the `bench` extra (stable-baselines3); not part of the tests.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+GAME = "Freeway"
+OURS_FILE = ROOT / "results" / "atari-1m" / "atari.json"
+BUDGET = 1_000_000
+
+#: Our parameter names -> SB3's CnnPolicy's (shared features extractor), for the same tensors.
+SB3_NAMES = {
+    "encoder.convs.0": "features_extractor.cnn.0",
+    "encoder.convs.2": "features_extractor.cnn.2",
+    "encoder.convs.4": "features_extractor.cnn.4",
+    "encoder.linear": "features_extractor.linear.0",
+    "heads.actor": "action_net",
+    "heads.critic": "value_net",
+}
+
+
+def atari_ppo() -> dict[str, Any]:
+    """Our Atari PPO settings (`xlvin.experiments.atari.ATARI_PPO`)."""
+    from xlvin.experiments.atari import ATARI_PPO
+
+    return dict(ATARI_PPO)
+
+
+def sb3_settings(ours: dict[str, Any]) -> dict[str, Any]:
+    """SB3 PPO's arguments for our settings `ours` (the learning rate: `LinearToZero`)."""
+    return {
+        "n_steps": ours["num_steps"], "batch_size": ours["num_envs"] * ours["num_steps"]
+        // ours["num_minibatches"], "n_epochs": ours["update_epochs"], "gamma": ours["gamma"],
+        "gae_lambda": ours["gae_lambda"], "clip_range": ours["clip_coef"], "clip_range_vf": None,
+        "normalize_advantage": True, "ent_coef": ours["ent_coef"],
+        "vf_coef": ours["vf_coef"] / 2, "max_grad_norm": ours["max_grad_norm"],
+    }
+
+
+class LinearToZero:
+    """Our linear decay as SB3's schedule: SB3 calls it before update u (0-based) of N with
+    progress_remaining = 1 - (u + 1) / N, where we set lr (1 - u / N)."""
+
+    def __init__(self, lr: float, updates: int) -> None:
+        self.lr, self.updates = lr, updates
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.lr * min(1.0, progress_remaining + 1.0 / self.updates)
+
+
+def ours_from_sb3(sb3_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """SB3 CnnPolicy's state dict as our PPO network's (`SB3_NAMES`)."""
+    return {f"{ours}.{kind}": sb3_state[f"{theirs}.{kind}"]
+            for ours, theirs in SB3_NAMES.items() for kind in ("weight", "bias")}
+
+
+def copy_into_sb3(ours: torch.nn.Module, policy: torch.nn.Module) -> None:
+    """Our network's weights into SB3's policy, in place (its shared extractor's tensors)."""
+    with torch.no_grad():
+        for name, value in ours.state_dict().items():
+            prefix, kind = name.rsplit(".", 1)
+            policy.get_parameter(f"{SB3_NAMES[prefix]}.{kind}").copy_(value)
+
+
+def our_network(seed: int = 0) -> torch.nn.Module:
+    """Our PPO network for Freeway, as `xlvin reproduce atari` builds it, seeded."""
+    from xlvin.experiments.atari import Cell
+    from xlvin.train.run_config import agent_of
+    from xlvin.train.spaces import Spaces
+
+    torch.manual_seed(seed)
+    return agent_of(Cell(GAME, "ppo", seed).config(), Spaces((4, 84, 84), "image", 3))
+
+
+def make_envs(seed: int) -> Any:
+    """SB3's DummyVecEnv of our training environment, seeded as ours (env i: seed + i)."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    import xlvin.envs  # noqa: F401  (registers xlvin/<Game>Train-v4)
+    from xlvin.envs.atari import atari_train_id
+
+    envs = DummyVecEnv([lambda: gym.make(atari_train_id(GAME), disable_env_checker=True)]
+                       * atari_ppo()["num_envs"])
+    envs.seed(seed)
+    return envs
+
+
+def read_log(run: Path, timesteps: int) -> dict[str, list]:
+    """The run's log as of `timesteps` (games that ended after it are dropped)."""
+    path = run / "log.json"
+    if not path.is_file():
+        return {"games": [], "entropy": []}
+    log = json.loads(path.read_text())
+    return {"games": [g for g in log["games"] if g[0] <= timesteps],
+            "entropy": [e for e in log["entropy"] if e[0] <= timesteps]}
+
+
+def train(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> Any:
+    """Train (or resume) SB3's PPO in `run`; the trained model."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.utils import set_random_seed
+
+    ours = atari_ppo()
+    rollout = ours["num_envs"] * ours["num_steps"]
+    updates = max(1, transitions // rollout)  # as ours: PPOConfig.num_updates
+    schedule = LinearToZero(ours["lr"], updates)
+    envs = make_envs(seed)
+    checkpoint = run / "checkpoint.zip"
+    if checkpoint.is_file():
+        model = PPO.load(checkpoint, env=envs, device="cpu",
+                         custom_objects={"learning_rate": schedule, "lr_schedule": schedule})
+        model._last_obs = None  # the envs are fresh: every one starts a new game
+        resumed = seed * 100_003 + model.num_timesteps // rollout
+        set_random_seed(resumed)
+        envs.seed(resumed)
+    else:
+        model = PPO("CnnPolicy", envs, learning_rate=schedule, seed=seed, device="cpu",
+                    verbose=0, **sb3_settings(ours))
+    log = read_log(run, model.num_timesteps)
+
+    class Log(BaseCallback):
+        """Whole games with the transition at which they ended; entropy and checkpoints
+        between updates."""
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    log["games"].append([self.num_timesteps, float(info["episode"]["r"])])
+            return True
+
+        def _on_rollout_start(self) -> None:
+            entropy = self.model.logger.name_to_value.get("train/entropy_loss")
+            if entropy is not None and self.num_timesteps > 0:
+                log["entropy"].append([self.num_timesteps, -float(entropy)])
+            if self.num_timesteps and self.num_timesteps % (checkpoint_updates * rollout) == 0:
+                save(self.model)
+
+    def save(m: Any) -> None:
+        """The log first, then the model (a log ahead of its model is cut back by `read_log`)."""
+        (run / "log.tmp.json").write_text(json.dumps(log))
+        os.replace(run / "log.tmp.json", run / "log.json")
+        m.save(run / "checkpoint.tmp.zip")
+        os.replace(run / "checkpoint.tmp.zip", checkpoint)
+
+    left = updates * rollout - model.num_timesteps
+    if left > 0:
+        model.learn(left, callback=Log(), reset_num_timesteps=False)
+        entropy = model.logger.name_to_value.get("train/entropy_loss")  # the last update's
+        if entropy is not None:
+            log["entropy"].append([model.num_timesteps, -float(entropy)])
+        save(model)
+    return model
+
+
+def evaluate(model: Any) -> dict[str, Any]:
+    """SB3's final policy in our network, on our evaluation games (`run_cell`'s)."""
+    from xlvin.envs.atari import atari_eval_id
+    from xlvin.experiments.atari import EVAL_GAMES, EVAL_SEED
+    from xlvin.train.evaluation import evaluate_policy
+
+    agent = our_network()
+    agent.load_state_dict(ours_from_sb3(model.policy.state_dict()))
+    return evaluate_policy(agent, atari_eval_id(GAME), EVAL_GAMES, EVAL_SEED, num_envs=EVAL_GAMES)
+
+
+def rows_per_update(games: list[list[float]], timesteps: int, rollout: int) -> list[dict]:
+    """Our metrics rows (one per update: transitions, games so far, mean score of the games
+    that ended in it) from SB3's game log, for `xlvin.experiments.atari.training_curve`."""
+    rows, count, i = [], 0, 0
+    for end in range(rollout, timesteps + 1, rollout):
+        scores = []
+        while i < len(games) and games[i][0] <= end:
+            scores.append(games[i][1])
+            i += 1
+        count += len(scores)
+        row = {"charts/transitions": end, "charts/episodes": count}
+        if scores:
+            row["charts/episodic_return"] = float(np.mean(scores))
+        rows.append(row)
+    return rows
+
+
+def worker(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> None:
+    """Train and evaluate one seed in this process; RUN/result.json."""
+    from xlvin.experiments.atari import area_under_curve, first_score_at, training_curve
+    from xlvin.process import quiet_known_warnings
+
+    torch.set_num_threads(1)
+    quiet_known_warnings()
+    run.mkdir(parents=True, exist_ok=True)
+    start, cpu = time.perf_counter(), time.process_time()
+    model = train(seed, transitions, run, checkpoint_updates)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
+    rollout = model.n_steps * model.n_envs
+    log = read_log(run, model.num_timesteps)
+    rows = rows_per_update(log["games"], model.num_timesteps, rollout)
+    curve = training_curve(rows)
+    evaluation = evaluate(model)
+    result = {
+        "lib": "sb3", "seed": seed, "transitions": transitions,
+        "transitions_reached": model.num_timesteps, "curve": curve,
+        "auc": area_under_curve(curve, model.num_timesteps), "first_score_at": first_score_at(rows),
+        "games": len(log["games"]), "entropy": log["entropy"],
+        "final_eval": {k: evaluation[k] for k in ("mean", "std", "returns", "lengths")},
+        # of this call only (a resumed run counts the transitions since its checkpoint)
+        "train_seconds": seconds, "cpu_seconds": cpu_seconds,
+    }
+    (run / "result.json").write_text(json.dumps(result))
+
+
+def run_seed(seed: int, transitions: int, runs: Path, checkpoint_updates: int) -> dict[str, Any]:
+    """One seed in a fresh process (nice 10), unless its result is on file; its result."""
+    run = runs / f"seed{seed}"
+    if not (run / "result.json").is_file():
+        command = ["nice", "-n", "10", sys.executable, "-m", "benchmarks.parity.atari", "worker",
+                   "--seed", str(seed), "--transitions", str(transitions), "--runs", str(runs),
+                   "--checkpoint-updates", str(checkpoint_updates)]
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+        load = os.getloadavg()[0]
+        subprocess.run(command, check=True, cwd=ROOT, env=env)
+        result = json.loads((run / "result.json").read_text())
+        result.update(load_before=load, load_after=os.getloadavg()[0])
+        (run / "result.json").write_text(json.dumps(result))
+    result = json.loads((run / "result.json").read_text())
+    print(f"sb3 seed {seed}: {result['transitions_reached']:,} transitions, first point "
+          f"{result['first_score_at']}, AUC {result['auc']:.2f}, greedy "
+          f"{result['final_eval']['mean']:.1f}", flush=True)
+    return result
+
+
+def our_seeds() -> list[dict[str, Any]]:
+    """Our PPO cells on Freeway at 1,000,000 transitions (`xlvin reproduce atari`'s records)."""
+    cells = json.loads(OURS_FILE.read_text())["cells"]
+    return [c for c in cells if c["game"] == GAME and c["agent"] == "ppo"
+            and c["transitions"] == BUDGET]
+
+
+def over_seeds(values: list[float]) -> dict[str, float]:
+    from xlvin.stats import summarize
+
+    finite = [v for v in values if math.isfinite(v)]
+    return summarize(finite) if finite else {"n": 0}
+
+
+def estimate(summary: dict[str, float], digits: int) -> str:
+    from xlvin.stats import interval_text
+
+    if summary.get("n", 0) == 0:
+        return "-"
+    if summary["n"] == 1:
+        return f"{summary['iqm']:.{digits}f}"
+    return interval_text(summary["iqm"], summary["iqm_low"], summary["iqm_high"], digits)
+
+
+def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int, transitions: int) -> None:
+    """OUT/atari.{json,md,png}: SB3's seeds and ours, per seed and over seeds."""
+    from xlvin.stats import improvement_over, improvement_text
+
+    ours = our_seeds()
+    libs = {"xlvin PPO": ours, "SB3 PPO": sb3}
+    rows = {name: {"seeds": [r["seed"] for r in runs], "auc": over_seeds([r["auc"] for r in runs]),
+                   "final_eval": over_seeds([r["final_eval"]["mean"] for r in runs]),
+                   "seeds_scored": sum(r["first_score_at"] is not None for r in runs)}
+            for name, runs in libs.items() if runs}
+    a, b = [r["auc"] for r in sb3], [r["auc"] for r in ours]
+    over = improvement_over(a, b) if min(len(a), len(b)) >= 2 else None
+    settings = atari_ppo()
+    summary = {"game": GAME, "command": command, "seeds_planned": planned,
+               "transitions": transitions, "ours_file": str(OURS_FILE.relative_to(ROOT)),
+               "ours_settings": settings, "sb3_settings": sb3_settings(settings),
+               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+               "rows": rows, "sb3_auc_over_ours": over, "sb3": sb3, "ours": ours}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "atari.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+    lines = [f"# PPO on {GAME}: xlvin against Stable-Baselines3 at the same settings", "",
+             "Both train on our `xlvin/FreewayTrain-v4` at our Atari PPO settings "
+             "(benchmarks/parity/atari.py says what differs); AUC: the mean unclipped score of "
+             "the training games over the transitions trained (windows of 10 updates); "
+             "greedy: the final policy on our 10 evaluation games (seeds 1,000,000 on), played "
+             "by our evaluator; IQM over seeds [95 % bootstrap interval].", "",
+             "| library | seeds | AUC, IQM [95 % CI] | greedy, IQM [95 % CI] | seeds that scored |",
+             "|---|---|---|---|---|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {len(r['seeds'])} | {estimate(r['auc'], 2)} | "
+                     f"{estimate(r['final_eval'], 1)} | {r['seeds_scored']} of {len(r['seeds'])} |")
+    lines += ["", f"P(SB3's AUC > ours) over pairs of seeds: {improvement_text(over)}.", "",
+              "| library | seed | transitions | first training game with a point | AUC "
+              "| greedy score |", "|---|---|---|---|---|---|"]
+    for name, runs in libs.items():
+        for r in sorted(runs, key=lambda r: r["seed"]):
+            first = "never" if r["first_score_at"] is None else f"{r['first_score_at']:,}"
+            lines.append(f"| {name} | {r['seed']} | {r['transitions_reached']:,} | {first} | "
+                         f"{r['auc']:.2f} | {r['final_eval']['mean']:.1f} |")
+    if len(sb3) < planned:
+        lines += ["", f"**Unfinished:** {len(sb3)} of the {planned} SB3 seeds the command runs."]
+    lines += ["", f"Ours: `{summary['ours_file']}`; SB3's settings: "
+              f"`{json.dumps(summary['sb3_settings'])}`.", "", "Command:", "", "```", command,
+              "```", ""]
+    (out / "atari.md").write_text("\n".join(lines))
+    plot(libs, out / "atari.png")
+
+
+def plot(libs: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """Training score against transitions, one thin line per seed, one colour per library."""
+    from xlvin.experiments.figures import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, (name, runs) in enumerate(libs.items()):
+        for j, r in enumerate(runs):
+            if r["curve"]:
+                ax.plot(*zip(*r["curve"]), color=f"C{i}", linewidth=0.9, alpha=0.8,
+                        label=f"{name} ({len(runs)} seeds)" if j == 0 else None)
+    ax.set(xlabel="transitions", ylabel="average training game score (unclipped)", title=GAME)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", nargs="?", default="run", choices=("run", "worker", "report"))
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1")
+    parser.add_argument("--transitions", type=int, default=BUDGET)
+    parser.add_argument("--checkpoint-updates", type=int, default=50,
+                        help="save a checkpoint every N updates (of 1,024 transitions)")
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "parity-atari")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "parity")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.checkpoint_updates < 1:
+        parser.error("--checkpoint-updates must be >= 1")
+    if args.mode == "worker":
+        worker(args.seed, args.transitions, args.runs / f"seed{args.seed}", args.checkpoint_updates)
+        return
+    command = "python -m benchmarks.parity.atari " + shlex.join(
+        [a for a in sys.argv[1:] if a != "report"])
+    results = []
+    for seed in range(args.seeds):
+        if args.mode == "run":
+            results.append(run_seed(seed, args.transitions, args.runs, args.checkpoint_updates))
+        elif (args.runs / f"seed{seed}" / "result.json").is_file():
+            results.append(json.loads((args.runs / f"seed{seed}" / "result.json").read_text()))
+    report(results, args.out, command, args.seeds, args.transitions)
+
+
+if __name__ == "__main__":
+    main()
