@@ -1,9 +1,10 @@
 """Learning parity on Freeway: Stable-Baselines3's PPO at our Atari settings, beside our PPO seeds.
 
-    python -m benchmarks.parity.atari --seeds 3                                  # 1M transitions each
+    python -m benchmarks.parity.atari --seeds 3                   # 1M transitions each
     python -m benchmarks.parity.atari --seeds 1 --transitions 4096 --checkpoint-updates 2 \\
-        --runs /tmp/parity-smoke --out /tmp/parity-smoke                         # a smoke run
-    python -m benchmarks.parity.atari report                                     # rewrite the files
+        --runs /tmp/parity-smoke --out /tmp/parity-smoke          # a smoke run
+    python -m benchmarks.parity.atari report                      # rewrite the files
+    python -m benchmarks.parity.atari speed --transitions 20480   # training speed
 
 SB3 2.9.2's `PPO("CnnPolicy")` trains on OUR training environment (`xlvin/FreewayTrain-v4` in
 SB3's `DummyVecEnv`: the same ALE settings and wrappers, no SB3 `AtariWrapper`), seeded as ours
@@ -30,7 +31,10 @@ weights are copied into our PPO network and OUR evaluator plays the greedy polic
 OUT/atari.{json,md,png}: SB3's seeds beside our PPO seeds from results/atari-1m/atari.json,
 with the same statistics as `xlvin.experiments.atari` (the training curve in windows of 10
 updates, its area, the first update in which a training game scored, the final greedy score)
-and P(SB3's area > ours). Requires the `bench` extra (stable-baselines3); not part of the tests.
+and P(SB3's area > ours). `speed` trains each library (ours: `xlvin reproduce atari`'s PPO cell)
+for the transitions asked, seed 0, in a fresh process (nice 10, one after the other), without
+evaluating, and prints the wall-clock and CPU seconds of the training. Requires the `bench`
+extra (stable-baselines3); not part of the tests.
 """
 
 import argparse
@@ -275,6 +279,44 @@ def run_seed(seed: int, transitions: int, runs: Path, checkpoint_updates: int) -
     return result
 
 
+def speed_worker(lib: str, transitions: int) -> None:
+    """Train `lib`'s PPO for `transitions` in a scratch folder; print its seconds as JSON."""
+    import tempfile
+
+    from xlvin.experiments.atari import Cell
+    from xlvin.process import quiet_known_warnings
+    from xlvin.train.run import train_run
+
+    torch.set_num_threads(1)
+    quiet_known_warnings()
+    with tempfile.TemporaryDirectory() as tmp:
+        start, cpu = time.perf_counter(), time.process_time()
+        if lib == "sb3":
+            steps = train(0, transitions, Path(tmp), checkpoint_updates=transitions).num_timesteps
+        else:
+            _, summary = train_run(Cell(GAME, "ppo", 0, transitions).config(), Path(tmp) / "run",
+                                   progress=False, pretrain_progress=False)
+            steps = summary["ppo"]["env_steps"]
+        print(json.dumps({"lib": lib, "env_steps": steps,
+                          "wall_seconds": time.perf_counter() - start,
+                          "cpu_seconds": time.process_time() - cpu}))
+
+
+def speed(transitions: int) -> None:
+    """`speed_worker` of each library in a fresh process, one after the other (nice 10)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    for lib in ("xlvin", "sb3"):
+        load = os.getloadavg()[0]
+        out = subprocess.run(["nice", "-n", "10", sys.executable, "-m", "benchmarks.parity.atari",
+                              "speed-worker", "--lib", lib, "--transitions", str(transitions)],
+                             check=True, cwd=ROOT, env=env, capture_output=True, text=True).stdout
+        r = json.loads(out.splitlines()[-1])
+        print(f"{lib}: {r['env_steps']:,} env steps in {r['wall_seconds']:.0f} s "
+              f"({r['env_steps'] / r['wall_seconds']:.0f} steps/s wall, "
+              f"{r['env_steps'] / r['cpu_seconds']:.0f} per CPU second), load "
+              f"{load:.1f} -> {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def our_seeds() -> list[dict[str, Any]]:
     """Our PPO cells on Freeway at 1,000,000 transitions (`xlvin reproduce atari`'s records)."""
     cells = json.loads(OURS_FILE.read_text())["cells"]
@@ -299,7 +341,8 @@ def estimate(summary: dict[str, float], digits: int) -> str:
     return interval_text(summary["iqm"], summary["iqm_low"], summary["iqm_high"], digits)
 
 
-def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int, transitions: int) -> None:
+def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
+           transitions: int) -> None:
     """OUT/atari.{json,md,png}: SB3's seeds and ours, per seed and over seeds."""
     from xlvin.stats import improvement_over, improvement_text
 
@@ -369,7 +412,8 @@ def plot(libs: dict[str, list[dict[str, Any]]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", nargs="?", default="run", choices=("run", "worker", "report"))
+    parser.add_argument("mode", nargs="?", default="run",
+                        choices=("run", "worker", "report", "speed", "speed-worker"))
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1")
     parser.add_argument("--transitions", type=int, default=BUDGET)
     parser.add_argument("--checkpoint-updates", type=int, default=50,
@@ -377,11 +421,18 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "parity-atari")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "parity")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lib", choices=("xlvin", "sb3"), default="sb3")
     args = parser.parse_args()
     if args.checkpoint_updates < 1:
         parser.error("--checkpoint-updates must be >= 1")
     if args.mode == "worker":
         worker(args.seed, args.transitions, args.runs / f"seed{args.seed}", args.checkpoint_updates)
+        return
+    if args.mode in ("speed", "speed-worker"):
+        if args.mode == "speed":
+            speed(args.transitions)
+        else:
+            speed_worker(args.lib, args.transitions)
         return
     command = "python -m benchmarks.parity.atari " + shlex.join(
         [a for a in sys.argv[1:] if a != "report"])
