@@ -13,6 +13,7 @@ import json
 import pytest
 import torch
 
+from benchmarks.parity.atari import SB3_NAMES, LinearToZero, ours_from_sb3, rows_per_update
 from benchmarks.parity.atari_update import (
     FIXTURE,
     ORDER_SEED,
@@ -88,3 +89,30 @@ def test_one_update_matches_sb3s_on_the_same_data(sb3, accelerate: bool, monkeyp
         assert value.double().abs().sum().item() == pytest.approx(want["abs_sum"], rel=size), name
         assert value.flatten()[:len(want["head"])].tolist() == pytest.approx(
             want["head"], abs=head), name
+
+
+def test_sb3_schedule_is_ours() -> None:
+    """SB3 calls its schedule before update u of N with progress 1 - (u + 1) / N; `LinearToZero`
+    gives our lr (1 - u / N) there, as `xlvin.train.loop` sets it."""
+    n = 7
+    schedule = LinearToZero(2.5e-4, n)
+    assert [schedule(1 - (u + 1) / n) for u in range(n)] == pytest.approx(
+        [2.5e-4 * (1 - u / n) for u in range(n)], rel=1e-12)
+
+
+def test_sb3_games_land_in_the_update_they_ended_in() -> None:
+    """A game that ended at SB3's timestep t counts in the update whose rollout holds t."""
+    rows = rows_per_update([[100, 0.0], [1024, 2.0], [1025, 4.0], [3000, 6.0]], 3072, 1024)
+    assert [r["charts/transitions"] for r in rows] == [1024, 2048, 3072]
+    assert [r["charts/episodes"] for r in rows] == [2, 3, 4]
+    assert [r.get("charts/episodic_return") for r in rows] == [1.0, 4.0, 6.0]
+
+
+def test_weight_names_cover_our_network() -> None:
+    """Every tensor of our PPO network has its SB3 name, and back: a round trip is the identity."""
+    agent, _ = update_inputs()
+    ours = agent.state_dict()
+    theirs = {f"{SB3_NAMES[name.rsplit('.', 1)[0]]}.{name.rsplit('.', 1)[1]}": value
+              for name, value in ours.items()}
+    assert ours_from_sb3(theirs).keys() == ours.keys()
+    assert all(ours_from_sb3(theirs)[k] is v for k, v in ours.items())
