@@ -200,14 +200,6 @@ def read_observations(env: gym.Env) -> gym.Env:
         return FlatDict(env, dict_parts(str(env.spec.id if env.spec else "env"), space))
     return env
 
-    def action_distribution(self) -> ActionDistribution:
-        """The distribution a policy's action head parameterises for these actions."""
-        if self.action_kind == "box":
-            return DiagGaussian(self.action_low, self.action_high)
-        if self.action_kind == "multi_discrete":
-            return MultiCategorical(self.action_nvec)
-        return Categorical(self.num_actions)
-
 
 def action_fields(env_id: str, action_space: gym.Space) -> dict[str, Any]:
     """The action fields of `Spaces` for `action_space`, or one UserError saying what is
