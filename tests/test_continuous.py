@@ -11,6 +11,7 @@ import torch
 
 from xlvin import PPO, XLVIN, UserError
 from xlvin.accel.numpy_actor import make_actor
+from xlvin.accel.numpy_sampling import mode_actions, sample_actions
 from xlvin.nn.agent import PPOAgent
 from xlvin.nn.distributions import (
     Categorical,
@@ -99,17 +100,17 @@ def test_multi_categorical_matches_independent_categoricals() -> None:
     expected = sum(c.log_prob(actions[:, k]) for k, c in enumerate(parts))
     torch.testing.assert_close(dist.log_prob(logits, actions), expected, **TOL)
     torch.testing.assert_close(dist.entropy(logits), sum(c.entropy() for c in parts), **TOL)
-    sampled = dist.sample(logits.numpy(), dist.noise((16,), g))
+    sampled = sample_actions(dist, logits.numpy(), dist.noise((16,), g))
     assert sampled.shape == (16, 3) and sampled.dtype == np.int64
     assert all((sampled[:, k] >= 0).all() and (sampled[:, k] < n).all() for k, n in enumerate(nvec))
-    np.testing.assert_array_equal(dist.mode(logits.numpy()),
+    np.testing.assert_array_equal(mode_actions(dist, logits.numpy()),
                                   torch.stack([p.argmax(1) for p in logits.split(nvec, 1)], 1))
 
 
 def test_gaussian_samples_have_the_distributions_moments() -> None:
     dist = DiagGaussian((-9.0, -9.0), (9.0, 9.0))
     params = np.array([[1.0, -2.0, np.log(0.5), np.log(2.0)]], np.float32).repeat(20000, 0)
-    samples = dist.sample(params, dist.noise((20000,), torch.Generator().manual_seed(0)))
+    samples = sample_actions(dist, params, dist.noise((20000,), torch.Generator().manual_seed(0)))
     np.testing.assert_allclose(samples.mean(0), [1.0, -2.0], atol=0.05)
     np.testing.assert_allclose(samples.std(0), [0.5, 2.0], rtol=0.03)
 
@@ -134,7 +135,8 @@ def test_sde_law_is_the_gaussian_that_log_prob_reads() -> None:
     dist = policy.distribution
     mean, log_std = params[:, :1], params[:, 1:2]
     torch.testing.assert_close(log_std[:1].exp(), expected_std, **TOL)
-    samples = dist.sample(params.numpy(), dist.noise((20000,), torch.Generator().manual_seed(0)))
+    samples = sample_actions(dist, params.numpy(),
+                             dist.noise((20000,), torch.Generator().manual_seed(0)))
     np.testing.assert_allclose(samples.mean(0), mean[0].numpy(), atol=0.03 * expected_std.item())
     np.testing.assert_allclose(samples.std(0), expected_std[0].numpy(), rtol=0.03)
     actions = torch.from_numpy(samples[:64])
@@ -164,8 +166,8 @@ def test_sde_noise_is_held_for_sample_freq_steps_and_drives_the_rollout() -> Non
     assert params.shape == (8, 2, 2 + 16)
     redrawn = dist.noise((8, 2), torch.Generator().manual_seed(0))
     for t in range(8):
-        np.testing.assert_allclose(rollout.actions[t].numpy(), dist.sample(params[t], redrawn[t]),
-                                   **TOL)
+        np.testing.assert_allclose(rollout.actions[t].numpy(),
+                                   sample_actions(dist, params[t], redrawn[t]), **TOL)
 
 
 def test_separate_critic_keeps_the_value_loss_out_of_the_actor() -> None:

@@ -1,8 +1,10 @@
 """Accelerators: faster second routes to computations written readably elsewhere in the library.
 
-The boundary rule: everything in this package is optional. Each module speeds up one readable
-computation of another package (the model in `xlvin.nn`, the trainer in `xlvin.train`), computes
-the same values up to float rounding, and has a test that compares it with the readable version.
+The boundary rule: everything in this package is optional but the NumPy samplers, which acting
+always uses (so that actions are a function of the seed whichever actor ran). Each module speeds
+up one readable computation of another package (the model in `xlvin.nn`, the trainer in
+`xlvin.train`), computes the same values up to float rounding (the samplers: the same law), and
+has a test that compares it with the readable version.
 The model (`xlvin.nn`) never imports from here and never knows whether it is being
 accelerated; the trainer (`xlvin.train`) chooses an accelerator where it was measured faster
 (timings in benchmarks/notes.md), under `PPOConfig.accelerate` (on by default, CPU only).
@@ -10,6 +12,9 @@ accelerated; the trainer (`xlvin.train`) chooses an accelerator where it was mea
 Modules:
 - `numpy_actor`: a NumPy snapshot of a policy's weights for acting on CPU at small batches
   (collection and evaluation), equal to the policy's forward.
+- `numpy_sampling`: actions drawn in NumPy from a distribution's parameters and its noise, with
+  the law of the torch distributions of `xlvin.nn.distributions` (same probabilities; tested on
+  a grid of uniforms, not draw for draw).
 - `flat_adam`: Adam and gradient clipping over one flat parameter buffer, equal to
   `torch.optim.Adam` plus `clip_grad_norm_`.
 - `fused_ppo_loss`: the PPO loss as one autograd node with its gradient in closed form, equal to

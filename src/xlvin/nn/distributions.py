@@ -20,8 +20,9 @@ A policy (`xlvin.nn.policy.ActorCritic`) maps observations to distribution param
   N(mu, sum_l z_l^2 sigma_lj^2), which `log_prob` and `entropy` read.
 
 Training reads log-probabilities and entropies in torch (`log_prob`, `entropy`); acting samples in
-NumPy from noise drawn once per rollout from a torch.Generator (`noise`, `sample`), so the actions
-are a deterministic function of the seed whichever actor computed the parameters.
+NumPy (`xlvin.accel.numpy_sampling`, with the law of `log_prob`) from noise drawn once per rollout
+from a torch.Generator (`noise`), so the actions are a deterministic function of the seed
+whichever actor computed the parameters.
 """
 
 import math
@@ -29,17 +30,6 @@ import math
 import numpy as np
 import torch
 from torch import Tensor
-
-
-def sample_categorical(logits: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-    """Inverse-CDF sampling a ~ softmax(logits) with given uniforms: logits [B, A], uniform [B].
-
-    a = #{k : F(k) < u * F(A - 1)} with F the cumulative sum of exp(logits - max).
-    """
-    weights = np.exp(logits - np.maximum.reduce(logits, axis=-1, keepdims=True))
-    cdf = np.add.accumulate(weights, axis=-1)
-    actions = np.count_nonzero(cdf < uniform[:, None] * cdf[:, -1:], axis=-1)
-    return np.minimum(actions, logits.shape[-1] - 1)
 
 
 def categorical_entropy(logits: Tensor) -> Tensor:
@@ -69,12 +59,6 @@ class Categorical:
         """One uniform per action, float64."""
         return torch.rand(shape, generator=generator, dtype=torch.float64).numpy()
 
-    def sample(self, params: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        return sample_categorical(params, noise)
-
-    def mode(self, params: np.ndarray) -> np.ndarray:
-        return params.argmax(-1)
-
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         return actions
 
@@ -102,14 +86,6 @@ class MultiCategorical:
     def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> np.ndarray:
         return torch.rand((*shape, len(self.nvec)), generator=generator,
                           dtype=torch.float64).numpy()
-
-    def sample(self, params: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        parts = np.split(params, np.cumsum(self.nvec)[:-1], axis=-1)
-        return np.stack([sample_categorical(p, noise[:, k]) for k, p in enumerate(parts)], -1)
-
-    def mode(self, params: np.ndarray) -> np.ndarray:
-        parts = np.split(params, np.cumsum(self.nvec)[:-1], axis=-1)
-        return np.stack([p.argmax(-1) for p in parts], -1)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         return actions
@@ -145,13 +121,6 @@ class DiagGaussian:
     def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> np.ndarray:
         """Standard normal noise [*shape, d], float32."""
         return torch.randn((*shape, *self.action_shape), generator=generator).numpy()
-
-    def sample(self, params: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        mean, log_std = np.split(params, 2, axis=-1)
-        return (mean + np.exp(log_std) * noise).astype(np.float32)
-
-    def mode(self, params: np.ndarray) -> np.ndarray:
-        return np.split(params, 2, axis=-1)[0].astype(np.float32)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """The actions the env receives: clipped to its bounds."""
@@ -190,15 +159,6 @@ class StateDependentGaussian(DiagGaussian):
         every = self.sample_freq if self.sample_freq > 0 else steps
         draws = torch.randn((-(-steps // every), envs, *self.noise_shape), generator=generator)
         return draws.repeat_interleave(every, dim=0)[:steps].numpy()
-
-    def sample(self, params: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        """mu_j + sum_l (z_l sigma_lj) eps_lj: params [B, P], noise [B, L, d] -> [B, d]."""
-        d = self.action_shape[0]
-        scaled = params[:, 2 * d:].reshape(len(params), self.latent_dim, d)
-        return (params[:, :d] + (scaled * noise).sum(1)).astype(np.float32)
-
-    def mode(self, params: np.ndarray) -> np.ndarray:
-        return params[:, : self.action_shape[0]].astype(np.float32)
 
 
 ActionDistribution = Categorical | MultiCategorical | DiagGaussian

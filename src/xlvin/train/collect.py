@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with gymnasium)
 from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
+from xlvin.accel.numpy_sampling import sample_actions
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.spaces import read_observations
@@ -215,7 +216,7 @@ def collect_rollout(
     for t in range(T):
         valid[t] = ~autoreset
         logits[t], values[t] = actor(obs[t])
-        actions[t] = dist.sample(logits[t], noise[t])
+        actions[t] = sample_actions(dist, logits[t], noise[t])
         next_obs, reward, term, trunc, info = envs.step(dist.env_actions(actions[t]))
         obs[t + 1], rewards[t], terminated[t], truncated[t] = next_obs, reward, term, trunc
         autoreset = term | trunc

@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 
 from xlvin.accel.classic_control import make_array_steps
+from xlvin.accel.numpy_sampling import mode_actions, sample_actions
 from xlvin.errors import UserError
 from xlvin.nn.distributions import ActionDistribution, DiagGaussian
 from xlvin.nn.policy import ActorCritic
@@ -138,10 +139,10 @@ class Evaluator:
                     break
                 logits = actor(np.stack([observations[j] for j in active]))[0]
                 if deterministic:
-                    actions = dist.mode(logits)
+                    actions = mode_actions(dist, logits)
                 else:
-                    actions = dist.sample(logits, np.stack([episode_noise(dist, rngs[j])
-                                                            for j in active]))
+                    actions = sample_actions(dist, logits, np.stack([episode_noise(dist, rngs[j])
+                                                                     for j in active]))
                 obs, rewards, terminated, truncated = steps.step(active, dist.env_actions(actions))
                 for i, j in enumerate(active):
                     observations[j] = obs[i]
