@@ -2,7 +2,6 @@
 reads (a 2 GB file in under a second, at under 300 MB of RSS), a symbolic link inside a run
 directory is refused, and every result is written by a rename, its temporaries cleaned up."""
 
-import json
 import os
 import resource
 import time
@@ -10,46 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiny_runs import TINY, finished_cell, reproduce, unfinished_run
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.experiments import table1
 from xlvin.io.files import atomic_write_bytes, read_checked, remove_temporaries
 
-TINY = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "1", "--num-steps", "16",
-        "--total-steps", "64", "--checkpoint-every", "1", "--quiet"]
 TWO_GB = 2 << 30
-SUMMARY = {"ppo": {"progress": [{"updates": 1, "episodes": 10, "transitions": 300,
-                                 "eval_return": 50.0}], "episode_returns": [20.0]},
-           "ppo_episodes": 10, "ppo_transitions": 300, "transe_transitions": 0,
-           "wall_seconds": 1.0}
-
-
-def unfinished_run(root: Path) -> Path:
-    """A run stopped after its last checkpoint (its model and summary removed): resumable."""
-    run = root / "run"
-    assert main(["train", *TINY, "--out", str(run)]) == 0
-    (run / "summary.json").unlink()
-    (run / "model.safetensors").unlink()
-    return run
 
 
 def sparse(path: Path, size: int = TWO_GB, keep: bool = False) -> None:
     """Make `path` `size` bytes long without writing them (appended to its content if `keep`)."""
     with open(path, "r+b" if keep else "wb") as f:
         f.truncate(size + (path.stat().st_size if keep else 0))
-
-
-def finished_cell(root: Path) -> Path:
-    run_dir = table1.Cell("paper", "CartPole-v0", "ppo", 0).run_dir(root)
-    run_dir.mkdir(parents=True)
-    (run_dir / "summary.json").write_text(json.dumps(SUMMARY))
-    (run_dir / table1.EVAL_FILE).write_text(json.dumps({"mean": 40.0, "std": 0.0}))
-    return run_dir
-
-
-def reproduce(root: Path, results: Path) -> list[str]:
-    return ["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0", "--agents",
-            "ppo", "--seeds", "1", "--finished-only", "--runs", str(root), "--results", str(results)]
 
 
 @pytest.mark.parametrize("append", [False, True], ids=["sparse", "appended to a valid log"])
@@ -86,7 +58,7 @@ def test_reproduce_refuses_a_2gb_result_file_in_one_line(tmp_path: Path, capsys,
     sparse(run_dir / name)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    assert main(reproduce(tmp_path / "runs", tmp_path / "results")) == 2
+    assert reproduce(tmp_path / "runs", tmp_path / "results") == 2
     assert time.perf_counter() - start < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 * 1024
     lines = capsys.readouterr().err.strip().splitlines()  # the legacy cell's notice aside
@@ -115,7 +87,7 @@ def test_a_non_regular_result_file_in_a_cell_is_refused(tmp_path: Path, capsys, 
         os.mkfifo(target)
     else:
         target.mkdir()
-    assert main(reproduce(tmp_path / "runs", tmp_path / "results")) == 2  # a FIFO never blocks
+    assert reproduce(tmp_path / "runs", tmp_path / "results") == 2  # a FIFO never blocks
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after the legacy notice, if any
     assert err.startswith("xlvin: error: ") and "not a regular file" in err, err
 
@@ -133,7 +105,7 @@ def test_results_are_written_by_rename_and_stale_temporaries_removed(
     first); the next run removes what a killed writer left, never a live writer's file."""
     finished_cell(tmp_path / "runs")
     results = tmp_path / "results"
-    assert main(reproduce(tmp_path / "runs", results)) == 0
+    assert reproduce(tmp_path / "runs", results) == 0
     before = {p.name: p.read_bytes() for p in results.iterdir()}
     assert {"table1-paper.md", "table1-paper.json", "table1-paper.png"} <= set(before)
     stale = results / ".table1-ours.json.abc123.tmp"
@@ -148,7 +120,7 @@ def test_results_are_written_by_rename_and_stale_temporaries_removed(
     with monkeypatch.context() as patch:
         patch.setattr(os, "fsync", killed)
         with pytest.raises(Killed):
-            main(reproduce(tmp_path / "runs", results))
+            reproduce(tmp_path / "runs", results)
     assert {p.name: p.read_bytes() for p in results.iterdir()} == before  # stale one removed
 
 
@@ -161,7 +133,7 @@ def test_a_figure_killed_while_it_is_drawn_leaves_the_previous_one_whole(
 
     finished_cell(tmp_path / "runs")
     results = tmp_path / "results"
-    assert main(reproduce(tmp_path / "runs", results)) == 0
+    assert reproduce(tmp_path / "runs", results) == 0
     figure = results / "table1-paper.png"
     before = figure.read_bytes()
     draw = Figure.savefig
@@ -177,7 +149,7 @@ def test_a_figure_killed_while_it_is_drawn_leaves_the_previous_one_whole(
 
     monkeypatch.setattr(Figure, "savefig", killed_halfway)
     with pytest.raises(Killed):
-        main(reproduce(tmp_path / "runs", results))
+        reproduce(tmp_path / "runs", results)
     assert figure.read_bytes() == before
 
 

@@ -6,29 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiny_runs import EVAL, SUMMARY, finished_cell, reproduce
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.experiments import atari, maze, table1
-
-SUMMARY = {"ppo": {"progress": [{"updates": 1, "episodes": 10, "transitions": 300,
-                                 "eval_return": 50.0}], "episode_returns": [20.0]},
-           "ppo_episodes": 10, "ppo_transitions": 300, "transe_transitions": 0,
-           "wall_seconds": 1.0}
-EVAL = {"mean": 40.0, "std": 0.0}
-
-
-def finished_cell(root: Path) -> Path:
-    run_dir = table1.Cell("paper", "CartPole-v0", "ppo", 0).run_dir(root)
-    run_dir.mkdir(parents=True)
-    (run_dir / "summary.json").write_text(json.dumps(SUMMARY))
-    (run_dir / table1.EVAL_FILE).write_text(json.dumps(EVAL))
-    return run_dir
-
-
-def reproduce(root: Path, results: Path) -> int:
-    return main(["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0",
-                 "--agents", "ppo", "--seeds", "1", "--finished-only", "--runs", str(root),
-                 "--results", str(results)])
 
 
 def half(text: str) -> str:

@@ -9,21 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiny_runs import CELL, reproduce, tiny, unfinished_run
 from xlvin.cli import main
 from xlvin.experiments import table1
 from xlvin.io import digests
 from xlvin.io.digests import write_sealed
 from xlvin.io.run_dir import read_metrics
 
-TINY = ["--env", "CartPole-v0", "--agent", "ppo", "--num-envs", "1", "--num-steps", "16",
-        "--total-steps", "64", "--checkpoint-every", "1", "--quiet"]
+TINY = tiny("CartPole-v0")
 
 
 @pytest.fixture(scope="module")
 def cell_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished table-1 cell: trained (4 updates), its eval.json tied to its weights."""
     root = tmp_path_factory.mktemp("runs")
-    run_dir = table1.Cell("paper", "CartPole-v0", "ppo", 0).run_dir(root)
+    run_dir = CELL.run_dir(root)
     assert main(["train", *TINY, "--out", str(run_dir)]) == 0
     write_sealed(run_dir / table1.EVAL_FILE, {"mean": 89.62, "std": 3.5}, run_dir)
     return root
@@ -36,13 +36,7 @@ def copy_of(root: Path, dest: Path) -> Path:
             target.mkdir(parents=True, exist_ok=True)
         elif path.name != ".lock":
             target.write_bytes(path.read_bytes())
-    return table1.Cell("paper", "CartPole-v0", "ppo", 0).run_dir(dest)
-
-
-def reproduce(root: Path, results: Path) -> int:
-    return main(["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0",
-                 "--agents", "ppo", "--seeds", "1", "--finished-only", "--runs", str(root),
-                 "--results", str(results)])
+    return CELL.run_dir(dest)
 
 
 def test_a_sealed_cell_reads_back_its_numbers(cell_root: Path, tmp_path: Path) -> None:
@@ -69,16 +63,8 @@ def test_a_changed_digit_never_reaches_the_table(
     assert not (tmp_path / "results").exists()
 
 
-def unfinished(tmp_path: Path) -> Path:
-    run = tmp_path / "run"
-    assert main(["train", *TINY, "--out", str(run)]) == 0
-    (run / "summary.json").unlink()
-    (run / "model.safetensors").unlink()
-    return run
-
-
 def test_a_changed_digit_in_a_metrics_row_is_refused_on_resume(tmp_path: Path, capsys) -> None:
-    run = unfinished(tmp_path)
+    run = unfinished_run(tmp_path, "CartPole-v0")
     lines = (run / "metrics.jsonl").read_text().splitlines()
     row = json.loads(lines[1])
     row["charts/episodes"] += 300
@@ -109,7 +95,7 @@ def test_legacy_files_without_digests_are_read_with_one_notice(
     (run,) = json.loads((tmp_path / "results" / "table1-paper.json").read_text())["runs"]
     assert run["final_return"] == 89.62
 
-    run = unfinished(tmp_path / "resume")
+    run = unfinished_run(tmp_path / "resume", "CartPole-v0")
     rows = [{k: v for k, v in json.loads(line).items() if k != "sha256"}
             for line in (run / "metrics.jsonl").read_text().splitlines()]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from safetensors.torch import load_file, save_file
 
+from tests.tiny_runs import CELL, TINY
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.experiments import ray_reaper, table1
@@ -29,9 +30,6 @@ from xlvin.io.checkpoint import CHECKPOINT
 from xlvin.io.run_dir import claim_run_dir, read_metrics
 from xlvin.train.spaces import Spaces, env_spaces
 
-#: A PPO run of 4 updates on one env, a checkpoint after each: about a second.
-TINY = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "1", "--num-steps", "16",
-        "--total-steps", "64", "--checkpoint-every", "1", "--quiet"]
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
@@ -140,7 +138,7 @@ def test_a_run_directory_in_use_is_refused_and_left_alone(tmp_path: Path, capsys
         before = snapshot(tmp_path)
         assert main(["train", *TINY, "--out", str(run)]) == 2
         assert "in use by another xlvin process" in one_error_line(capsys)
-        cell = table1.Cell("paper", "CartPole-v0", "ppo", 0)
+        cell = CELL
         cell.run_dir(tmp_path / "cells").mkdir(parents=True)
         claimed_cell = python("import sys, time\nfrom xlvin.io.run_dir import claim_run_dir\n"
                               "with claim_run_dir(sys.argv[1]):\n    print('held', flush=True)\n"

@@ -1,0 +1,51 @@
+"""Runs and table-1 cells that the tests of run files share: a PPO run of 4 updates on one env
+with a checkpoint after each (about a second), one stopped after its last checkpoint, a finished
+cell written by hand, and the `xlvin reproduce` command that reads cells back."""
+
+import json
+from pathlib import Path
+
+from xlvin.cli import main
+from xlvin.experiments import table1
+
+
+def tiny(env: str = "CartPole-v1") -> list[str]:
+    """`xlvin train` flags of a PPO run of 4 updates on `env`, a checkpoint after each."""
+    return ["--env", env, "--agent", "ppo", "--num-envs", "1", "--num-steps", "16",
+            "--total-steps", "64", "--checkpoint-every", "1", "--quiet"]
+
+
+TINY = tiny()
+#: The table-1 cell the finished cells are written as (`xlvin reproduce` reads it back).
+CELL = table1.Cell("paper", "CartPole-v0", "ppo", 0)
+SUMMARY = {"ppo": {"progress": [{"updates": 1, "episodes": 10, "transitions": 300,
+                                 "eval_return": 50.0}], "episode_returns": [20.0]},
+           "ppo_episodes": 10, "ppo_transitions": 300, "transe_transitions": 0,
+           "wall_seconds": 1.0}
+EVAL = {"mean": 40.0, "std": 0.0}
+
+
+def unfinished_run(root: Path, env: str = "CartPole-v1") -> Path:
+    """A run stopped after its last checkpoint (its model and summary removed): resumable with
+    `tiny(env)`."""
+    run = root / "run"
+    assert main(["train", *tiny(env), "--out", str(run)]) == 0
+    (run / "summary.json").unlink()
+    (run / "model.safetensors").unlink()
+    return run
+
+
+def finished_cell(root: Path) -> Path:
+    """CELL's run directory under `root` with SUMMARY and EVAL (no weights, no digests)."""
+    run_dir = CELL.run_dir(root)
+    run_dir.mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps(SUMMARY))
+    (run_dir / table1.EVAL_FILE).write_text(json.dumps(EVAL))
+    return run_dir
+
+
+def reproduce(root: Path, results: Path) -> int:
+    """`xlvin reproduce` of CELL's finished run under `root`, results into `results`."""
+    return main(["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0",
+                 "--agents", "ppo", "--seeds", "1", "--finished-only", "--runs", str(root),
+                 "--results", str(results)])
