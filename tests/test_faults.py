@@ -529,6 +529,11 @@ BAD_INPUT = {
     "pretrain-executor out under a file": (
         ["pretrain-executor", "--graphs", "erdos_renyi", "--out", "{tmp}/a-file/x.safetensors"],
         "is not a directory"),
+    "pretrain-transe out exists": (["pretrain-transe", "CartPole-v0", "--out", "{tmp}/a-file"],
+                                   "a-file exists; pass --force to overwrite it"),
+    "pretrain-transe out is a folder": (
+        ["pretrain-transe", "CartPole-v0", "--out", "{tmp}", "--force"],
+        "is a directory; name the TransE file"),
     "evaluate seed -1": (["evaluate", "{run}", "--seed", "-1"], "--seed must be in"),
     "sweep address that does not answer": (
         ["sweep", "table1", "--seeds", "1", "--envs", "CartPole-v0", "--agents", "ppo",

@@ -4,16 +4,14 @@ import argparse
 import dataclasses
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xlvin.commands.pretrained_files import add_file_options, check_out, verified
 from xlvin.config import add_options, from_args, parse_bool
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta
-from xlvin.io.run_dir import check_creatable
 from xlvin.process import set_threads
-from xlvin.pretrain import shipped
 from xlvin.pretrain.executor import (
     GRAPH_FAMILIES,
     MAZE_SIZES,
@@ -57,34 +55,6 @@ def check_mdps_fit(states: int, actions: int, count: int) -> None:
         )
 
 
-def verify_shipped(
-    kind: str, names: list[str], remake: Callable[[dict[str, Any], Path], None]
-) -> None:
-    """Re-create the shipped files of `kind` that `names` name (none: all), one line each with
-    the seconds it took; a UserError if any differs from its manifest."""
-    rows = shipped.verify(shipped.entries(kind, names), remake)
-    for entry, seconds, problem in rows:
-        print(f"{entry['file']} ({entry['name']}): {problem or 'bit-identical tensors'}, "
-              f"re-created in {seconds:.0f} s", flush=True)
-    bad = [entry["file"] for entry, _, problem in rows if problem]
-    if bad:
-        raise UserError(f"{len(bad)} of {len(rows)} shipped {kind} files differ: {', '.join(bad)}")
-
-
-def verified(
-    args: argparse.Namespace, kind: str, remake: Callable[[dict[str, Any], Path], None],
-    needs: dict[str, Any],
-) -> bool:
-    """With --verify, verify the shipped files of `kind` (`verify_shipped`) and say True; else
-    check that every argument of `needs` (its name -> its value) is given and say False."""
-    if args.verify is not None:
-        verify_shipped(kind, args.verify, remake)
-        return True
-    if any(value is None for value in needs.values()):
-        raise UserError(f"pretrain-{kind.lower()} needs {' and '.join(needs)} (or --verify)")
-    return False
-
-
 def _remake(entry: dict[str, Any], out: Path) -> None:
     """Re-create a shipped executor from its manifest entry."""
     fields = {f.name for f in dataclasses.fields(ExecutorConfig)}
@@ -96,12 +66,7 @@ def _pretrain(args: argparse.Namespace) -> None:
     if verified(args, "executor", _remake, {"--graphs": args.graphs, "--out": args.out}):
         return
     check_threads(args.threads)
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise UserError(f"{out} exists; pass --force to overwrite it")
-    if out.is_dir():
-        raise UserError(f"--out {out} is a directory; name the executor file")
-    check_creatable(out)
+    out = check_out(args, "executor")
     if args.eval_count < 1:
         raise UserError(f"--eval-count must be >= 1, got {args.eval_count}")
     cfg = from_args(ExecutorConfig, args, ExecutorConfig(family=args.graphs))
@@ -169,13 +134,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--graphs", choices=families,
                    help="graph family to train on (maze: the training mazes' MDPs); required "
                    "without --verify")
-    p.add_argument("--out", metavar="FILE.safetensors",
-                   help="where to write the executor; required without --verify")
-    p.add_argument("--verify", nargs="*", metavar="NAME",
-                   help="re-create the shipped executors NAME (default executor names; none: "
-                   "all of them) in reproducible mode and compare their tensors' SHA-256 with "
-                   "the manifest's, printing the seconds each took")
-    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    add_file_options(p, "executor", names="default executor names; ")
     p.add_argument("--eval-count", type=int, default=40, metavar="N",
                    help="held-out graphs evaluated after training (default: 40)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
