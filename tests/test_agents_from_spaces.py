@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.bright_channel import BrightChannel
 from xlvin.cli import main
 from xlvin.io.executor_file import load_executor
 from xlvin.nn.encoders import MLPEncoder, NatureCNN, SmallCNN
@@ -21,28 +22,12 @@ from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
 from xlvin.train.spaces import Spaces
 
 
-class ImageEnv(gym.Env):
+class ImageEnv(BrightChannel):
     """uint8 images [2, S, S]; the reward is 1 when the action names the brighter channel."""
 
     def __init__(self, size: int = 36) -> None:
         self.observation_space = gym.spaces.Box(0, 255, shape=(2, size, size), dtype=np.uint8)
         self.action_space = gym.spaces.Discrete(3)
-
-    def _obs(self):
-        self.bright = int(self.np_random.integers(0, 2))
-        obs = np.zeros(self.observation_space.shape, dtype=np.uint8)
-        obs[self.bright] = 200
-        return obs
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        reward = float(action == self.bright)
-        self.t += 1
-        return self._obs(), reward, False, self.t >= 8, {}
 
 
 for env_id, size in (("XlvinTest/Image36-v0", 36), ("XlvinTest/Image8-v0", 8),

@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.bright_channel import BrightChannel
 from xlvin import PPO, XLVIN, ATreeC, Model, UserError
 from xlvin.api import REPEATED_FLAGS
 from xlvin.cli import build_parser, main
@@ -24,28 +25,13 @@ TINY_FLAGS = ["--num-envs", "2", "--num-steps", "16", "--transe-episodes", "4",
               "--transe-epochs", "1", "--quiet"]
 
 
-class ChannelsLast(gym.Env):
+class ChannelsLast(BrightChannel):
     """uint8 images [36, 44, 3] (channels last, as SB3's envs give them, and not square);
     reward 1 when the action names the bright channel."""
 
     observation_space = gym.spaces.Box(0, 255, (36, 44, 3), np.uint8)
     action_space = gym.spaces.Discrete(3)
-
-    def _obs(self) -> np.ndarray:
-        self.bright = int(self.np_random.integers(0, 3))
-        obs = np.zeros((36, 44, 3), np.uint8)
-        obs[..., self.bright] = 200
-        return obs
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        reward = float(action == self.bright)
-        self.t += 1
-        return self._obs(), reward, False, self.t >= 8, {}
+    channel_axis = -1
 
 
 def test_every_train_flag_is_a_keyword_argument_of_the_same_name(tmp_path: Path) -> None:
