@@ -12,7 +12,8 @@ Supported: `PPOAgent` and `XLVINAgent` with an `MLPEncoder` (for `PPOAgent` also
 gSDE's too), float32 weights (float64 normalisation
 statistics) on the CPU (XLVIN at
 any depth, either aggregation, ReLU or linear messages, with or without LayerNorm or the node
-and chi projections; the full tree only, not `prune` nor the `zero_chi` ablation). `make_actor`
+and chi projections; the full tree over Discrete actions only, not `prune`, a sampled
+`expansion` nor the `zero_chi` ablation). `make_actor`
 returns None for any other policy; the caller then uses the policy itself.
 """
 
@@ -50,7 +51,8 @@ def make_actor(policy: nn.Module) -> Actor | None:
             policy.critic_encoder is None or _mlp(policy.critic_encoder)):
         return PPOActor(policy)
     if (type(policy) is XLVINAgent and type(policy.encoder) is MLPEncoder
-            and not policy.prune and not policy.zero_chi):
+            and not policy.prune and not policy.zero_chi and policy.expansion is None
+            and not policy.transition.nvec):
         return XLVINActor(policy)
     return None
 

@@ -10,10 +10,11 @@ from xlvin.nn.distributions import (
     StateDependentGaussian,
 )
 from xlvin.nn.executor import MessagePassing
+from xlvin.nn.expansion import LEARNED, Expansion, expand_sampled_tree
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transe import energy, transe_objective, weighted_transe_loss
-from xlvin.nn.transition import TransitionModel
+from xlvin.nn.transition import TransitionModel, joint_actions, one_hots
 from xlvin.nn.tree import (
     execute_levels,
     execute_tree,
@@ -114,6 +115,13 @@ class XLVINAgent(ActorCritic):
     suggests it): cross-entropy from pi(.|s) to it at the roots, both detached, added to PPO's
     loss with weight `DISTILLATION_WEIGHT`.
 
+    Joint actions of several factors (a MultiDiscrete, or a Box binned per dimension: the
+    `transition` takes factors `nvec`, `distribution` is their factorised categorical) read as
+    the concatenation of their factors' one-hots, in the transition's input and in the edge
+    features. `expansion` (ours, `xlvin.nn.expansion`) grows a tree in which every node, the
+    roots included, expands N sampled joint actions instead of all of them; its learned methods
+    read the rollout policy, distilled as above (per factor).
+
     `world_model` (the paper's appendix "world models" variant, figure 10) replaces the TransE
     term by a VAE's (`xlvin.nn.vae.VAEWorldModel`: reconstruction + KL, the embedding h_s its
     posterior mean) and trains the transition model, ours, to predict the next state's embedding:
@@ -139,9 +147,14 @@ class XLVINAgent(ActorCritic):
         transe_negatives: str = "states",
         zero_chi: bool = False,
         world_model: VAEWorldModel | None = None,
+        distribution: ActionDistribution | None = None,
+        expansion: Expansion | None = None,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
+        self.distribution = distribution or Categorical(num_actions)
+        self.factors = transition.nvec or (transition.num_actions,)
+        self.expansion = expansion
         self.depth = depth
         self.zero_chi = zero_chi
         self.prune = prune
@@ -157,14 +170,24 @@ class XLVINAgent(ActorCritic):
             else nn.Linear(embedding_dim, hidden)
         )
         self.chi_projection = nn.Linear(hidden, hidden) if projections else None
-        self.edge_projection = nn.Linear(num_actions + 1, hidden)
+        self.edge_projection = nn.Linear(transition.action_width + 1, hidden)
         self.heads = ActorCriticHeads(embedding_dim + hidden, num_actions)
-        self.rollout_policy = nn.Linear(embedding_dim, num_actions) if prune else None
+        learned = expansion is not None and expansion.method in LEARNED
+        self.rollout_policy = nn.Linear(embedding_dim, num_actions) if prune or learned else None
         self.world_model = world_model  # None: a plain attribute, no weights (TransE's keys kept)
         # [one-hot(a), gamma] of every action (not saved: a function of the constructor's
-        # arguments)
-        edge_input = torch.cat([torch.eye(num_actions), torch.full((num_actions, 1), gamma)], 1)
-        self.register_buffer("edge_input", edge_input, persistent=False)
+        # arguments); none with a sampled expansion, which embeds the actions it draws
+        actions = (torch.zeros(0, transition.action_width) if expansion is not None
+                   else one_hots(joint_actions(transition.nvec), transition.nvec)
+                   if transition.nvec else torch.eye(transition.num_actions))
+        self.register_buffer("edge_input", self.with_gamma(actions), persistent=False)
+
+    def action_distribution(self) -> ActionDistribution:
+        return self.distribution
+
+    def with_gamma(self, one_hot: torch.Tensor) -> torch.Tensor:
+        """[one-hot(a), gamma] [N, width + 1] of actions' one-hots [N, width]."""
+        return torch.cat([one_hot, one_hot.new_full((len(one_hot), 1), self.gamma)], 1)
 
     def edge_features(self) -> torch.Tensor:
         """The embedded edge feature of every action, e_a = Linear([one-hot(a), gamma]): [A, H]."""
@@ -176,7 +199,9 @@ class XLVINAgent(ActorCritic):
         zeros [B, H] with `zero_chi`."""
         if self.zero_chi:
             return h.new_zeros(h.shape[0], self.edge_projection.out_features)
-        if self.rollout_policy is None:
+        if self.expansion is not None:
+            chi = self.plan_sampled(h, self.expansion)
+        elif self.rollout_policy is None:
             chi = self.plan_full(h)
         else:
             chi = self.plan_pruned(h, self.rollout_policy)
@@ -200,15 +225,28 @@ class XLVINAgent(ActorCritic):
         edges = self.edge_features()  # [A, H]
         return execute_levels(self.processor, levels, [edges[a] for a in actions], self.depth)
 
+    def plan_sampled(self, h: torch.Tensor, expansion: Expansion) -> torch.Tensor:
+        """The executor's chi [B, H] over a tree that expands N sampled joint actions per node
+        (`xlvin.nn.expansion`), each edge embedded from its action's one-hots and gamma."""
+        levels, actions = expand_sampled_tree(h, self.transition, expansion, self.rollout_policy,
+                                              self.depth)
+        if self.node_projection is not None:
+            levels = [self.node_projection(level) for level in levels]
+        edges = [self.edge_projection(self.with_gamma(one_hots(a, self.factors).to(h.dtype)))
+                 for a in actions]
+        return execute_levels(self.processor, levels, edges, self.depth)
+
     def distillation_loss(self, h: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
-        """{"distillation": weight * CE(pi(.|s), rollout policy(h_s))} for a pruned tree, both
-        sides detached (the rollout policy learns, nothing else); {} for the full tree."""
+        """{"distillation": weight * CE(pi(.|s), rollout policy(h_s))} with a rollout policy
+        (a pruned tree, a learned expansion), both sides detached (the rollout policy learns,
+        nothing else), summed over the factors of a joint action; {} without one."""
         if self.rollout_policy is None:
             return {}
-        target = torch.softmax(logits.detach(), dim=-1)  # [B, A]
-        log_rollout = torch.log_softmax(self.rollout_policy(h.detach()), dim=-1)  # [B, A]
-        loss = -(target * log_rollout).sum(-1).mean()
-        return {"distillation": DISTILLATION_WEIGHT * loss}
+        parts = zip(logits.detach().split(self.factors, dim=-1),
+                    self.rollout_policy(h.detach()).split(self.factors, dim=-1))  # [B, n_j] each
+        loss = sum(-(torch.softmax(target, -1) * torch.log_softmax(rollout, -1)).sum(-1)
+                   for target, rollout in parts)
+        return {"distillation": DISTILLATION_WEIGHT * loss.mean()}
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A], values [B] of A(h_s, chi_s), V(h_s, chi_s) (step 5)."""

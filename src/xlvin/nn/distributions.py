@@ -6,6 +6,9 @@ A policy (`xlvin.nn.policy.ActorCritic`) maps observations to distribution param
 - `Categorical(n)`, Discrete(n): P = n logits.
 - `MultiCategorical(nvec)`, MultiDiscrete(nvec): P = sum(nvec) logits, one independent
   categorical per component (a factorised categorical); log pi(a) = sum_k log pi_k(a_k).
+- `BinnedCategorical(low, high, bins)`, a Box of d dims binned into B bins per dimension
+  (Tang and Agrawal, 2020; the paper's section 3.2 "Discussion"): a `MultiCategorical` over d
+  components of B, the env receiving each bin's centre (`env_actions`).
 - `DiagGaussian(low, high)`, Box of d dims: P = 2d, the mean mu and the log standard deviation
   log sigma (state-independent: a trainable vector, `xlvin.nn.heads.ActorCriticHeads`);
   log pi(a) = -sum_j ((a_j - mu_j)^2 / (2 sigma_j^2) + log sigma_j + log(2 pi) / 2). The
@@ -91,6 +94,21 @@ class MultiCategorical:
         return actions
 
 
+class BinnedCategorical(MultiCategorical):
+    """Box(low, high) of d dims, each binned into `bins` B: actions [B, d] int64, bin k_j of
+    dimension j, from d x B logits; the env receives low + (high - low) k / (B - 1)."""
+
+    def __init__(self, low: tuple[float, ...], high: tuple[float, ...], bins: int) -> None:
+        super().__init__((bins,) * len(low))
+        self.low = np.asarray(low, dtype=np.float32)
+        self.high = np.asarray(high, dtype=np.float32)
+        self.bins = bins
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """The bins' centres [B, d] float32, from low (bin 0) to high (bin B - 1)."""
+        return (self.low + (self.high - self.low) * (actions / (self.bins - 1))).astype(np.float32)
+
+
 class DiagGaussian:
     """Box(low, high) of d dims: actions [B, d] float32 ~ N(mu, diag(sigma^2)) from [mu, log sigma]."""
 
@@ -161,4 +179,4 @@ class StateDependentGaussian(DiagGaussian):
         return draws.repeat_interleave(every, dim=0)[:steps].numpy()
 
 
-ActionDistribution = Categorical | MultiCategorical | DiagGaussian
+ActionDistribution = Categorical | MultiCategorical | BinnedCategorical | DiagGaussian

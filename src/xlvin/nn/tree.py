@@ -58,8 +58,8 @@ def expand_projected_tree(
     for a pixel embedding, k = 512, F = 64, H = 50). Returns levels [B * A^d, H] in the
     `expand_tree` layout.
     """
-    k, num_actions = transition.embedding_dim, transition.num_actions
-    w_state, w_action = transition.first.weight.split([k, num_actions], dim=1)  # [F, k], [F, A]
+    num_actions = transition.num_actions
+    w_state, w_action = transition.action_weights()  # [F, k], [A, F]
     *hidden_layers, out_layer = transition.rest  # T = out_layer(r), r the last hidden layer
     # s and p of a translation T = W3 r + b3, as affine maps of r: [F, F] and [H, F]
     state_weight, state_bias = w_state @ out_layer.weight, w_state @ out_layer.bias
@@ -70,7 +70,7 @@ def expand_projected_tree(
     levels = [projection(h)]  # p(h) [B, H]
     for d in range(depth):
         n = state.shape[0]
-        r = (state[:, None] + w_action.T).flatten(0, 1)  # first layer of every child [n A, F]
+        r = (state[:, None] + w_action).flatten(0, 1)  # first layer of every child [n A, F]
         for layer in hidden_layers:  # ReLU, Linear, LayerNorm, ReLU
             r = layer(r)
         proj_delta = F.linear(r, proj_weight, proj_bias).view(n, num_actions, -1)  # [n, A, H]

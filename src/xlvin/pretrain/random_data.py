@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from xlvin.nn.distributions import BinnedCategorical
 from xlvin.nn.policy import TransitionBatch
 from xlvin.train.progress import Progress
 from xlvin.train.spaces import read_observations
@@ -15,6 +16,7 @@ from xlvin.train.spaces import read_observations
 def random_transitions(
     env_id: str, episodes: int, seed: int, max_transitions: int | None = None,
     env_kwargs: dict[str, Any] | None = None, progress: bool = False, position: int = 0,
+    action_bins: int = 0,
 ) -> TransitionBatch:
     """Run up to `episodes` episodes with uniformly random actions in `gym.make(env_id,
     **env_kwargs)` (as the agent reads it: `read_observations`) and return every (s, a, s'),
@@ -25,9 +27,17 @@ def random_transitions(
     The environment is reset by hand between episodes, so a terminal step is paired with its
     true final observation and never with the next episode's reset observation (the autoreset
     bug of public TransE code). Episode i is reset with seed `seed + i`.
+
+    `action_bins` B > 0 (Box actions binned per dimension): the actions are bins drawn uniformly
+    per dimension, [d] each, and the env receives their centres (`BinnedCategorical`).
     """
     env = read_observations(gym.make(env_id, **(env_kwargs or {})))
-    env.action_space.seed(seed)
+    space = env.action_space
+    if action_bins:
+        space = gym.spaces.MultiDiscrete([action_bins] * env.action_space.shape[0])
+        binned = BinnedCategorical(tuple(env.action_space.low), tuple(env.action_space.high),
+                                   action_bins)
+    space.seed(seed)
     obs_list, action_list, next_list = [], [], []
     limit = max_transitions if max_transitions is not None else float("inf")
     with Progress("collecting TransE data", episodes, "episode", progress, position) as bar:
@@ -37,8 +47,9 @@ def random_transitions(
             obs, _ = env.reset(seed=seed + episode)
             done = False
             while not done and len(obs_list) < limit:
-                action = env.action_space.sample()
-                next_obs, _, terminated, truncated, _ = env.step(action)
+                action = space.sample()
+                taken = binned.env_actions(action[None])[0] if action_bins else action
+                next_obs, _, terminated, truncated, _ = env.step(taken)
                 obs_list.append(obs)
                 action_list.append(action)
                 next_list.append(next_obs)

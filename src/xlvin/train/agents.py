@@ -45,6 +45,7 @@ from xlvin.nn.encoders import (
 )
 from xlvin.nn.distributions import StateDependentGaussian
 from xlvin.nn.executor import MessagePassing
+from xlvin.nn.expansion import Expansion
 from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic
@@ -80,6 +81,9 @@ class Architecture:
     sde_sample_freq: int | None = None  # Box actions with gSDE: steps per noise matrix (None: no gSDE)
     separate_critic: bool = False  # PPO: the critic has its own encoder
     activation: str = "relu"  # the MLP encoder's hidden activations
+    action_bins: int = 0  # Box actions binned per dimension (0: a Gaussian)
+    expansion: str = "all"  # XLVIN: the actions a tree node expands (xlvin.nn.expansion)
+    expand: int = 0  # the joint actions a sampled expansion draws per node
 
 
 AgentBuilder = Callable[[Architecture, Spaces, MessagePassing | None], ActorCritic]
@@ -96,6 +100,7 @@ class AgentSpec:
     min_depth: int = 0
     prune: bool = False  # accepts --prune
     any_actions: bool = False  # MultiDiscrete and Box actions too (else Discrete only)
+    expands: bool = False  # accepts --expansion and --expand (Box actions binned by default)
     transe: bool = False  # has `encoder` and `transition` pre-trained by TransE (--pretrain-transe)
     maze_only: bool = False  # plans on a maze's grid
 
@@ -296,6 +301,19 @@ register_encoder("dict", _dict_encoder)
 register_encoder("maze", lambda a, s: MazeCNN(s.obs_shape[0], a.hidden, a.embedding_dim))
 
 
+def transition_actions(arch: Architecture, spaces: Spaces) -> int | tuple[int, ...]:
+    """What a transition model of `arch` takes (`TransitionModel`): Discrete(A)'s A, or the
+    factors of a joint action (MultiDiscrete, or Box actions binned per dimension)."""
+    if spaces.action_kind == "discrete":
+        return spaces.num_actions
+    return spaces.action_factors(arch.action_bins)
+
+
+def head_width(arch: Architecture, spaces: Spaces) -> int:
+    """The actor head's logits (or a Gaussian's means) for `spaces` as `arch` reads them."""
+    return sum(spaces.action_factors(arch.action_bins)) if arch.action_bins else spaces.num_actions
+
+
 # The built-in agents, registered as a user's would be.
 def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:
     """The paper's PPO baseline; with `ppo_transe`, a transition model trained only by TransE.
@@ -303,15 +321,15 @@ def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorC
     for Box actions with `arch.sde_sample_freq`; with `arch.separate_critic`, the critic gets an
     encoder of its own."""
     encoder = build_encoder(arch, spaces)
-    k, actions = arch.embedding_dim, spaces.num_actions
+    k, actions = arch.embedding_dim, transition_actions(arch, spaces)
     transition = TransitionModel(k, actions, arch.hidden) if arch.ppo_transe else None
     critic = build_encoder(arch, spaces) if arch.separate_critic else None
-    distribution = spaces.action_distribution()
+    distribution = spaces.action_distribution(arch.action_bins)
     if arch.sde_sample_freq is not None:
         distribution = StateDependentGaussian(spaces.action_low, spaces.action_high, k,
                                               arch.sde_sample_freq)
-    return PPOAgent(encoder, k, actions, transition, arch.transe_weight, arch.transe_negatives,
-                    distribution, arch.log_std_init, critic)
+    return PPOAgent(encoder, k, head_width(arch, spaces), transition, arch.transe_weight,
+                    arch.transe_negatives, distribution, arch.log_std_init, critic)
 
 
 def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None) -> ActorCritic:
@@ -320,16 +338,19 @@ def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None)
     if arch.executor_aggregation:  # run it otherwise than it was pre-trained
         processor.aggregation = arch.executor_aggregation
     encoder = build_encoder(arch, spaces)
-    k, actions = arch.embedding_dim, spaces.num_actions
-    transition = TransitionModel(k, actions, arch.hidden)
+    k = arch.embedding_dim
+    transition = TransitionModel(k, transition_actions(arch, spaces), arch.hidden)
+    expansion = None if arch.expansion == "all" else Expansion(
+        arch.expansion, arch.expand, spaces.action_factors(arch.action_bins))
     world_model = None
     if arch.transition_loss == "vae":  # built last: TransE agents draw their weights as before
         world_model = VAEWorldModel(k, spaces.image_shape[0], spaces.image_shape[1:])
     return XLVINAgent(
-        encoder, k, actions, transition, processor,
+        encoder, k, head_width(arch, spaces), transition, processor,
         depth=arch.depth, gamma=arch.gamma, transe_weight=arch.transe_weight,
         projections=arch.executor_projections, prune=arch.prune,
         transe_negatives=arch.transe_negatives, zero_chi=arch.zero_chi, world_model=world_model,
+        distribution=spaces.action_distribution(arch.action_bins), expansion=expansion,
     )
 
 
@@ -351,7 +372,8 @@ def _maze_planner(readout: str | None) -> AgentBuilder:
     return build
 
 
-register_agent("xlvin", _xlvin, executor=True, tree=True, prune=True, transe=True)
+register_agent("xlvin", _xlvin, executor=True, tree=True, prune=True, transe=True,
+               any_actions=True, expands=True)
 register_agent("ppo", _ppo, any_actions=True)
 register_agent("atreec", _atreec, tree=True, min_depth=1)
 register_agent("vin", _maze_planner("slice"), maze_only=True)
@@ -364,5 +386,6 @@ def transe_pair(arch: Architecture, spaces: Spaces) -> nn.ModuleDict:
     """A fresh encoder and transition model of `arch`, as TransE files hold them."""
     return nn.ModuleDict({
         "encoder": build_encoder(arch, spaces),
-        "transition": TransitionModel(arch.embedding_dim, spaces.num_actions, arch.hidden),
+        "transition": TransitionModel(arch.embedding_dim, transition_actions(arch, spaces),
+                                      arch.hidden),
     })

@@ -56,6 +56,7 @@ from xlvin.train.protocols import LowData
 from xlvin.train.run_config import (
     RunConfig,
     TrainConfig,
+    action_bins,
     check_run,
     made_env,
     on_cpu,
@@ -154,7 +155,7 @@ def shared_transe_file(
         return random_transitions(made_env(t), cfg.transe.episodes, seed=10_000,
                                   max_transitions=cfg.transe.max_transitions,
                                   env_kwargs=transe_env_kwargs(cfg), progress=progress,
-                                  position=position)
+                                  position=position, action_bins=arch.action_bins)
 
     return cached_transe_file(transe_key(cfg, spaces, arch), t.env, pair, data, cfg.transe,
                               t.transe_negatives, cfg.ppo.accelerate, progress, position, out)
@@ -278,7 +279,8 @@ def _train_claimed(
         start = time.perf_counter()
         data = random_transitions(made_env(t), cfg.transe.episodes, seed=t.seed + 10_000,
                                   max_transitions=cfg.transe.max_transitions,
-                                  env_kwargs=transe_env_kwargs(cfg), progress=pretrain_progress)
+                                  env_kwargs=transe_env_kwargs(cfg), progress=pretrain_progress,
+                                  action_bins=action_bins(t, spaces))
         summary["pretrain_transe_seconds"] += time.perf_counter() - start
         pretrain(data, Checkpointer(run_dir / TRANSE_CHECKPOINT, 1, run=cfg.to_json(),
                                     normalize=saved_config))

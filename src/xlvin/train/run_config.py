@@ -19,6 +19,7 @@ from xlvin.envs.wrappers import check_wrapper_specs, wrapped_env_id
 from xlvin.errors import UserError
 from xlvin.nn.encoders import ACTIVATIONS
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, MessagePassing
+from xlvin.nn.expansion import EXPANSIONS
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transe import NEGATIVES
 from xlvin.pretrain.transe import TransEConfig
@@ -50,10 +51,17 @@ MAX_SEED = 2**32 - 1
 WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages", "env_wrappers")
 #: Fields (section, name) written only when they differ from their default, for the same reason.
 WRITTEN_WHEN_CHANGED = (("train", "transition_loss"), ("train", "separate_critic"),
-                        ("train", "activation"), ("ppo", "use_sde"), ("ppo", "sde_sample_freq"))
+                        ("train", "activation"), ("ppo", "use_sde"), ("ppo", "sde_sample_freq"),
+                        ("train", "action_bins"), ("train", "expansion"), ("train", "expand"))
 #: What trains XLVIN's encoder and transition model besides PPO: the paper's TransE loss, or the
 #: VAE world model of its appendix (figure 10; `xlvin.nn.vae`).
 TRANSITION_LOSSES = ("transe", "vae")
+#: Bins per dimension of an XLVIN run's Box actions when --action-bins is left at 0.
+DEFAULT_BINS = 11
+#: The preset expansion expands every joint action up to this many, else samples.
+MAX_FULL_EXPANSION = 64
+#: Joint actions a sampled expansion draws per node when --expand is left at 0.
+DEFAULT_SAMPLES = 8
 
 
 @dataclass
@@ -98,6 +106,22 @@ class TrainConfig:
     prune: int = option(
         0, "ours, not the paper's: below depth 1 expand only the N actions a rollout policy "
         "(distilled from the agent's) ranks highest; 0: the full tree"
+    )
+    action_bins: int = option(
+        0, "Box actions: bins B per dimension; the policy is a factorised categorical over them "
+        f"and the env receives the bin centres low + (high - low) k / (B - 1); 0: preset ({DEFAULT_BINS} "
+        "for xlvin, none for ppo: a Gaussian)"
+    )
+    expansion: str = option(
+        "", "xlvin: the joint actions every tree node expands: all, or --expand N drawn by "
+        "uniform (each dimension uniformly), gaussian (around the node's greedy bins; Box "
+        "actions) or policy (from the rollout policy, distilled from the agent's); empty: "
+        f"all, or uniform for more than {MAX_FULL_EXPANSION} joint actions or with --expand",
+        choices=("", *EXPANSIONS),
+    )
+    expand: int = option(
+        0, f"xlvin: joint actions N a sampled --expansion draws per node; 0: {DEFAULT_SAMPLES} "
+        "(or all joint actions, if fewer)"
     )
     executor: str = option(
         DEFAULT_EXECUTOR, "executor: 'random' (XLVIN-R), 'cartpole' (XLVIN-CP), 'maze' (the "
@@ -255,6 +279,17 @@ def validate(cfg: TrainConfig) -> None:
         raise UserError(f"--depth must be >= 0, got {cfg.depth}")
     if cfg.prune < 0 or (cfg.prune and not spec.prune):
         raise UserError(f"--prune must be >= 0 and applies to --agent xlvin only, got {cfg.prune}")
+    if cfg.action_bins < 0 or cfg.action_bins == 1:
+        raise UserError(f"--action-bins must be >= 2 (or 0: the preset), got {cfg.action_bins}")
+    if cfg.expand < 0 or ((cfg.expand or cfg.expansion) and not spec.expands):
+        raise UserError(f"--expand must be >= 0 and --expand and --expansion apply to --agent "
+                        f"xlvin only, got --expand {cfg.expand} with --agent {cfg.agent}")
+    if cfg.expand and cfg.expansion == "all":
+        raise UserError(f"--expand {cfg.expand} draws actions for a sampled --expansion "
+                        "(uniform, gaussian, policy), not all")
+    if cfg.prune and cfg.expansion not in ("", "all"):
+        raise UserError(f"--prune and --expansion {cfg.expansion} both choose the actions a node "
+                        "expands: use one")
     if spec.maze_only and not is_maze_env(cfg.env):
         raise UserError(f"--agent {cfg.agent} plans on a maze's grid; it needs a maze env, not {cfg.env}")
     if cfg.depth < spec.min_depth:
@@ -340,41 +375,83 @@ def hidden_width(cfg: TrainConfig) -> int:
     return next((f for name, f in PAPER_HIDDEN.items() if cfg.env.startswith(name)), 64)
 
 
+def action_bins(t: TrainConfig, spaces: Spaces) -> int:
+    """The bins per dimension of the run's Box actions (0: a Gaussian policy, or no Box), the
+    preset resolved; one UserError for bins of actions that are no Box."""
+    if spaces.action_kind != "box":
+        if t.action_bins:
+            raise UserError(f"--action-bins {t.action_bins} bins Box actions; {t.env} has "
+                            f"{spaces.action_kind} actions")
+        return 0
+    return t.action_bins or (DEFAULT_BINS if agent_spec(t.agent).expands else 0)
+
+
+def expansion(t: TrainConfig, spaces: Spaces, bins: int) -> tuple[str, int]:
+    """(method, N) of an XLVIN run's tree expansion, presets resolved (`TrainConfig.expansion`,
+    `expand`): N joint actions per node, 0 for all; one UserError for a bad combination."""
+    factors = spaces.action_factors(bins)
+    joint = math.prod(factors)
+    method = t.expansion or ("uniform" if t.expand or (
+        spaces.action_kind != "discrete" and joint > MAX_FULL_EXPANSION) else "all")
+    if method == "all":
+        return method, 0
+    counted = f"{bins} bins ^ {len(factors)} dimensions = {joint}" if bins else f"{joint}"
+    if t.expand > joint:
+        raise UserError(f"--expand {t.expand} is more than the {counted} joint actions of {t.env}")
+    if method == "gaussian" and not bins:
+        raise UserError(f"--expansion gaussian draws around ordered bins of Box actions; {t.env} "
+                        f"has {spaces.action_kind} actions: use uniform or policy")
+    return method, t.expand or min(DEFAULT_SAMPLES, joint)
+
+
 def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
     """The run's network with every preset resolved, its tree checked against this machine's
     memory (a depth K whose tree could not fit is refused, saying what it needs)."""
     t = cfg.train
     spec = agent_spec(t.agent)
-    if spaces.action_kind != "discrete" and not (spec.any_actions and not t.ppo_transe):
-        what = "--ppo-transe" if spec.any_actions else f"--agent {t.agent}"
-        raise UserError(f"{t.env} has {spaces.action_kind} actions; {what} needs Discrete "
-                        "actions (continuous actions are not supported: use --agent ppo)")
+    bins = action_bins(t, spaces)
+    if spaces.action_kind != "discrete" and not spec.any_actions:
+        raise UserError(f"{t.env} has {spaces.action_kind} actions; --agent {t.agent} needs "
+                        "Discrete actions (use --agent ppo or xlvin)")
+    if spaces.action_kind == "box" and not bins and t.ppo_transe:
+        raise UserError(f"{t.env} has Box actions; --ppo-transe needs them binned: add "
+                        f"--action-bins B (e.g. {DEFAULT_BINS})")
+    method, samples = expansion(t, spaces, bins) if spec.expands else ("all", 0)
+    children = samples or math.prod(spaces.action_factors(bins))
     norm_obs = cfg.ppo.normalises(spaces.action_kind == "box" and spaces.kind == "flat")[0]
     if norm_obs and spaces.kind != "flat":
         raise UserError(f"--norm-obs normalises flat observations; {t.env} has {spaces.kind} "
                         "observations")
     if cfg.ppo.use_sde and spaces.action_kind != "box":
         raise UserError(f"--use-sde explores Box actions; {t.env} has {spaces.action_kind} actions")
+    if cfg.ppo.use_sde and bins:
+        raise UserError(f"--use-sde explores with a Gaussian; --action-bins {bins} makes the "
+                        "policy a categorical over bins: use one")
     if t.separate_critic and t.agent != "ppo":
         raise UserError(f"--separate-critic is an option of --agent ppo, not {t.agent}")
     if t.activation != "relu" and spaces.kind != "flat":
         raise UserError(f"--activation {t.activation} is the flat-observation encoder's; {t.env} "
                         f"has {spaces.kind} observations")
-    if t.prune > spaces.num_actions:
-        raise UserError(f"--prune {t.prune}: the environment has only {spaces.num_actions} actions")
+    if t.prune > children:
+        raise UserError(f"--prune {t.prune}: the environment has only {children} actions")
+    if t.prune and spaces.action_kind != "discrete":
+        raise UserError(f"--prune ranks Discrete actions; {t.env} has {spaces.action_kind} "
+                        "actions: use --expansion")
     if t.transition_loss == "vae" and spaces.kind != "image":
         raise UserError("--transition-loss vae reconstructs images [C, H, W]; "
                         f"{t.env} has {spaces.kind} observations")
     k, f = embedding_width(t, spaces), hidden_width(t)
+    joint = (f" ({bins} bins ^ {spaces.num_actions} dimensions, all expanded: sample some with "
+             "--expand N)" if bins and not samples else "")
     nodes: int | None = 1
     if agent_spec(t.agent).tree:
         batch = max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
         node_bytes = (FLOATS_PER_NODE[0] * k + FLOATS_PER_NODE[1] * f) * 4 * batch
         total = machine_memory()
-        nodes = tree_nodes(spaces.num_actions, t.depth, total // node_bytes)
+        nodes = tree_nodes(children, t.depth, total // node_bytes)
         if nodes is None:
             raise UserError(
-                f"--depth {t.depth} with {spaces.num_actions} actions builds more than "
+                f"--depth {t.depth} with {children}{joint} actions builds more than "
                 f"{total // node_bytes:,} latent states per observation, too many for a minibatch "
                 f"of {batch} in this machine's {total / 2**30:,.0f} GiB"
             )
@@ -387,6 +464,7 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
         norm_obs=norm_obs, clip_obs=cfg.ppo.clip_obs, log_std_init=cfg.ppo.log_std_init,
         sde_sample_freq=cfg.ppo.sde_sample_freq if cfg.ppo.use_sde else None,
         separate_critic=t.separate_critic, activation=t.activation,
+        action_bins=bins, expansion=method, expand=samples,
     )
 
 
@@ -538,4 +616,5 @@ def transe_key(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str, 
         **({"env_wrappers": t.env_wrappers} if t.env_wrappers else {}),
         # the default is left out, so files made before the option existed keep their names
         **({"negatives": t.transe_negatives} if t.transe_negatives != "states" else {}),
+        **({"action_bins": arch.action_bins} if arch.action_bins else {}),
     }

@@ -14,7 +14,13 @@ from xlvin.envs import ensure_registered
 from xlvin.envs.maze import is_maze_env
 from xlvin.envs.wrappers import wrapped_env_id
 from xlvin.errors import UserError, one_line
-from xlvin.nn.distributions import ActionDistribution, Categorical, DiagGaussian, MultiCategorical
+from xlvin.nn.distributions import (
+    ActionDistribution,
+    BinnedCategorical,
+    Categorical,
+    DiagGaussian,
+    MultiCategorical,
+)
 
 #: How observations are read, by observation space (the encoder registry's keys):
 #: flat      Box of up to 2 axes, flattened          -> MLP encoder
@@ -99,9 +105,19 @@ class Spaces:
         """[C, H, W] of image observations, whichever layout the env gives them in."""
         return image_shape(self.kind, self.obs_shape)
 
-    def action_distribution(self) -> ActionDistribution:
-        """The distribution a policy's action head parameterises for these actions."""
+    def action_factors(self, bins: int = 0) -> tuple[int, ...]:
+        """The sizes of a joint action's factors: (n,) for Discrete(n), nvec for
+        MultiDiscrete(nvec), (B,) * d for a Box of d dims binned into `bins` B."""
         if self.action_kind == "box":
+            return (bins,) * self.num_actions
+        return self.action_nvec or (self.num_actions,)
+
+    def action_distribution(self, bins: int = 0) -> ActionDistribution:
+        """The distribution a policy's action head parameterises for these actions; Box actions
+        binned into `bins` per dimension (0: a Gaussian) are a factorised categorical."""
+        if self.action_kind == "box":
+            if bins:
+                return BinnedCategorical(self.action_low, self.action_high, bins)
             return DiagGaussian(self.action_low, self.action_high)
         if self.action_kind == "multi_discrete":
             return MultiCategorical(self.action_nvec)
