@@ -99,8 +99,8 @@ def test_env_forms_resolve_to_the_env_the_run_remakes() -> None:
 
 
 def test_unsupported_spaces_are_one_line_errors() -> None:
-    with pytest.raises(UserError, match="continuous actions are not supported"):
-        XLVIN("Pendulum-v1")
+    with pytest.raises(UserError, match=r"agent atreec needs Discrete actions \(use agent ppo"):
+        Model("Pendulum-v1", agent="atreec")
     with pytest.raises(UserError, match=r"Tuple observations; supported: Discrete \(one-hot\)"):
         PPO("Blackjack-v1")
 

@@ -22,7 +22,7 @@ def existing_run(tmp_path: Path) -> Path:
 
 CASES = {
     "unknown env": (["train", "--env", "NoSuchEnv-v9", "--agent", "ppo"], "unknown environment"),
-    "continuous actions": (["train", "--env", "Pendulum-v1", "--agent", "xlvin-r"], "needs Discrete actions (continuous actions are not supported: use --agent ppo)"),
+    "continuous actions": (["train", "--env", "Pendulum-v1", "--agent", "atreec"], "--agent atreec needs Discrete actions (use --agent ppo or xlvin)"),
     "negative depth": (["train", "--depth", "-1"], "--depth must be >= 0"),
     "zero lr": (["train", "--agent", "ppo", "--lr", "0"], "lr must be > 0"),
     "missing executor": (["train", "--executor", "/nonexistent.safetensors"], "neither 'random'"),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from xlvin import PPO, XLVIN, UserError
+from xlvin import PPO, UserError
 from xlvin.accel.numpy_actor import make_actor
 from xlvin.accel.numpy_sampling import mode_actions, sample_actions
 from xlvin.nn.agent import PPOAgent
@@ -340,6 +340,7 @@ def test_pendulum_from_the_api_saves_and_applies_frozen_statistics(tmp_path: Pat
     assert loaded.evaluate(episodes=2)["returns"] == first["returns"]
 
 
-def test_xlvin_on_box_actions_is_one_line() -> None:
-    with pytest.raises(UserError, match="box actions; agent xlvin needs Discrete actions"):
-        XLVIN("Pendulum-v1")
+def test_ppo_transe_on_unbinned_box_actions_is_one_line() -> None:
+    with pytest.raises(UserError, match="Box actions; ppo_transe needs them binned: add "
+                                        "action_bins B"):
+        PPO("Pendulum-v1", ppo_transe=True)
