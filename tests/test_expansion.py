@@ -250,3 +250,18 @@ def test_xlvin_with_binned_actions_learns_the_toy_task() -> None:
     after = evaluate_policy(agent, TARGET, 20, 1000, deterministic=False)["mean"]
     greedy = evaluate_policy(agent, TARGET, 20, 1000)["mean"]
     assert before < -12 and after > -8 and greedy > -1.5, (before, after, greedy)
+
+
+def test_continuing_a_run_that_draws_its_trees_is_exact(tmp_path) -> None:
+    """learn(64) twice gives the weights of learn(128): the draws come from the generator the
+    run's checkpoint saves and restores."""
+    kw = dict(num_envs=2, num_steps=32, anneal_lr=False, pretrain_transe=False,
+              expansion="policy", expand=3)
+    whole = XLVIN("Pendulum-v1", total_steps=128, **kw)
+    whole.learn(out=tmp_path / "whole")
+    halves = XLVIN("Pendulum-v1", total_steps=64, **kw)
+    halves.learn(out=tmp_path / "halves")
+    halves.learn(64)
+    expected = whole.policy.state_dict()
+    for name, tensor in halves.policy.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name

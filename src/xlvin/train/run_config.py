@@ -69,8 +69,8 @@ class TrainConfig:
     """What to train: environment, agent and the XLVIN architecture (paper section 4.1)."""
 
     env: str = option(
-        "CartPole-v1", "gymnasium environment id (discrete actions; PPO also Box and MultiDiscrete "
-        "ones; flat observations get the MLP encoder, Discrete ones one-hot, images [C, H, W] or "
+        "CartPole-v1", "gymnasium environment id (discrete actions; PPO and XLVIN also Box (XLVIN "
+        "in bins: --action-bins) and MultiDiscrete ones; flat observations get the MLP encoder, Discrete ones one-hot, images [C, H, W] or "
         "[H, W, C] the Nature CNN (a small CNN under 36x36), a Dict both (text parts dropped))"
     )
     env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=described(
@@ -116,7 +116,8 @@ class TrainConfig:
         "", "xlvin: the joint actions every tree node expands: all, or --expand N drawn by "
         "uniform (each dimension uniformly), gaussian (around the node's greedy bins; Box "
         "actions) or policy (from the rollout policy, distilled from the agent's); empty: "
-        f"all, or uniform for more than {MAX_FULL_EXPANSION} joint actions or with --expand",
+        f"all, or uniform with --expand or for more than {MAX_FULL_EXPANSION} joint actions of "
+        "Box or MultiDiscrete actions",
         choices=("", *EXPANSIONS),
     )
     expand: int = option(
