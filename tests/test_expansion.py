@@ -8,12 +8,14 @@ import pytest
 import torch
 
 from xlvin import XLVIN, UserError
+from xlvin.accel.numpy_actor import make_actor
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.distributions import BinnedCategorical
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.expansion import Expansion, expand_sampled_tree
 from xlvin.nn.transition import TransitionModel, joint_actions, one_hots
+from xlvin.pretrain.random_data import random_transitions
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import OnlineData, train
 from xlvin.train.ppo import PPOConfig
@@ -23,8 +25,10 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 
 
 class Target(gym.Env):
-    """1-D toy task: observe x ~ U(-1, 1), act a in [-2, 2], reward -(a - x)^2; 8 steps."""
+    """1-D toy task: observe x ~ U(-1, 1), act a in [-2, 2], reward -(a - x)^2; 8 steps. Every
+    action any instance received is appended to `received`."""
 
+    received: list[float] = []
     observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
     action_space = gym.spaces.Box(-2, 2, (1,), np.float32)
 
@@ -35,6 +39,7 @@ class Target(gym.Env):
         return self.x.copy(), {}
 
     def step(self, action):
+        Target.received.append(float(np.asarray(action)[0]))
         reward = -float((np.asarray(action)[0] - self.x[0]) ** 2)
         self.t += 1
         self.x = self.np_random.uniform(-1, 1, 1).astype(np.float32)
@@ -185,7 +190,8 @@ def run_config(**train: object) -> RunConfig:
 
 def test_xlvin_on_box_actions_bins_them_by_default() -> None:
     """Pendulum: 11 bins, every one expanded; a 6-dim Box: 11^6 joint actions, so 8 sampled
-    uniformly per node; PPO keeps its Gaussian unless asked for bins."""
+    uniformly per node; Discrete actions keep the full tree unless asked; PPO keeps its
+    Gaussian unless asked for bins."""
     model = XLVIN("Pendulum-v1")
     actions, _ = model.predict(np.zeros(3, np.float32))
     assert actions.shape == (1,) and -2 <= actions[0] <= 2
@@ -194,6 +200,10 @@ def test_xlvin_on_box_actions_bins_them_by_default() -> None:
     assert policy.expansion is None and policy.transition.nvec == (11,)
     _, arch = check_run(run_config(env=ARM, agent="xlvin-r"))
     assert (arch.action_bins, arch.expansion, arch.expand) == (11, "uniform", 8)
+    _, arch = check_run(run_config(env="CartPole-v1"))
+    assert (arch.action_bins, arch.expansion, arch.expand, arch.tree_nodes) == (0, "all", 0, 7)
+    _, arch = check_run(run_config(env="CartPole-v1", expansion="policy", expand=1, depth=3))
+    assert (arch.expansion, arch.expand, arch.tree_nodes) == ("policy", 1, 4)
     _, arch = check_run(run_config(env="Pendulum-v1", agent="ppo"))
     assert arch.action_bins == 0
     _, arch = check_run(run_config(env="Pendulum-v1", agent="ppo", action_bins=7))
@@ -265,3 +275,32 @@ def test_continuing_a_run_that_draws_its_trees_is_exact(tmp_path) -> None:
     expected = whole.policy.state_dict()
     for name, tensor in halves.policy.state_dict().items():
         assert torch.equal(tensor, expected[name]), name
+
+
+def test_numpy_actor_matches_a_full_tree_over_joint_actions() -> None:
+    """Every one of 3 x 2 joint actions expanded at depth 2: the NumPy actor's parameters and
+    values equal the policy's up to float rounding."""
+    torch.manual_seed(0)
+    policy = XLVINAgent(MLPEncoder(3, 16, 8), 8, 5, TransitionModel(8, (3, 2), 16),
+                        MessagePassing(8), depth=2)
+    assert policy.edge_input.shape == (6, 6)
+    actor = make_actor(policy)
+    assert actor is not None
+    obs = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
+    params, values = actor(obs)
+    with torch.no_grad():
+        ref_params, ref_values = policy(torch.from_numpy(obs))
+    np.testing.assert_allclose(params, ref_params.numpy(), **TOL)
+    np.testing.assert_allclose(values, ref_values.numpy(), **TOL)
+    assert make_actor(binned_agent()) is None  # sampled trees act in torch
+
+
+def test_transe_random_data_draws_bins_and_steps_with_their_centres() -> None:
+    """With bins, TransE's random data holds bin indices [N, d] drawn uniformly; the env
+    receives their centres."""
+    Target.received.clear()
+    data = random_transitions(TARGET, 40, seed=0, action_bins=5)
+    assert data.actions.dtype == torch.long and data.actions.shape == (320, 1)
+    counts = torch.bincount(data.actions[:, 0], minlength=5)
+    assert len(counts) == 5 and counts.min() > 40
+    np.testing.assert_allclose(Target.received, (data.actions[:, 0] - 2).tolist(), **TOL)

@@ -12,8 +12,8 @@ Supported: `PPOAgent` and `XLVINAgent` with an `MLPEncoder` (for `PPOAgent` also
 gSDE's too), float32 weights (float64 normalisation
 statistics) on the CPU (XLVIN at
 any depth, either aggregation, ReLU or linear messages, with or without LayerNorm or the node
-and chi projections; the full tree over Discrete actions only, not `prune`, a sampled
-`expansion` nor the `zero_chi` ablation). `make_actor`
+and chi projections, over every action or joint action; the full tree only, not `prune`, a
+sampled `expansion` nor the `zero_chi` ablation). `make_actor`
 returns None for any other policy; the caller then uses the policy itself.
 """
 
@@ -51,8 +51,7 @@ def make_actor(policy: nn.Module) -> Actor | None:
             policy.critic_encoder is None or _mlp(policy.critic_encoder)):
         return PPOActor(policy)
     if (type(policy) is XLVINAgent and type(policy.encoder) is MLPEncoder
-            and not policy.prune and not policy.zero_chi and policy.expansion is None
-            and not policy.transition.nvec):
+            and not policy.prune and not policy.zero_chi and policy.expansion is None):
         return XLVINActor(policy)
     return None
 
@@ -141,9 +140,9 @@ class Transition:
     """TransitionModel.successors: h [N, k] -> h + T(h, a) for every action, [N, A, k]."""
 
     def __init__(self, transition: TransitionModel) -> None:
-        k = transition.embedding_dim
-        first_t = transition.first.weight.detach().numpy().T  # [k + A, F]
-        self.state_t, self.action = first_t[:k].copy(), first_t[k:].copy()  # [k, F], [A, F]
+        with torch.no_grad():
+            w_state, w_action = transition.action_weights()  # [F, k], [A, F]
+        self.state_t, self.action = w_state.numpy().T.copy(), w_action.numpy().copy()
         self.bias = _copy(transition.first.bias)
         _, second, norm, _, third = transition.rest
         self.second, self.norm, self.third = Linear(second), LayerNorm(norm), Linear(third)
