@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from xlvin import PPO, UserError
+from xlvin import PPO, XLVIN, UserError
 from xlvin.accel.numpy_actor import make_actor
 from xlvin.accel.numpy_sampling import mode_actions, sample_actions
 from xlvin.nn.agent import PPOAgent
