@@ -70,8 +70,9 @@ class TrainConfig:
 
     env: str = option(
         "CartPole-v1", "gymnasium environment id (discrete actions; PPO and XLVIN also Box (XLVIN "
-        "in bins: --action-bins) and MultiDiscrete ones; flat observations get the MLP encoder, Discrete ones one-hot, images [C, H, W] or "
-        "[H, W, C] the Nature CNN (a small CNN under 36x36), a Dict both (text parts dropped))"
+        "in bins: --action-bins) and MultiDiscrete ones; flat observations get the MLP encoder, "
+        "Discrete ones one-hot, images [C, H, W] or [H, W, C] the Nature CNN (a small CNN under "
+        "36x36), a Dict both (text parts dropped))"
     )
     env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=described(
         "keyword arguments of the environment, key=value, the value as JSON or else text "
@@ -109,8 +110,8 @@ class TrainConfig:
     )
     action_bins: int = option(
         0, "Box actions: bins B per dimension; the policy is a factorised categorical over them "
-        f"and the env receives the bin centres low + (high - low) k / (B - 1); 0: preset ({DEFAULT_BINS} "
-        "for xlvin, none for ppo: a Gaussian)"
+        "and the env receives the bin centres low + (high - low) k / (B - 1); 0: preset "
+        f"({DEFAULT_BINS} for xlvin, none for ppo: a Gaussian)"
     )
     expansion: str = option(
         "", "xlvin: the joint actions every tree node expands: all, or --expand N drawn by "
