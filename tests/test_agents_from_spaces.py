@@ -67,14 +67,17 @@ def test_xlvin_train_runs_a_pixel_agent_and_loads_it_back(
 
 def test_small_images_get_the_small_cnn_and_it_learns(tmp_path: Path) -> None:
     """8x8 images (under the Nature CNN's 36x36) are read by the small CNN, chosen from the
-    spaces alone; PPO learns to name the brighter channel: a random policy's return is 8/3."""
+    spaces alone; PPO learns to name the brighter channel: a random policy's return is 8/3.
+    These are pixels (200 in the bright channel), so the run divides by 255, not the default 10
+    of symbolic grids."""
     run = tmp_path / "r"
     code = main(["train", "--env", "XlvinTest/Image8-v0", "--agent", "ppo", "--num-envs", "4",
                  "--num-steps", "32", "--total-steps", "1536", "--lr", "1e-3", "--quiet",
-                 "--out", str(run)])
+                 "--small-image-divisor", "255", "--out", str(run)])
     assert code == 0
     loaded, cfg = load_run(run)
     assert isinstance(loaded.encoder, SmallCNN) and loaded.encoder.embedding_dim == 128
+    assert loaded.encoder.divisor == 255
     result = evaluate_policy(loaded, cfg.train.env, episodes=10, seed=0)
     assert result["mean"] >= 7.5, result["returns"]  # random: 8/3; greedy and right: 8
 

@@ -429,7 +429,7 @@ class Model:
         if out is not None and Path(out).resolve() != self.run_dir.resolve():
             raise UserError(f"learn() continues this model's run in place, in {self.run_dir}; "
                             "save() copies it elsewhere")
-        saved = RunConfig.from_json(read_json_object(self.run_dir / CONFIG), str(self.run_dir))
+        saved = RunConfig.from_saved(read_json_object(self.run_dir / CONFIG), str(self.run_dir))
         if saved.train.protocol != "online":
             raise UserError(f"only online runs continue; {self.run_dir} is a "
                             f"{saved.train.protocol} run")

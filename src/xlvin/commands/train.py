@@ -36,7 +36,7 @@ def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig
             {k: v for k, v in given.items() if v is not None})})
     base = RunConfig()
     if saved is not None:
-        base = RunConfig.from_json(load_json(saved), str(saved))
+        base = RunConfig.from_saved(load_json(saved), str(saved))
     if args.config is not None:
         base = RunConfig.from_json(load_json(args.config), str(args.config))
     return RunConfig(**{section: from_args(cls, args, getattr(base, section), prefix=prefix)

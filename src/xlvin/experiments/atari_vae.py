@@ -121,7 +121,7 @@ def load_policy(run_dir: Path) -> ActorCritic:
     deadline), on the CPU in evaluation mode."""
     if (run_dir / MODEL).is_file():
         return load_run(run_dir)[0]
-    cfg = RunConfig.from_json(read_json_object(run_dir / CONFIG), str(run_dir / CONFIG))
+    cfg = RunConfig.from_saved(read_json_object(run_dir / CONFIG), str(run_dir / CONFIG))
     spaces, arch = check_run(on_cpu(cfg))
     source = run_dir / CHECKPOINT
     tensors, meta = load_weights(source, what="checkpoint")

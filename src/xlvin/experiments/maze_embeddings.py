@@ -237,7 +237,7 @@ def check_xlvin_run(run_dir: Path) -> RunConfig:
     config = run_dir / CONFIG
     if not config.is_file():
         raise UserError(f"--run {run_dir}: not a run directory ({CONFIG} is missing)")
-    cfg = RunConfig.from_json(read_json_object(config), str(config))
+    cfg = RunConfig.from_saved(read_json_object(config), str(config))
     if cfg.train.agent != "xlvin":
         raise UserError(f"--run {run_dir}: a {cfg.train.agent} run has no encoder and transition "
                         "model to plot; need an XLVIN run")

@@ -87,17 +87,24 @@ class SmallCNN(nn.Module):
     """The encoder of images too small for the Nature CNN (under 36x36: MiniGrid's 7x7 view,
     8x8 grids): uint8 images [B, C, H, W], H and W >= 4 -> h_s [B, k].
 
-    /255, 3 x (Conv 2x2, stride 1 -> ReLU) with 16, 32 and 64 filters (the small kernels of the
-    usual MiniGrid agents: every cell is kept), max-pooled to at most 8x8 cells (so that the
+    / `divisor`, 3 x (Conv 2x2, stride 1 -> ReLU) with 16, 32 and 64 filters (the small kernels of
+    the usual MiniGrid agents: every cell is kept), max-pooled to at most 8x8 cells (so that the
     flattened width stays small for images up to 35x35), flatten -> Linear -> k -> ReLU.
+
+    Images this small are mostly symbolic grids, not pixels: MiniGrid's cells hold object, colour
+    and state indices up to 10, which /255 would squash to under 0.04 (PPO then barely leaves the
+    random policy on MiniGrid-DoorKey-5x5-v0 in 80k steps, where /10 solves it). Hence the
+    default `divisor` of 10 (`SMALL_IMAGE_DIVISOR`); pass 255 for small pixel images.
     """
 
     #: The most cells per side the flattened features keep.
     MAX_CELLS = 8
 
-    def __init__(self, in_channels: int, embedding_dim: int, size: tuple[int, int]) -> None:
+    def __init__(self, in_channels: int, embedding_dim: int, size: tuple[int, int],
+                 divisor: float = 10.0) -> None:
         super().__init__()
         self.embedding_dim = embedding_dim
+        self.divisor = divisor
         cells = tuple(min(side - 3, self.MAX_CELLS) for side in size)
         self.convs = nn.Sequential(
             nn.Conv2d(in_channels, 16, 2),
@@ -113,8 +120,8 @@ class SmallCNN(nn.Module):
         orthogonal_init(self)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """obs [B, C, H, W] (uint8 pixels or floats in [0, 255]) -> h_s [B, k]."""
-        return torch.relu(self.linear(self.convs(obs.float() / 255.0)))
+        """obs [B, C, H, W] (uint8 or floats) -> h_s [B, k]."""
+        return torch.relu(self.linear(self.convs(obs.float() / self.divisor)))
 
 
 class DictEncoder(nn.Module):

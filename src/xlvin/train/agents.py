@@ -84,6 +84,7 @@ class Architecture:
     action_bins: int = 0  # Box actions binned per dimension (0: a Gaussian)
     expansion: str = "all"  # XLVIN: the actions a tree node expands (xlvin.nn.expansion)
     expand: int = 0  # the joint actions a sampled expansion draws per node
+    small_image_divisor: float = 10.0  # images under 36x36 are divided by it (`SmallCNN`)
 
 
 AgentBuilder = Callable[[Architecture, Spaces, MessagePassing | None], ActorCritic]
@@ -271,22 +272,24 @@ register_encoder(
     "discrete",
     lambda a, s: nn.Sequential(OneHot(s.states), MLPEncoder(s.states, a.hidden, a.embedding_dim)),
 )
-def image_encoder(kind: str, shape: tuple[int, ...], embedding_dim: int) -> nn.Module:
+def image_encoder(kind: str, shape: tuple[int, ...], embedding_dim: int,
+                  small_divisor: float) -> nn.Module:
     """The CNN of images of `kind` (image, or image_hwc: channels first before it) and `shape`:
-    the Nature CNN, or the small CNN for images under 36x36."""
+    the Nature CNN, or the small CNN for images under 36x36 (dividing them by `small_divisor`)."""
     channels, height, width = image_shape(kind, shape)
     cnn: nn.Module
     if min(height, width) >= MIN_IMAGE_SIZE:
         cnn = NatureCNN(channels, embedding_dim, size=(height, width))
     else:
-        cnn = SmallCNN(channels, embedding_dim, size=(height, width))
+        cnn = SmallCNN(channels, embedding_dim, size=(height, width), divisor=small_divisor)
     return nn.Sequential(ChannelsFirst(), cnn) if kind == "image_hwc" else cnn
 
 
 def _dict_encoder(arch: Architecture, spaces: Spaces) -> nn.Module:
     """Dict observations: a CNN per image part, one MLP encoder for the others (`DictEncoder`)."""
     k = arch.embedding_dim
-    images = {i: nn.Sequential(nn.Unflatten(1, p.shape), image_encoder(p.kind, p.shape, k))
+    images = {i: nn.Sequential(nn.Unflatten(1, p.shape), image_encoder(p.kind, p.shape, k,
+                                                            arch.small_image_divisor))
               for i, p in enumerate(spaces.parts) if p.kind in ("image", "image_hwc")}
     states = {i: p.states for i, p in enumerate(spaces.parts) if p.kind == "discrete"}
     width = sum(p.states or p.size for i, p in enumerate(spaces.parts) if i not in images)
@@ -295,8 +298,10 @@ def _dict_encoder(arch: Architecture, spaces: Spaces) -> nn.Module:
                        k * (len(images) + (vectors is not None)), k)
 
 
-register_encoder("image", lambda a, s: image_encoder(s.kind, s.obs_shape, a.embedding_dim))
-register_encoder("image_hwc", lambda a, s: image_encoder(s.kind, s.obs_shape, a.embedding_dim))
+register_encoder("image", lambda a, s: image_encoder(s.kind, s.obs_shape, a.embedding_dim,
+                                                    a.small_image_divisor))
+register_encoder("image_hwc", lambda a, s: image_encoder(s.kind, s.obs_shape, a.embedding_dim,
+                                                        a.small_image_divisor))
 register_encoder("dict", _dict_encoder)
 register_encoder("maze", lambda a, s: MazeCNN(s.obs_shape[0], a.hidden, a.embedding_dim))
 

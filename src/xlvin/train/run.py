@@ -70,7 +70,7 @@ from xlvin.train.spaces import Spaces, spaces_from_json, spaces_to_json
 def saved_config(data: dict[str, Any]) -> dict[str, Any]:
     """A run's saved config (config.json, a checkpoint's) as this code reads it: fields added
     since it was saved hold their defaults, so such a run still resumes."""
-    return RunConfig.from_json(data, "the run's saved config").to_json()
+    return RunConfig.from_saved(data, "the run's saved config").to_json()
 
 
 def with_total(config: dict[str, Any], total_steps: int) -> dict[str, Any]:
@@ -380,7 +380,7 @@ def read_run(
     run_dir = require_run_dir(run_dir) if level is None else Path(run_dir)
     source = run_dir / MODEL if level is None else level_weights_file(run_dir, level)
     tensors, meta = load_weights(source)
-    cfg = RunConfig.from_json(meta.get("config"), str(source))
+    cfg = RunConfig.from_saved(meta.get("config"), str(source))
     stored = spaces_from_json(meta["spaces"], str(source)) if "spaces" in meta else None
     spaces, arch = check_run(on_cpu(cfg), stored)
     processor = None

@@ -53,6 +53,9 @@ WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages", "env_wrappers")
 WRITTEN_WHEN_CHANGED = (("train", "transition_loss"), ("train", "separate_critic"),
                         ("train", "activation"), ("ppo", "use_sde"), ("ppo", "sde_sample_freq"),
                         ("train", "action_bins"), ("train", "expansion"), ("train", "expand"))
+#: What the small CNN divided images by before `small_image_divisor` existed (a run saved then
+#: reads as such).
+LEGACY_SMALL_IMAGE_DIVISOR = 255.0
 #: What trains XLVIN's encoder and transition model besides PPO: the paper's TransE loss, or the
 #: VAE world model of its appendix (figure 10; `xlvin.nn.vae`).
 TRANSITION_LOSSES = ("transe", "vae")
@@ -177,6 +180,10 @@ class TrainConfig:
         "relu", "hidden activations of the MLP encoder of flat observations: relu (the paper's) "
         "or tanh (Stable-Baselines3's default)", choices=tuple(ACTIVATIONS),
     )
+    small_image_divisor: float = option(
+        10.0, "images under 36x36 (the small CNN's) are divided by this: 10 for symbolic grids "
+        "such as MiniGrid's (indices up to 10), 255 for small pixel images"
+    )
     separate_critic: bool = option(
         False, "PPO: the critic gets an encoder of its own (Stable-Baselines3's separate policy "
         "and value networks); off: one encoder shared by actor and critic (the paper's)"
@@ -232,6 +239,17 @@ class RunConfig:
             if data[section][key] == type(getattr(self, section)).__dataclass_fields__[key].default:
                 del data[section][key]
         return data
+
+    @classmethod
+    def from_saved(cls, data: Any, source: str) -> "RunConfig":
+        """`from_json` of a config a run saved (config.json, a weights or checkpoint header):
+        a field whose default has changed since holds the value runs had before, where it is
+        missing (`small_image_divisor`: runs saved before it divided small images by 255)."""
+        if isinstance(data, dict) and isinstance(data.get("train"), dict) and (
+                "small_image_divisor" not in data["train"]):
+            data = {**data, "train": {**data["train"],
+                                      "small_image_divisor": LEGACY_SMALL_IMAGE_DIVISOR}}
+        return cls.from_json(data, source)
 
     @classmethod
     def from_json(cls, data: Any, source: str) -> "RunConfig":
@@ -467,6 +485,7 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
         sde_sample_freq=cfg.ppo.sde_sample_freq if cfg.ppo.use_sde else None,
         separate_critic=t.separate_critic, activation=t.activation,
         action_bins=bins, expansion=method, expand=samples,
+        small_image_divisor=t.small_image_divisor,
     )
 
 
