@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from xlvin.accel.flat_adam import FlatAdam
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta, save_executor
@@ -176,22 +177,41 @@ def test_cli_pretrain_refuses_to_overwrite(
     assert out.read_bytes() == b"keep me"
 
 
-def test_constant_learning_rate_stays_at_lr() -> None:
-    """lr_schedule 'constant' (the authors' executor training) never anneals."""
-    cfg = dataclasses.replace(SMALL, lr_schedule="constant", epochs=1)
-    seen = []
-    step = torch.optim.Adam.step
+def _learning_rates(cfg: ExecutorConfig, accelerate: bool, monkeypatch: pytest.MonkeyPatch
+                    ) -> list[float]:
+    """The learning rate of every Adam step of `pretrain_executor(cfg)` on one path."""
+    adam = FlatAdam if accelerate else torch.optim.Adam
+    seen, step = [], adam.step
 
     def spy(self, *args, **kwargs):
         seen.append(self.param_groups[0]["lr"])
         return step(self, *args, **kwargs)
 
-    torch.optim.Adam.step = spy
-    try:
-        pretrain_executor(cfg, progress=False)
-    finally:
-        torch.optim.Adam.step = step
+    with monkeypatch.context() as patch:
+        patch.setattr(adam, "step", spy)
+        pretrain_executor(cfg, progress=False, accelerate=accelerate)
+    return seen
+
+
+@pytest.mark.parametrize("accelerate", [False, True])
+def test_constant_learning_rate_stays_at_lr(
+    accelerate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lr_schedule 'constant' (the authors' executor training) never anneals."""
+    cfg = dataclasses.replace(SMALL, lr_schedule="constant", epochs=1)
+    seen = _learning_rates(cfg, accelerate, monkeypatch)
     assert seen and all(lr == cfg.lr for lr in seen)
+
+
+def test_both_paths_anneal_the_learning_rate_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The accelerated path's closed-form cosine gives the readable path's CosineAnnealingLR
+    learning rates (up to float rounding), from lr down to near 0."""
+    cfg = dataclasses.replace(SMALL, epochs=2)
+    readable = _learning_rates(cfg, False, monkeypatch)
+    fast = _learning_rates(cfg, True, monkeypatch)
+    assert len(fast) == len(readable) > 2
+    np.testing.assert_allclose(fast, readable, rtol=1e-9, atol=1e-12)
+    assert fast[0] == cfg.lr and fast[-1] < 0.01 * cfg.lr
 
 
 def test_pretraining_never_overwrites_a_file_written_meanwhile(

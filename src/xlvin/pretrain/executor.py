@@ -13,6 +13,7 @@ mazes: training graphs from the training mazes, held-out graphs from the held-ou
 """
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from xlvin.accel.dense_executor import InEdges, dense_forward
+from xlvin.accel.flat_adam import FlatAdam
 from xlvin.config import option, to_dict
 from xlvin.errors import UserError
 from xlvin.io.executor_file import FORMAT, save_executor
@@ -154,6 +156,49 @@ def _blocks(
     return [blocks[i] for i in rng.permutation(len(blocks))]
 
 
+class _FlatAdamOnSchedule(FlatAdam):
+    """`FlatAdam` with its learning rate set before every step from the closed form of the
+    cosine annealing (lr (1 + cos(pi t / T)) / 2 at step t of T) or held constant."""
+
+    def __init__(self, executor: VIExecutor, lr: float, total: int, cosine: bool) -> None:
+        super().__init__(executor.parameters(), lr)
+        self.lr, self.total, self.cosine, self.steps = lr, total, cosine, 0
+
+    def step(self) -> None:
+        if self.cosine:
+            self.param_groups[0]["lr"] = (
+                self.lr * (1 + math.cos(math.pi * self.steps / self.total)) / 2)
+        super().step()
+        self.steps += 1
+
+
+class _AdamOnSchedule:
+    """torch.optim.Adam and its learning-rate scheduler (CosineAnnealingLR or ConstantLR),
+    stepped together."""
+
+    def __init__(self, executor: VIExecutor, lr: float, total: int, cosine: bool) -> None:
+        self.adam = torch.optim.Adam(executor.parameters(), lr=lr)
+        self.schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(self.adam, total) if cosine
+                         else torch.optim.lr_scheduler.ConstantLR(self.adam, 1.0))
+
+    def zero_grad(self) -> None:
+        self.adam.zero_grad()
+
+    def step(self) -> None:
+        self.adam.step()
+        self.schedule.step()
+
+
+def _optimiser(
+    executor: VIExecutor, cfg: ExecutorConfig, total: int, accelerate: bool
+) -> _FlatAdamOnSchedule | _AdamOnSchedule:
+    """Adam on `cfg.lr` with `cfg.lr_schedule` over `total` steps: over one flat parameter
+    buffer (`xlvin.accel.flat_adam`) when `accelerate`, else torch.optim.Adam with its scheduler
+    (the readable path, whose floats the shipped files made on it keep)."""
+    kind = _FlatAdamOnSchedule if accelerate else _AdamOnSchedule
+    return kind(executor, cfg.lr, total, cfg.lr_schedule == "cosine")
+
+
 def pretrain_executor(
     cfg: ExecutorConfig, progress: bool = True, position: int = 0, accelerate: bool = True
 ) -> tuple[VIExecutor, dict[str, Any]]:
@@ -161,8 +206,9 @@ def pretrain_executor(
     V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine (or
     constant: `cfg.lr_schedule`); `progress` shows its optimiser steps (`xlvin.train.progress`,
     on line `position`). `accelerate` computes the executor's forward and backward with
-    `xlvin.accel.dense_executor` (the same function up to float rounding, several times
-    faster, other weights bit-wise: the shipped files record which path made them).
+    `xlvin.accel.dense_executor` and steps Adam over one flat parameter buffer
+    (`xlvin.accel.flat_adam`): the same training up to float rounding, several times faster,
+    other weights bit-wise (the shipped files record which path made them).
 
     Returns the executor (eval mode) and training statistics (loss per epoch, wall time, path).
     """
@@ -179,11 +225,9 @@ def pretrain_executor(
     executor = VIExecutor(cfg.hidden, cfg.aggregation, cfg.layer_norm, cfg.messages)
     if accelerate:
         groups = [(InEdges.from_graph(graph), rs) for graph, rs in groups]
-    optimiser = torch.optim.Adam(executor.parameters(), lr=cfg.lr)
     rng = np.random.default_rng([SHUFFLE_STREAM, cfg.seed])
     per_epoch = sum(-(-max(r.steps for r in rs) // cfg.batch_steps) for _, rs in groups)
-    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, cfg.epochs * per_epoch)
-                if cfg.lr_schedule == "cosine" else torch.optim.lr_scheduler.ConstantLR(optimiser, 1.0))
+    optimiser = _optimiser(executor, cfg, cfg.epochs * per_epoch, accelerate)
     losses: list[float] = []
     with Progress("pre-training executor", cfg.epochs * per_epoch, "step", progress,
                   position) as bar:
@@ -195,11 +239,12 @@ def pretrain_executor(
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
-                schedule.step()
                 total, count = total + loss.item() * len(v), count + len(v)
                 bar.update()
             losses.append(total / count)
             bar.set_postfix(mse=f"{losses[-1]:.2e}")
+    if isinstance(optimiser, _FlatAdamOnSchedule):
+        optimiser.release()
     stats = {
         "train_mse_per_epoch": losses,
         "train_seconds": time.perf_counter() - start,
