@@ -16,7 +16,7 @@ Modules:
   the law of the torch distributions of `xlvin.nn.distributions` (same probabilities; tested on
   a grid of uniforms, not draw for draw).
 - `flat_adam`: Adam and gradient clipping over one flat parameter buffer, equal to
-  `torch.optim.Adam` plus `clip_grad_norm_`.
+  `torch.optim.Adam` plus `clip_grad_norm_` (PPO's optimiser, and executor pre-training's).
 - `fused_ppo_loss`: the PPO loss as one autograd node with its gradient in closed form, equal to
   the op-by-op loss of `xlvin.nn.ppo_loss`.
 - `classic_control`: CartPole and Acrobot episodes stepped on arrays for evaluation, equal bit
