@@ -1,7 +1,7 @@
 """A GPU machine's check: gSDE PPO on cuda, and Freeway training speed on cuda and on one CPU
 thread, ours and Stable-Baselines3's, one after the other.
 
-    OUT=DIR python -m benchmarks.device_check [N | gsde]    # N transitions on cuda (20480)
+    OUT=DIR python -m benchmarks.device_check [N | gsde | binned]    # N: Freeway transitions (20480)
 
 Each stage writes DIR/gpu.json as it ends (a stage that fails records its traceback and the
 next runs). Needs a CUDA GPU and the `bench` extra; not part of the test suite.
@@ -54,6 +54,26 @@ def gsde_cuda():
             "eval_mean": ev["mean"], "loaded_device": str(next(loaded.policy.parameters()).device)}
 
 
+def binned_cuda():
+    """XLVIN over binned Pendulum actions on cuda, each expansion method: trains, predicts,
+    saves and loads on the CPU."""
+    import numpy as np
+    from xlvin import XLVIN
+    out = {}
+    for method, n in (("all", 0), ("uniform", 4), ("gaussian", 4), ("policy", 4)):
+        with tempfile.TemporaryDirectory() as tmp:
+            options = {"expansion": method, **({"expand": n} if n else {})}
+            m = XLVIN("Pendulum-v1", device="cuda", num_envs=4, num_steps=128, seed=0,
+                      transe_episodes=20, **options)
+            t = time.perf_counter()
+            m.learn(1024, out=Path(tmp) / "run", progress=False)
+            a, _ = m.predict(np.zeros((2, 3), np.float32))
+            loaded = XLVIN.load(Path(tmp) / "run")
+            out[method] = {"wall": time.perf_counter() - t, "action_shape": list(a.shape),
+                           "eval_mean": loaded.evaluate(episodes=1)["mean"]}
+    return out
+
+
 def ours(agent, device, transitions):
     from xlvin.experiments.atari import Cell
     from xlvin.train.run import train_run
@@ -83,6 +103,9 @@ def sb3(device, transitions):
     return {"steps": model.num_timesteps, "wall": wall, "steps_per_s": model.num_timesteps / wall}
 
 
+if sys.argv[1:] == ["binned"]:
+    stage("binned_cuda", binned_cuda)
+    sys.exit()
 stage("gsde_cuda", gsde_cuda)
 if sys.argv[1:] == ["gsde"]:
     sys.exit()
