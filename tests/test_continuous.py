@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.actor_check import assert_actor_matches
 from xlvin import PPO, XLVIN, UserError
-from xlvin.accel.numpy_actor import make_actor
 from xlvin.accel.numpy_sampling import mode_actions, sample_actions
 from xlvin.nn.agent import PPOAgent
 from xlvin.nn.distributions import (
@@ -183,13 +183,7 @@ def test_separate_critic_keeps_the_value_loss_out_of_the_actor() -> None:
     policy.zero_grad(set_to_none=True)
     policy(obs)[0][:, 0].sum().backward()
     assert all(p.grad is None for p in policy.critic_encoder.parameters())
-    actor = make_actor(policy)
-    assert actor is not None
-    with torch.no_grad():
-        ref_params, ref_values = policy(obs)
-    got_params, got_values = actor(obs.numpy())
-    np.testing.assert_allclose(got_params, ref_params.numpy(), **TOL)
-    np.testing.assert_allclose(got_values, ref_values.numpy(), **TOL)
+    assert_actor_matches(policy, obs.numpy(), **TOL)
 
 
 def test_sde_options_reach_the_policy_and_are_checked(tmp_path: Path) -> None:
@@ -300,14 +294,8 @@ def test_numpy_actor_matches_the_policy_with_normalisation_and_log_std() -> None
     policy.encoder[0].update(torch.randn(64, 1) * 3 + 1)
     with torch.no_grad():
         policy.heads.log_std.fill_(-0.7)
-    actor = make_actor(policy)
-    assert actor is not None
-    obs = np.random.default_rng(0).normal(size=(5, 1)).astype(np.float32)
-    params, values = actor(obs)
-    with torch.no_grad():
-        ref_params, ref_values = policy(torch.from_numpy(obs))
-    np.testing.assert_allclose(params, ref_params.numpy(), **TOL)
-    np.testing.assert_allclose(values, ref_values.numpy(), **TOL)
+    assert_actor_matches(policy, np.random.default_rng(0).normal(size=(5, 1)).astype(np.float32),
+                         **TOL)
 
 
 def test_ppo_learns_the_toy_task() -> None:

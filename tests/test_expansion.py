@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.actor_check import assert_actor_matches
 from xlvin import XLVIN, UserError
 from xlvin.accel.numpy_actor import make_actor
 from xlvin.nn.agent import XLVINAgent
@@ -284,14 +285,8 @@ def test_numpy_actor_matches_a_full_tree_over_joint_actions() -> None:
     policy = XLVINAgent(MLPEncoder(3, 16, 8), 8, 5, TransitionModel(8, (3, 2), 16),
                         MessagePassing(8), depth=2)
     assert policy.edge_input.shape == (6, 6)
-    actor = make_actor(policy)
-    assert actor is not None
-    obs = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
-    params, values = actor(obs)
-    with torch.no_grad():
-        ref_params, ref_values = policy(torch.from_numpy(obs))
-    np.testing.assert_allclose(params, ref_params.numpy(), **TOL)
-    np.testing.assert_allclose(values, ref_values.numpy(), **TOL)
+    assert_actor_matches(policy, np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32),
+                         **TOL)
     assert make_actor(binned_agent()) is None  # sampled trees act in torch
 
 
