@@ -67,7 +67,7 @@ def test_in_edge_layout_holds_every_edge_once() -> None:
     mask = edges.mask if edges.mask is not None else torch.ones(edges.sender_states.shape, dtype=torch.bool)
     assert int(mask.sum()) == len(graph.senders)
     # the P column over real in-edges is the edge list's P, as a multiset
-    torch.testing.assert_close(edges.inputs[..., 2][mask].sort().values,
+    torch.testing.assert_close(edges.inputs[..., 4][mask].sort().values,
                                graph.edge_features[:, 0].sort().values)
 
 

@@ -7,11 +7,13 @@ backward (and the per-edge gathers and scatters) costs most of a pre-training st
 function, rewritten exactly:
 
 - The node and edge encoders are affine maps of two numbers ([V_t(s), R(s, a)] and [P, gamma]),
-  so each message block composed with its encoder is an H x 2 matrix: the message of eq. 3 for
-  edge j -> i is W_s x_j + W_r x_i + W_e e_ji + b = A_s u_j + A_r u_i + A_e f_ji + c with
-  A_s = W_s W_node (and likewise), c collecting the biases. No H x H product runs per edge.
-- The parts that do not change with V_t (the rewards, P, gamma and c) are computed once per call
-  for all K value vectors; V_t enters through two broadcast products.
+  so the message of eq. 3 for edge j -> i, W_s x_j + W_r x_i + W_e e_ji + b with x = W_node
+  [V_t; R] + b_node and e = W_edge [P; gamma] + b_edge, is one [H, 9] matrix (W times the
+  block-diagonal of the three encoders with their biases, one product) on
+  [V_t(j), R(j), 1, V_t(i), R(i), 1, P, gamma, 1], plus b. No H x H product runs per edge.
+- The node features' V_t term is the same for every action copy of a state, so without
+  LayerNorm it is added after the max over actions (max_a (c + y_a) = c + max_a y_a): per call
+  only R(s, a) W_node[:, 1] + b_node is laid out per action copy.
 - Every node's in-edges sit in one row of a dense [N, D] layout (D the largest in-degree, padding
   masked), so the aggregate is a max (or sum) over a dense axis, whose backward is element-wise.
 
@@ -36,7 +38,8 @@ class InEdges:
     in-edges of node s*A+a, padded to the largest in-degree D.
 
     sender_states [A, S, D]: the state of each in-edge's sender (0 at padding); inputs
-    [A, S, D, 4]: [R of the sender, R of the receiver, P, gamma] per in-edge (0 at padding);
+    [A, S, D, 7]: [R of the sender, 1, R of the receiver, 1, P, gamma, 1] per in-edge (0 at
+    padding), the message's inputs but V_t (see `dense_forward`);
     rewards [A, S]: R(s, a); mask [A, S, D]: real in-edges, None when no row is padded;
     has_edge [A, S, 1]: nodes with an in-edge, None when all have.
     """
@@ -57,9 +60,10 @@ class InEdges:
         first = torch.cumsum(degree, 0) - degree
         slot = torch.arange(len(receivers)) - first[receivers]
         width = max(int(degree.max()), 1) if num_nodes else 1
-        per_edge = torch.cat([graph.rewards[senders, None], graph.rewards[receivers, None],
-                              graph.edge_features[order]], dim=1)
-        inputs = torch.zeros(num_nodes, width, 4)
+        ones = torch.ones(len(receivers), 1)
+        per_edge = torch.cat([graph.rewards[senders, None], ones, graph.rewards[receivers, None],
+                              ones, graph.edge_features[order], ones], dim=1)
+        inputs = torch.zeros(num_nodes, width, per_edge.shape[1])
         inputs[receivers, slot] = per_edge
         sender_states = torch.zeros(num_nodes, width, dtype=torch.long)
         sender_states[receivers, slot] = senders // num_actions
@@ -97,21 +101,17 @@ def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tenso
     Tensors are laid out [A, K, S, (D,) H] so that the max over actions is over the outer axis."""
     processor = executor.processor
     num_actions, (k, num_states) = edges.graph.num_actions, values.shape
-    node_w, node_b = executor.node_encoder.weight, executor.node_encoder.bias  # [H, 2], [H]
-    edge_w, edge_b = executor.edge_encoder.weight, executor.edge_encoder.bias
-    w_send, w_recv, w_edge = processor.message_fn.weight.split(executor.hidden, dim=1)
-    a_send, a_recv = w_send @ node_w, w_recv @ node_w  # [H, 2]: columns for V_t and R
-    # the message's weights on [V_t(sender), V_t(receiver), R(sender), R(receiver), P, gamma]
-    weight = torch.cat([a_send[:, :1], a_recv[:, :1], a_send[:, 1:], a_recv[:, 1:],
-                        w_edge @ edge_w], dim=1)
-    bias = (w_send + w_recv) @ node_b + w_edge @ edge_b + processor.message_fn.bias
+    node = torch.cat([executor.node_encoder.weight, executor.node_encoder.bias[:, None]], dim=1)
+    edge = torch.cat([executor.edge_encoder.weight, executor.edge_encoder.bias[:, None]], dim=1)
+    # the message's weights on [V_t(sender), R(sender), 1, V_t(receiver), R(receiver), 1, P, gamma, 1]
+    weight = processor.message_fn.weight @ torch.block_diag(node, node, edge)  # [H, 9]
     width = edges.inputs.shape[2]
     v_states = values.t()  # [S, K]
     v_send = v_states[edges.sender_states].permute(0, 3, 1, 2)  # [A, K, S, D]
-    v_recv = v_states.t().expand(num_actions, k, num_states)  # [A, K, S]
-    inputs = torch.cat([v_send[..., None], v_recv[..., None, None].expand(-1, -1, -1, width, 1),
-                        edges.inputs[:, None].expand(-1, k, -1, -1, -1)], dim=-1)
-    messages = F.linear(inputs, weight, bias)  # [A, K, S, D, H]
+    v_recv = values[..., None, None].expand(num_actions, -1, -1, width, 1)  # [A, K, S, D, 1]
+    static = edges.inputs[:, None].expand(-1, k, -1, -1, -1)
+    inputs = torch.cat([v_send[..., None], static[..., :2], v_recv, static[..., 2:]], dim=-1)
+    messages = F.linear(inputs, weight, processor.message_fn.bias)  # [A, K, S, D, H]
     if processor.messages == "relu":
         messages = torch.relu(messages)
     mask = None if edges.mask is None else edges.mask[:, None, :, :, None]
@@ -124,7 +124,12 @@ def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tenso
                       ).amax(dim=3)
     if edges.has_edge is not None:
         aggregated = torch.where(edges.has_edge[:, None], aggregated, 0.0)
-    x = executor.node_encoder(torch.stack(
-        [v_recv, edges.rewards[:, None].expand(-1, k, -1)], dim=-1))  # [A, K, S, H]
-    h = processor.update(x, aggregated)
-    return executor.decoder(_MaxSplittingTies.apply(h)).squeeze(-1)
+    # node features W_node [V_t; R] + b_node, split into the part per action copy [A, 1, S, H]
+    # and V_t's [K, S, H]
+    per_action = (edges.rewards[..., None] * node[:, 1] + node[:, 2])[:, None]
+    per_state = values[..., None] * node[:, 0]
+    if processor.norm is not None:
+        h = _MaxSplittingTies.apply(processor.update(per_action + per_state, aggregated))
+    else:
+        h = _MaxSplittingTies.apply(processor.update(per_action, aggregated)) + per_state
+    return executor.decoder(h).squeeze(-1)
