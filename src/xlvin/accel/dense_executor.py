@@ -40,14 +40,14 @@ class InEdges:
     sender_states [A, S, D]: the state of each in-edge's sender (0 at padding); inputs
     [A, S, D, 7]: [R of the sender, 1, R of the receiver, 1, P, gamma, 1] per in-edge (0 at
     padding), the message's inputs but V_t (see `dense_forward`);
-    rewards [A, S]: R(s, a); mask [A, S, D]: real in-edges, None when no row is padded;
+    node_inputs [A, 1, S, 2]: [R(s, a), 1]; mask [A, S, D]: real in-edges, None when no row is padded;
     has_edge [A, S, 1]: nodes with an in-edge, None when all have.
     """
 
     graph: MDPGraph
     sender_states: Tensor
     inputs: Tensor
-    rewards: Tensor
+    node_inputs: Tensor
     mask: Tensor | None
     has_edge: Tensor | None
 
@@ -72,7 +72,8 @@ class InEdges:
         def by_action(t: Tensor) -> Tensor:  # node s*A+a -> [a, s]
             return t.unflatten(0, (-1, num_actions)).transpose(0, 1).contiguous()
 
-        return cls(graph, by_action(sender_states), by_action(inputs), by_action(graph.rewards),
+        return cls(graph, by_action(sender_states), by_action(inputs),
+                   by_action(torch.stack([graph.rewards, torch.ones(num_nodes)], dim=1))[:, None],
                    None if bool(mask.all()) else by_action(mask),
                    None if bool((degree > 0).all()) else by_action(degree > 0)[..., None])
 
@@ -126,8 +127,8 @@ def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tenso
         aggregated = torch.where(edges.has_edge[:, None], aggregated, 0.0)
     # node features W_node [V_t; R] + b_node, split into the part per action copy [A, 1, S, H]
     # and V_t's [K, S, H]
-    per_action = (edges.rewards[..., None] * node[:, 1] + node[:, 2])[:, None]
-    per_state = values[..., None] * node[:, 0]
+    per_action = F.linear(edges.node_inputs, node[:, 1:])
+    per_state = F.linear(values[..., None], node[:, :1])
     if processor.norm is not None:
         h = _MaxSplittingTies.apply(processor.update(per_action + per_state, aggregated))
     else:
