@@ -8,9 +8,10 @@ function, rewritten exactly:
 
 - The node and edge encoders are affine maps of two numbers ([V_t(s), R(s, a)] and [P, gamma]),
   so the message of eq. 3 for edge j -> i, W_s x_j + W_r x_i + W_e e_ji + b with x = W_node
-  [V_t; R] + b_node and e = W_edge [P; gamma] + b_edge, is one [H, 9] matrix (W times the
-  block-diagonal of the three encoders with their biases, one product) on
-  [V_t(j), R(j), 1, V_t(i), R(i), 1, P, gamma, 1], plus b. No H x H product runs per edge.
+  [V_t; R] + b_node and e = W_edge [P; gamma] + b_edge, is one [H, 10] matrix ([W, b] times
+  the block-diagonal of the three encoders with their biases and 1, one product) on
+  [V_t(j), R(j), 1, V_t(i), R(i), 1, P, gamma, 1, 1]. No H x H product runs per edge, and the
+  message's product has no bias term (whose addition and gradient cost full passes).
 - The node features' V_t term is the same for every action copy of a state, so without
   LayerNorm it is added after the max over actions (max_a (c + y_a) = c + max_a y_a): per call
   only R(s, a) W_node[:, 1] + b_node is laid out per action copy.
@@ -38,7 +39,7 @@ class InEdges:
     in-edges of node s*A+a, padded to the largest in-degree D.
 
     sender_states [A, S, D]: the state of each in-edge's sender (0 at padding); inputs
-    [A, S, D, 7]: [R of the sender, 1, R of the receiver, 1, P, gamma, 1] per in-edge (0 at
+    [A, S, D, 8]: [R of the sender, 1, R of the receiver, 1, P, gamma, 1, 1] per in-edge (0 at
     padding), the message's inputs but V_t (see `dense_forward`);
     node_inputs [A, 1, S, 2]: [R(s, a), 1]; mask [A, S, D]: real in-edges, None when no row is padded;
     has_edge [A, S, 1]: nodes with an in-edge, None when all have.
@@ -62,7 +63,7 @@ class InEdges:
         width = max(int(degree.max()), 1) if num_nodes else 1
         ones = torch.ones(len(receivers), 1)
         per_edge = torch.cat([graph.rewards[senders, None], ones, graph.rewards[receivers, None],
-                              ones, graph.edge_features[order], ones], dim=1)
+                              ones, graph.edge_features[order], ones, ones], dim=1)
         inputs = torch.zeros(num_nodes, width, per_edge.shape[1])
         inputs[receivers, slot] = per_edge
         sender_states = torch.zeros(num_nodes, width, dtype=torch.long)
@@ -104,15 +105,17 @@ def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tenso
     num_actions, (k, num_states) = edges.graph.num_actions, values.shape
     node = torch.cat([executor.node_encoder.weight, executor.node_encoder.bias[:, None]], dim=1)
     edge = torch.cat([executor.edge_encoder.weight, executor.edge_encoder.bias[:, None]], dim=1)
-    # the message's weights on [V_t(sender), R(sender), 1, V_t(receiver), R(receiver), 1, P, gamma, 1]
-    weight = processor.message_fn.weight @ torch.block_diag(node, node, edge)  # [H, 9]
+    # the message's weights on [V_t(sender), R(sender), 1, V_t(receiver), R(receiver), 1, P,
+    # gamma, 1, 1]: W times the encoders, b times 1
+    message_fn = torch.cat([processor.message_fn.weight, processor.message_fn.bias[:, None]], dim=1)
+    weight = message_fn @ torch.block_diag(node, node, edge, torch.ones(1, 1))  # [H, 10]
     width = edges.inputs.shape[2]
     v_states = values.t()  # [S, K]
     v_send = v_states[edges.sender_states].permute(0, 3, 1, 2)  # [A, K, S, D]
     v_recv = values[..., None, None].expand(num_actions, -1, -1, width, 1)  # [A, K, S, D, 1]
     static = edges.inputs[:, None].expand(-1, k, -1, -1, -1)
     inputs = torch.cat([v_send[..., None], static[..., :2], v_recv, static[..., 2:]], dim=-1)
-    messages = F.linear(inputs, weight, processor.message_fn.bias)  # [A, K, S, D, H]
+    messages = F.linear(inputs, weight)  # [A, K, S, D, H]
     if processor.messages == "relu":
         messages = torch.relu(messages)
     mask = None if edges.mask is None else edges.mask[:, None, :, :, None]
