@@ -40,8 +40,8 @@ class InEdges:
 
     sender_states [A, S, D]: the state of each in-edge's sender (0 at padding); inputs
     [A, S, D, 8]: [R of the sender, 1, R of the receiver, 1, P, gamma, 1, 1] per in-edge (0 at
-    padding), the message's inputs but V_t (see `dense_forward`);
-    node_inputs [A, 1, S, 2]: [R(s, a), 1]; mask [A, S, D]: real in-edges, None when no row is padded;
+    padding), the message's inputs but V_t (see `dense_forward`); node_inputs [A, 1, S, 2]:
+    [R(s, a), 1]; mask [A, S, D]: real in-edges, None when no row is padded;
     has_edge [A, S, 1]: nodes with an in-edge, None when all have.
     """
 
@@ -102,7 +102,7 @@ def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tenso
     V_{t+1} - V_t [K, S] (eqs. 3-4 with the encoders composed into the message, see above).
     Tensors are laid out [A, K, S, (D,) H] so that the max over actions is over the outer axis."""
     processor = executor.processor
-    num_actions, (k, num_states) = edges.graph.num_actions, values.shape
+    num_actions, k = edges.graph.num_actions, len(values)
     node = torch.cat([executor.node_encoder.weight, executor.node_encoder.bias[:, None]], dim=1)
     edge = torch.cat([executor.edge_encoder.weight, executor.edge_encoder.bias[:, None]], dim=1)
     # the message's weights on [V_t(sender), R(sender), 1, V_t(receiver), R(receiver), 1, P,
