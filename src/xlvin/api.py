@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from xlvin.accel.numpy_sampling import mode_actions, sample_actions
+from xlvin.accel.numpy_sampling import env_actions, mode_actions, sample_actions
 from xlvin.callbacks import Callback, as_callback
 from xlvin.config import close_match, from_dict, load_json, to_dict
 from xlvin.envs.packages import import_gym_packages, require_gym_packages
@@ -476,10 +476,10 @@ class Model:
         params, values = logits.cpu().numpy(), values.cpu().numpy()
         dist = policy.action_distribution()
         if deterministic:
-            actions = dist.env_actions(mode_actions(dist, params))
+            actions = env_actions(dist, mode_actions(dist, params))
         else:
-            noise = dist.noise((len(params),), self._generator)
-            actions = dist.env_actions(sample_actions(dist, params, noise))
+            noise = dist.noise((len(params),), self._generator).numpy()
+            actions = env_actions(dist, sample_actions(dist, params, noise))
         if single:
             return np.asarray(actions[0]), np.asarray(values[0])
         return actions, values

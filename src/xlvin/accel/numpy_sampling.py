@@ -13,12 +13,15 @@ with their density.
 - DiagGaussian: a = mu + sigma * z from standard normal noise z, stored unclipped.
 - StateDependentGaussian (gSDE): a_j = mu_j + sum_l (z_l sigma_lj) eps_lj from a standard normal
   noise matrix eps [L, d], whose law at one step is N(mu, sum_l (z_l sigma_lj)^2).
+
+`env_actions` gives what the env receives: Box actions clipped to the bounds, bins their centres.
 """
 
 import numpy as np
 
 from xlvin.nn.distributions import (
     ActionDistribution,
+    BinnedCategorical,
     DiagGaussian,
     MultiCategorical,
     StateDependentGaussian,
@@ -43,7 +46,8 @@ def _components(dist: MultiCategorical, params: np.ndarray) -> list[np.ndarray]:
 
 def sample_actions(dist: ActionDistribution, params: np.ndarray, noise: np.ndarray) -> np.ndarray:
     """Actions [B, *dist.action_shape] of dtype dist.action_dtype drawn from the parameters
-    [B, P] with noise [B, ...] as `dist.noise` draws it."""
+    [B, P] with noise [B, ...] as `dist.noise` draws it (a tensor or an array)."""
+    noise = np.asarray(noise)
     if isinstance(dist, StateDependentGaussian):
         d = dist.action_shape[0]
         scaled = params[:, 2 * d:].reshape(len(params), dist.latent_dim, d)
@@ -65,3 +69,15 @@ def mode_actions(dist: ActionDistribution, params: np.ndarray) -> np.ndarray:
     if isinstance(dist, MultiCategorical):
         return np.stack([p.argmax(-1) for p in _components(dist, params)], -1)
     return params.argmax(-1)
+
+
+def env_actions(dist: ActionDistribution, actions: np.ndarray) -> np.ndarray:
+    """The actions the env receives: Box actions clipped to [low, high] (stored unclipped for
+    their log-probability), bins their centres low + (high - low) k / (B - 1) as float32, the
+    others as they are."""
+    if isinstance(dist, BinnedCategorical):
+        low, high = np.asarray(dist.low, np.float32), np.asarray(dist.high, np.float32)
+        return (low + (high - low) * (actions / (dist.bins - 1))).astype(np.float32)
+    if isinstance(dist, DiagGaussian):
+        return np.clip(actions, np.asarray(dist.low, np.float32), np.asarray(dist.high, np.float32))
+    return actions

@@ -8,12 +8,12 @@ A policy (`xlvin.nn.policy.ActorCritic`) maps observations to distribution param
   categorical per component (a factorised categorical); log pi(a) = sum_k log pi_k(a_k).
 - `BinnedCategorical(low, high, bins)`, a Box of d dims binned into B bins per dimension
   (Tang and Agrawal, 2020; the paper's section 3.2 "Discussion"): a `MultiCategorical` over d
-  components of B, the env receiving each bin's centre (`env_actions`).
+  components of B, the env receiving each bin's centre.
 - `DiagGaussian(low, high)`, Box of d dims: P = 2d, the mean mu and the log standard deviation
   log sigma (state-independent: a trainable vector, `xlvin.nn.heads.ActorCriticHeads`);
   log pi(a) = -sum_j ((a_j - mu_j)^2 / (2 sigma_j^2) + log sigma_j + log(2 pi) / 2). The
   sampled action is stored as drawn (for its log-probability) and clipped to [low, high] only
-  where the env receives it (`env_actions`), as Stable-Baselines3 and CleanRL do.
+  where the env receives it, as Stable-Baselines3 and CleanRL do.
 - `StateDependentGaussian(low, high, latent_dim, sample_freq)`, Box of d dims with generalized
   state-dependent exploration (gSDE, Raffin et al. 2022): P = 2d + L d, the mean, the log of the
   state-dependent standard deviation and the L x d matrix z_l sigma_lj of the actor's latent
@@ -23,14 +23,14 @@ A policy (`xlvin.nn.policy.ActorCritic`) maps observations to distribution param
   N(mu, sum_l z_l^2 sigma_lj^2), which `log_prob` and `entropy` read.
 
 Training reads log-probabilities and entropies in torch (`log_prob`, `entropy`); acting samples in
-NumPy (`xlvin.accel.numpy_sampling`, with the law of `log_prob`) from noise drawn once per rollout
-from a torch.Generator (`noise`), so the actions are a deterministic function of the seed
-whichever actor computed the parameters.
+NumPy (`xlvin.accel.numpy_sampling`, with the law of `log_prob`, and the actions the env receives
+there too) from noise drawn once per rollout from a torch.Generator (`noise`), so the actions are
+a deterministic function of the seed whichever actor computed the parameters. `action_dtype`
+names the actions' dtype (for the NumPy arrays acting fills).
 """
 
 import math
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -45,7 +45,7 @@ class Categorical:
     """Discrete(n): actions [B] int64 from n logits."""
 
     action_shape: tuple[int, ...] = ()
-    action_dtype = np.int64
+    action_dtype = "int64"
 
     def __init__(self, n: int) -> None:
         self.num_params = n
@@ -58,18 +58,15 @@ class Categorical:
     def entropy(self, params: Tensor) -> Tensor:
         return categorical_entropy(params)
 
-    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> np.ndarray:
+    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> Tensor:
         """One uniform per action, float64."""
-        return torch.rand(shape, generator=generator, dtype=torch.float64).numpy()
-
-    def env_actions(self, actions: np.ndarray) -> np.ndarray:
-        return actions
+        return torch.rand(shape, generator=generator, dtype=torch.float64)
 
 
 class MultiCategorical:
     """MultiDiscrete(nvec): actions [B, K] int64, component k from its own nvec[k] logits."""
 
-    action_dtype = np.int64
+    action_dtype = "int64"
 
     def __init__(self, nvec: tuple[int, ...]) -> None:
         self.nvec = tuple(nvec)
@@ -86,12 +83,8 @@ class MultiCategorical:
         """The sum of the components' entropies (they are independent)."""
         return sum(categorical_entropy(p) for p in params.split(self.nvec, dim=-1))  # type: ignore[return-value]
 
-    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> np.ndarray:
-        return torch.rand((*shape, len(self.nvec)), generator=generator,
-                          dtype=torch.float64).numpy()
-
-    def env_actions(self, actions: np.ndarray) -> np.ndarray:
-        return actions
+    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> Tensor:
+        return torch.rand((*shape, len(self.nvec)), generator=generator, dtype=torch.float64)
 
 
 class BinnedCategorical(MultiCategorical):
@@ -100,23 +93,17 @@ class BinnedCategorical(MultiCategorical):
 
     def __init__(self, low: tuple[float, ...], high: tuple[float, ...], bins: int) -> None:
         super().__init__((bins,) * len(low))
-        self.low = np.asarray(low, dtype=np.float32)
-        self.high = np.asarray(high, dtype=np.float32)
+        self.low, self.high = tuple(low), tuple(high)
         self.bins = bins
-
-    def env_actions(self, actions: np.ndarray) -> np.ndarray:
-        """The bins' centres [B, d] float32, from low (bin 0) to high (bin B - 1)."""
-        return (self.low + (self.high - self.low) * (actions / (self.bins - 1))).astype(np.float32)
 
 
 class DiagGaussian:
     """Box(low, high) of d dims: actions [B, d] float32 ~ N(mu, diag(sigma^2)) from [mu, log sigma]."""
 
-    action_dtype = np.float32
+    action_dtype = "float32"
 
     def __init__(self, low: tuple[float, ...], high: tuple[float, ...]) -> None:
-        self.low = np.asarray(low, dtype=np.float32)
-        self.high = np.asarray(high, dtype=np.float32)
+        self.low, self.high = tuple(low), tuple(high)
         self.action_shape = (len(low),)
         self.num_params = 2 * len(low)
 
@@ -136,13 +123,9 @@ class DiagGaussian:
         """The shape of one action's noise: [d]."""
         return self.action_shape
 
-    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> np.ndarray:
+    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> Tensor:
         """Standard normal noise [*shape, d], float32."""
-        return torch.randn((*shape, *self.action_shape), generator=generator).numpy()
-
-    def env_actions(self, actions: np.ndarray) -> np.ndarray:
-        """The actions the env receives: clipped to its bounds."""
-        return np.clip(actions, self.low, self.high)
+        return torch.randn((*shape, *self.action_shape), generator=generator)
 
 
 class StateDependentGaussian(DiagGaussian):
@@ -168,15 +151,15 @@ class StateDependentGaussian(DiagGaussian):
         """The shape of one noise matrix eps: [L, d]."""
         return (self.latent_dim, self.action_shape[0])
 
-    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> np.ndarray:
+    def noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> Tensor:
         """Standard normal noise matrices [*shape, L, d], float32; for a rollout's shape [T, N],
         each env's matrix drawn anew at steps 0, f, 2f, ... (f = `sample_freq`; f <= 0: once)."""
         if len(shape) != 2:
-            return torch.randn((*shape, *self.noise_shape), generator=generator).numpy()
+            return torch.randn((*shape, *self.noise_shape), generator=generator)
         steps, envs = shape
         every = self.sample_freq if self.sample_freq > 0 else steps
         draws = torch.randn((-(-steps // every), envs, *self.noise_shape), generator=generator)
-        return draws.repeat_interleave(every, dim=0)[:steps].numpy()
+        return draws.repeat_interleave(every, dim=0)[:steps]
 
 
 ActionDistribution = Categorical | MultiCategorical | BinnedCategorical | DiagGaussian

@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from xlvin.accel.numpy_sampling import env_actions
 from xlvin.nn.distributions import BinnedCategorical
 from xlvin.nn.policy import TransitionBatch
 from xlvin.train.progress import Progress
@@ -48,7 +49,7 @@ def random_transitions(
             done = False
             while not done and len(obs_list) < limit:
                 action = space.sample()
-                taken = binned.env_actions(action[None])[0] if action_bins else action
+                taken = env_actions(binned, action[None])[0] if action_bins else action
                 next_obs, _, terminated, truncated, _ = env.step(taken)
                 obs_list.append(obs)
                 action_list.append(action)

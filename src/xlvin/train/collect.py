@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with gymnasium)
 from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
-from xlvin.accel.numpy_sampling import sample_actions
+from xlvin.accel.numpy_sampling import env_actions, sample_actions
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.spaces import read_observations
@@ -206,7 +206,7 @@ def collect_rollout(
     truncated = np.zeros((T, N), dtype=bool)
     valid = np.zeros((T, N), dtype=bool)
     obs_t = torch.from_numpy(obs)
-    noise = dist.noise((T, N), generator)
+    noise = dist.noise((T, N), generator).numpy()
     episode_returns: list[float] = []
     episode_lengths: list[int] = []
     episode_successes: list[bool] = []
@@ -217,7 +217,7 @@ def collect_rollout(
         valid[t] = ~autoreset
         logits[t], values[t] = actor(obs[t])
         actions[t] = sample_actions(dist, logits[t], noise[t])
-        next_obs, reward, term, trunc, info = envs.step(dist.env_actions(actions[t]))
+        next_obs, reward, term, trunc, info = envs.step(env_actions(dist, actions[t]))
         obs[t + 1], rewards[t], terminated[t], truncated[t] = next_obs, reward, term, trunc
         autoreset = term | trunc
         if "episode" in info:

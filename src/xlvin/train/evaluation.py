@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 
 from xlvin.accel.classic_control import make_array_steps
-from xlvin.accel.numpy_sampling import mode_actions, sample_actions
+from xlvin.accel.numpy_sampling import env_actions, mode_actions, sample_actions
 from xlvin.errors import UserError
 from xlvin.nn.distributions import ActionDistribution, DiagGaussian
 from xlvin.nn.policy import ActorCritic
@@ -143,7 +143,7 @@ class Evaluator:
                 else:
                     actions = sample_actions(dist, logits, np.stack([episode_noise(dist, rngs[j])
                                                                      for j in active]))
-                obs, rewards, terminated, truncated = steps.step(active, dist.env_actions(actions))
+                obs, rewards, terminated, truncated = steps.step(active, env_actions(dist, actions))
                 for i, j in enumerate(active):
                     observations[j] = obs[i]
                     running_return[j] += float(rewards[i])
