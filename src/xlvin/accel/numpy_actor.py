@@ -183,31 +183,36 @@ class Processor:
 
 
 class Heads:
-    """ActorCriticHeads: actor and critic as one matrix, features [B, in] -> [B, A + 1] (as two
-    with a separate critic's features); with a Gaussian head, its log std appended to the means,
-    and for gSDE the state-dependent log std and the matrix z sigma."""
+    """ActorCriticHeads: actor and critic as one matrix, features [B, in] -> [B, A + 1], or with
+    a `separate_critic` two, the critic reading its own features; with a Gaussian head, its log
+    std appended to the means, and for gSDE the state-dependent log std and the matrix z sigma
+    (sigma and sigma^2 taken once, with the weights)."""
 
-    def __init__(self, policy: PPOAgent | XLVINAgent) -> None:
+    def __init__(self, policy: PPOAgent | XLVINAgent, separate_critic: bool = False) -> None:
         heads = policy.heads
-        self.weight_t = torch.cat([heads.actor.weight, heads.critic.weight]).detach().numpy().T.copy()
-        self.bias = _copy(torch.cat([heads.actor.bias, heads.critic.bias]))
         self.actor, self.critic = Linear(heads.actor), Linear(heads.critic)
+        if not separate_critic:
+            self.weight_t = np.concatenate([self.actor.weight_t, self.critic.weight_t], 1)
+            self.bias = np.concatenate([self.actor.bias, self.critic.bias])
+        self.separate_critic = separate_critic
         self.log_std = None if heads.log_std is None else _copy(heads.log_std)
         self.sde = heads.sde
+        if self.log_std is not None and self.sde:
+            self.std = np.exp(self.log_std)  # [in, A]
+            self.variance = np.square(self.std)
 
     def __call__(
         self, features: np.ndarray, critic_features: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        if critic_features is None:
+        if self.separate_critic:
+            params, values = self.actor(features), self.critic(critic_features)[:, 0]
+        else:
             out = features @ self.weight_t
             out += self.bias
             params, values = out[:, :-1], out[:, -1]
-        else:
-            params, values = self.actor(features), self.critic(critic_features)[:, 0]
         if self.log_std is not None and self.sde:
-            std = np.exp(self.log_std)  # [in, A]
-            log_std = 0.5 * np.log(np.square(features) @ np.square(std) + SDE_EPS)
-            scaled = (features[:, :, None] * std).reshape(len(features), -1)
+            log_std = 0.5 * np.log(np.square(features) @ self.variance + SDE_EPS)
+            scaled = (features[:, :, None] * self.std).reshape(len(features), -1)
             params = np.concatenate([params, log_std, scaled], 1, dtype=np.float32)
         elif self.log_std is not None:
             params = np.concatenate([params, np.broadcast_to(self.log_std, params.shape)], 1)
@@ -220,7 +225,7 @@ class PPOActor:
     def __init__(self, policy: PPOAgent) -> None:
         self.encoder = Encoder(policy.encoder)
         self.critic = None if policy.critic_encoder is None else Encoder(policy.critic_encoder)
-        self.heads = Heads(policy)
+        self.heads = Heads(policy, separate_critic=self.critic is not None)
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         critic = None if self.critic is None else self.critic(obs)

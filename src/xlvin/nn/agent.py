@@ -72,9 +72,6 @@ class PPOAgent(ActorCritic):
         self.transe_weight = transe_weight
         self.transe_negatives = transe_negatives
 
-    def action_distribution(self) -> ActionDistribution:
-        return self.distribution
-
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A] (the distribution's parameters), values [B]."""
         if self.critic_encoder is None:
@@ -181,9 +178,6 @@ class XLVINAgent(ActorCritic):
                    else one_hots(joint_actions(transition.nvec), transition.nvec)
                    if transition.nvec else torch.eye(transition.num_actions))
         self.register_buffer("edge_input", self.with_gamma(actions), persistent=False)
-
-    def action_distribution(self) -> ActionDistribution:
-        return self.distribution
 
     def with_gamma(self, one_hot: torch.Tensor) -> torch.Tensor:
         """[one-hot(a), gamma] [N, width + 1] of actions' one-hots [N, width]."""

@@ -31,10 +31,13 @@ class ActorCritic(nn.Module):
     """
 
     num_actions: int
+    #: The distribution the first output parameterises, where an agent sets one.
+    distribution: ActionDistribution | None = None
 
     def action_distribution(self) -> ActionDistribution:
-        """How the first output is read: a categorical over `num_actions` logits by default."""
-        return Categorical(self.num_actions)
+        """How the first output is read: the agent's `distribution`, or by default a categorical
+        over `num_actions` logits."""
+        return self.distribution or Categorical(self.num_actions)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
