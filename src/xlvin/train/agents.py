@@ -43,7 +43,7 @@ from xlvin.nn.encoders import (
     OneHot,
     SmallCNN,
 )
-from xlvin.nn.distributions import StateDependentGaussian
+from xlvin.nn.distributions import ActionDistribution, StateDependentGaussian
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.expansion import Expansion
 from xlvin.nn.gvin import GVINAgent
@@ -320,21 +320,27 @@ def head_width(arch: Architecture, spaces: Spaces) -> int:
 
 
 # The built-in agents, registered as a user's would be.
+def action_distribution(arch: Architecture, spaces: Spaces) -> ActionDistribution:
+    """The distribution an agent's actor parameterises: the spaces' (`Spaces.action_distribution`,
+    Box actions binned with `arch.action_bins`), or for Box actions with `arch.sde_sample_freq`
+    gSDE's, over the k features PPO's actor reads (XLVIN takes Box actions in bins)."""
+    if arch.sde_sample_freq is not None:
+        return StateDependentGaussian(spaces.action_low, spaces.action_high, arch.embedding_dim,
+                                      arch.sde_sample_freq)
+    return spaces.action_distribution(arch.action_bins)
+
+
 def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:
     """The paper's PPO baseline; with `ppo_transe`, a transition model trained only by TransE.
-    Any action space: its distribution is the spaces' (`Spaces.action_distribution`), or gSDE's
-    for Box actions with `arch.sde_sample_freq`; with `arch.separate_critic`, the critic gets an
+    Any action space (`action_distribution`); with `arch.separate_critic`, the critic gets an
     encoder of its own."""
     encoder = build_encoder(arch, spaces)
     k, actions = arch.embedding_dim, transition_actions(arch, spaces)
     transition = TransitionModel(k, actions, arch.hidden) if arch.ppo_transe else None
     critic = build_encoder(arch, spaces) if arch.separate_critic else None
-    distribution = spaces.action_distribution(arch.action_bins)
-    if arch.sde_sample_freq is not None:
-        distribution = StateDependentGaussian(spaces.action_low, spaces.action_high, k,
-                                              arch.sde_sample_freq)
     return PPOAgent(encoder, k, head_width(arch, spaces), transition, arch.transe_weight,
-                    arch.transe_negatives, distribution, arch.log_std_init, critic)
+                    arch.transe_negatives, action_distribution(arch, spaces), arch.log_std_init,
+                    critic)
 
 
 def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None) -> ActorCritic:
@@ -355,7 +361,7 @@ def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None)
         depth=arch.depth, gamma=arch.gamma, transe_weight=arch.transe_weight,
         projections=arch.executor_projections, prune=arch.prune,
         transe_negatives=arch.transe_negatives, zero_chi=arch.zero_chi, world_model=world_model,
-        distribution=spaces.action_distribution(arch.action_bins), expansion=expansion,
+        distribution=action_distribution(arch, spaces), expansion=expansion,
     )
 
 

@@ -53,9 +53,9 @@ WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages", "env_wrappers")
 WRITTEN_WHEN_CHANGED = (("train", "transition_loss"), ("train", "separate_critic"),
                         ("train", "activation"), ("ppo", "use_sde"), ("ppo", "sde_sample_freq"),
                         ("train", "action_bins"), ("train", "expansion"), ("train", "expand"))
-#: What the small CNN divided images by before `small_image_divisor` existed (a run saved then
-#: reads as such).
-LEGACY_SMALL_IMAGE_DIVISOR = 255.0
+#: Fields (section, name) whose default changed: the value runs saved without the field had
+#: (the small CNN divided images by 255 before `small_image_divisor` existed).
+LEGACY_DEFAULTS: dict[tuple[str, str], Any] = {("train", "small_image_divisor"): 255.0}
 #: What trains XLVIN's encoder and transition model besides PPO: the paper's TransE loss, or the
 #: VAE world model of its appendix (figure 10; `xlvin.nn.vae`).
 TRANSITION_LOSSES = ("transe", "vae")
@@ -243,12 +243,12 @@ class RunConfig:
     @classmethod
     def from_saved(cls, data: Any, source: str) -> "RunConfig":
         """`from_json` of a config a run saved (config.json, a weights or checkpoint header):
-        a field whose default has changed since holds the value runs had before, where it is
-        missing (`small_image_divisor`: runs saved before it divided small images by 255)."""
-        if isinstance(data, dict) and isinstance(data.get("train"), dict) and (
-                "small_image_divisor" not in data["train"]):
-            data = {**data, "train": {**data["train"],
-                                      "small_image_divisor": LEGACY_SMALL_IMAGE_DIVISOR}}
+        a field whose default has changed since (`LEGACY_DEFAULTS`) holds, where it is missing,
+        the value runs had before."""
+        if isinstance(data, dict):
+            for (section, key), value in LEGACY_DEFAULTS.items():
+                if isinstance(data.get(section), dict) and key not in data[section]:
+                    data = {**data, section: {**data[section], key: value}}
         return cls.from_json(data, source)
 
     @classmethod
