@@ -1,5 +1,6 @@
 """Bad input: one clear line on stderr, a non-zero exit, and existing run directories untouched."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,39 @@ def test_a_run_that_cannot_finish_is_refused_before_anything_is_built(
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "would take at least" in err and said in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_big_tree_that_fits_is_said_in_one_line_with_its_cost() -> None:
+    """`XLVIN(depth=12)` on CartPole fits in memory, but its 8,191 latent states a minibatch
+    observation cost gigabytes and minutes: the estimate says so; a default tree says nothing."""
+    from xlvin import XLVIN
+    from xlvin.train.run_config import big_tree_notice
+
+    deep = XLVIN("CartPole-v1", depth=12)
+    notice = big_tree_notice(deep.config, deep.spaces, deep.architecture)
+    assert notice is not None and "\n" not in notice
+    assert notice.startswith("xlvin: --depth 12 builds 8,191 latent states per observation")
+    assert "about 2.6 GiB for a minibatch of 128" in notice
+    assert re.search(r"at least \d+h\d\dm of training", notice), notice  # 500,000 steps
+    default = XLVIN("CartPole-v1")
+    assert big_tree_notice(default.config, default.spaces, default.architecture) is None
+
+
+def test_the_big_tree_line_comes_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch,
+    executor_path: Path,
+) -> None:
+    """Printed by `train` before the run directory exists (here a small tree, with the
+    threshold lowered so that it counts as big)."""
+    from xlvin.train import run, run_config
+
+    seen = []
+    monkeypatch.setattr(run_config, "BIG_TREE_BYTES", 1)
+    monkeypatch.setattr(run, "check_new_run_dir", lambda out: seen.append(
+        (out.exists(), capsys.readouterr().err)))
+    assert main(["train", "--env", "CartPole-v1", "--agent", "xlvin", "--depth", "2",
+                 "--executor", str(executor_path), "--num-envs", "2", "--num-steps", "16",
+                 "--pretrain-transe", "false", "--total-steps", "32", "--quiet",
+                 "--out", str(tmp_path / "run")]) == 0
+    existed, err = seen[0]
+    assert not existed and "xlvin: --depth 2 builds 7 latent states per observation" in err

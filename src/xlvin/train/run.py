@@ -6,6 +6,7 @@ cached pre-trained files `xlvin.pretrain.files`."""
 
 import dataclasses
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -57,6 +58,7 @@ from xlvin.train.run_config import (
     RunConfig,
     TrainConfig,
     action_bins,
+    big_tree_notice,
     check_run,
     made_env,
     on_cpu,
@@ -203,6 +205,8 @@ def train_run(
     (`claim_run_dir`) for the whole run, so two processes never train into one directory.
     """
     spaces, arch = check_run(cfg)
+    if notice := big_tree_notice(cfg, spaces, arch):
+        print(notice, file=sys.stderr)
     cfg = with_transe_pretraining(cfg, spaces)
     config = cfg.to_json()
     if resume:

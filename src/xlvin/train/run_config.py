@@ -33,6 +33,7 @@ from xlvin.train.agents import (
     is_agent_name,
 )
 from xlvin.train.curriculum import CurriculumConfig
+from xlvin.train.progress import duration
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import LowDataConfig
 from xlvin.train.spaces import MIN_IMAGE_SIZE, Spaces, env_spaces
@@ -351,6 +352,22 @@ def check_device(device: str) -> None:
 FLOATS_PER_NODE = (8, 4)
 
 
+#: A tree whose minibatch is estimated to need more memory than this is said in one line before
+#: training (`big_tree_notice`): it fits, but a user should know what it will cost.
+BIG_TREE_BYTES = 2**30
+
+
+def tree_node_bytes(embedding_dim: int, hidden: int) -> int:
+    """Bytes one latent tree node of one observation keeps for the backward pass (FLOATS_PER_NODE,
+    float32)."""
+    return (FLOATS_PER_NODE[0] * embedding_dim + FLOATS_PER_NODE[1] * hidden) * 4
+
+
+def minibatch_size(cfg: RunConfig) -> int:
+    """Observations in one PPO minibatch, the batch a tree is built for in a backward pass."""
+    return max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
+
+
 def machine_memory() -> int:
     """Bytes of physical memory of this machine."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -465,8 +482,8 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
              "--expand N)" if bins and not samples else "")
     nodes: int | None = 1
     if agent_spec(t.agent).tree:
-        batch = max(1, cfg.ppo.batch_size // cfg.ppo.num_minibatches)
-        node_bytes = (FLOATS_PER_NODE[0] * k + FLOATS_PER_NODE[1] * f) * 4 * batch
+        batch = minibatch_size(cfg)
+        node_bytes = tree_node_bytes(k, f) * batch
         total = machine_memory()
         nodes = tree_nodes(children, t.depth, total // node_bytes)
         if nodes is None:
@@ -543,6 +560,21 @@ def check_budget(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
             f"days ({forward_flops(spaces, arch):,} FLOPs per forward pass{tree}, at "
             f"{OPTIMISTIC_FLOPS:.0e} FLOP/s), more than the {MAX_RUN_SECONDS // 86400} days a run "
             "may take: choose fewer steps or a smaller network")
+
+
+def big_tree_notice(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> str | None:
+    """One line for a latent tree that fits in memory but is large (its minibatch estimated at
+    BIG_TREE_BYTES or more): its size, that memory, and the run's training time estimated from
+    below (`estimated_seconds`); None for any other run. Said before anything is built, so that
+    `XLVIN(depth=12).learn(512)` on CartPole does not spend minutes and gigabytes in silence."""
+    batch = minibatch_size(cfg)
+    need = arch.tree_nodes * tree_node_bytes(arch.embedding_dim, arch.hidden) * batch
+    if arch.tree_nodes <= 1 or need < BIG_TREE_BYTES:
+        return None
+    return (f"xlvin: --depth {arch.depth} builds {arch.tree_nodes:,} latent states per "
+            f"observation: about {need / 2**30:,.1f} GiB for a minibatch of {batch}, and at least "
+            f"{duration(estimated_seconds(cfg, spaces, arch))} of training (estimated "
+            "from below; a smaller --depth or --expand builds fewer)")
 
 
 def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Architecture]:
