@@ -116,3 +116,21 @@ def test_weight_names_cover_our_network() -> None:
               for name, value in ours.items()}
     assert ours_from_sb3(theirs).keys() == ours.keys()
     assert all(ours_from_sb3(theirs)[k] is v for k, v in ours.items())
+
+
+def test_an_unfinished_sb3_seed_is_read_from_its_last_checkpoints_log(tmp_path) -> None:
+    """The parity report lists a seed still training as its log has it: the transitions of the
+    last rollout saved, its first scoring game, the mean of its last two rounds of games."""
+    from benchmarks.parity.atari import GAME_TRANSITIONS, running_seed
+
+    games = [[GAME_TRANSITIONS - 8, 0.0], [GAME_TRANSITIONS, 0.0],
+             [2 * GAME_TRANSITIONS - 8, 1.0], [2 * GAME_TRANSITIONS, 3.0],
+             [3 * GAME_TRANSITIONS, 5.0]]
+    entropy = [[1024 * u, 1.09] for u in range(1, 49)]  # 48 updates: 49,152 transitions
+    (tmp_path / "log.json").write_text(json.dumps({"games": games, "entropy": entropy}))
+    partial = running_seed(4, tmp_path)
+    assert partial["seed"] == 4 and partial["transitions_reached"] == 49_152
+    assert partial["first_score_at"] == 2 * GAME_TRANSITIONS
+    assert partial["recent_mean"] == pytest.approx(3.0)  # the games after 49,152 - 32,768
+    (tmp_path / "result.json").write_text("{}")
+    assert running_seed(4, tmp_path) is None

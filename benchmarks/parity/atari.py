@@ -54,6 +54,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 GAME = "Freeway"
+#: Transitions of one round of games: a Freeway game lasts 2,048 steps of each of the 8 envs.
+GAME_TRANSITIONS = 16_384
 OURS_FILE = ROOT / "results" / "atari-1m" / "atari.json"
 BUDGET = 1_000_000
 
@@ -259,6 +261,25 @@ def worker(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> N
     (run / "result.json").write_text(json.dumps(result))
 
 
+def running_seed(seed: int, run: Path) -> dict[str, Any] | None:
+    """An unfinished seed as its last checkpoint's log has it (no AUC or greedy score: its
+    learning rate has not decayed yet), or None without a log or once it has a result."""
+    from xlvin.experiments.atari import first_score_at, training_curve
+
+    if (run / "result.json").is_file() or not (run / "log.json").is_file():
+        return None
+    log = json.loads((run / "log.json").read_text())
+    if not log["entropy"]:
+        return None
+    settings = atari_ppo()
+    reached = max(e[0] for e in log["entropy"])  # the last rollout's start before the save
+    rows = rows_per_update(log["games"], reached, settings["num_envs"] * settings["num_steps"])
+    last = [g[1] for g in log["games"] if g[0] > reached - 2 * GAME_TRANSITIONS]
+    return {"lib": "sb3", "seed": seed, "transitions_reached": reached,
+            "first_score_at": first_score_at(rows), "curve": training_curve(rows),
+            "recent_mean": float(np.mean(last)) if last else None}
+
+
 def run_seed(seed: int, transitions: int, runs: Path, checkpoint_updates: int) -> dict[str, Any]:
     """One seed in a fresh process (nice 10), unless its result is on file; its result."""
     run = runs / f"seed{seed}"
@@ -342,8 +363,9 @@ def estimate(summary: dict[str, float], digits: int) -> str:
 
 
 def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
-           transitions: int) -> None:
-    """OUT/atari.{json,md,png}: SB3's seeds and ours, per seed and over seeds."""
+           transitions: int, running: list[dict[str, Any]]) -> None:
+    """OUT/atari.{json,md,png}: SB3's seeds and ours, per seed and over seeds; `running`: SB3's
+    unfinished seeds, listed and drawn (dashed) but in no statistic."""
     from xlvin.stats import improvement_over, improvement_text
 
     ours = our_seeds()
@@ -359,7 +381,8 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
                "transitions": transitions, "ours_file": str(OURS_FILE.relative_to(ROOT)),
                "ours_settings": settings, "sb3_settings": sb3_settings(settings),
                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-               "rows": rows, "sb3_auc_over_ours": over, "sb3": sb3, "ours": ours}
+               "rows": rows, "sb3_auc_over_ours": over, "sb3": sb3, "ours": ours,
+               "sb3_running": running}
     out.mkdir(parents=True, exist_ok=True)
     (out / "atari.json").write_text(json.dumps(summary, indent=1) + "\n")
 
@@ -383,16 +406,27 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
             lines.append(f"| {name} | {r['seed']} | {r['transitions_reached']:,} | {first} | "
                          f"{r['auc']:.2f} | {r['final_eval']['mean']:.1f} |")
     if len(sb3) < planned:
-        lines += ["", f"**Unfinished:** {len(sb3)} of the {planned} SB3 seeds the command runs."]
+        lines += ["", f"**Unfinished:** {len(sb3)} of the {planned} SB3 seeds the command runs "
+                  "have finished."]
+    if running:
+        lines += ["", "Still training (at their last checkpoint; in no statistic above):", "",
+                  "| library | seed | transitions so far | first training game with a point "
+                  "| mean score of the last two rounds of games |", "|---|---|---|---|---|"]
+        for r in running:
+            first = "not yet" if r["first_score_at"] is None else f"{r['first_score_at']:,}"
+            recent = "-" if r["recent_mean"] is None else f"{r['recent_mean']:.1f}"
+            lines.append(f"| SB3 PPO | {r['seed']} | {r['transitions_reached']:,} | {first} | "
+                         f"{recent} |")
     lines += ["", f"Ours: `{summary['ours_file']}`; SB3's settings: "
               f"`{json.dumps(summary['sb3_settings'])}`.", "", "Command:", "", "```", command,
               "```", ""]
     (out / "atari.md").write_text("\n".join(lines))
-    plot(libs, out / "atari.png")
+    plot(libs, running, out / "atari.png")
 
 
-def plot(libs: dict[str, list[dict[str, Any]]], path: Path) -> None:
-    """Training score against transitions, one thin line per seed, one colour per library."""
+def plot(libs: dict[str, list[dict[str, Any]]], running: list[dict[str, Any]], path: Path) -> None:
+    """Training score against transitions, one thin line per seed, one colour per library;
+    SB3's unfinished seeds dashed."""
     from xlvin.experiments.figures import pyplot
 
     plt = pyplot()
@@ -402,6 +436,10 @@ def plot(libs: dict[str, list[dict[str, Any]]], path: Path) -> None:
             if r["curve"]:
                 ax.plot(*zip(*r["curve"]), color=f"C{i}", linewidth=0.9, alpha=0.8,
                         label=f"{name} ({len(runs)} seeds)" if j == 0 else None)
+    for j, r in enumerate(running):
+        if r["curve"]:
+            ax.plot(*zip(*r["curve"]), color=f"C{list(libs).index('SB3 PPO')}", linewidth=0.9,
+                    linestyle="--", label=f"SB3 PPO, training ({len(running)})" if j == 0 else None)
     ax.set(xlabel="transitions", ylabel="average training game score (unclipped)", title=GAME)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
@@ -435,14 +473,16 @@ def main() -> None:
             speed_worker(args.lib, args.transitions)
         return
     command = "python -m benchmarks.parity.atari " + shlex.join(
-        [a for a in sys.argv[1:] if a != "report"])
-    results = []
+        [a for a in sys.argv[1:] if a != "report"]).replace(str(Path.home()) + "/", "~/")
+    results, running = [], []
     for seed in range(args.seeds):
         if args.mode == "run":
             results.append(run_seed(seed, args.transitions, args.runs, args.checkpoint_updates))
         elif (args.runs / f"seed{seed}" / "result.json").is_file():
             results.append(json.loads((args.runs / f"seed{seed}" / "result.json").read_text()))
-    report(results, args.out, command, args.seeds, args.transitions)
+        elif partial := running_seed(seed, args.runs / f"seed{seed}"):
+            running.append(partial)
+    report(results, args.out, command, args.seeds, args.transitions, running)
 
 
 if __name__ == "__main__":
