@@ -94,3 +94,25 @@ def test_the_cache_makes_default_executors_on_the_readable_path(tmp_path, monkey
     monkeypatch.setattr(files.shipped, "find", lambda key: None)
     files.cached_executor(default_executor_config("random"), tmp_path)
     assert seen == [False]
+
+
+def test_max_with_a_floor_splits_the_gradient_between_ties_as_amax_does() -> None:
+    """The max over actions with a floor is amax over the actions and the floor stacked: the
+    same values, and at ties the same even split (the floor counting as one entry)."""
+    from xlvin.accel.dense_executor import _MaxSplittingTies
+
+    x = torch.tensor([[[1.0, 2.0, 0.5]], [[1.0, -1.0, 0.5]], [[0.0, 2.0, -3.0]]])  # [3, 1, 3]
+    floor = torch.tensor([[0.0, 2.0, 0.5]])  # [1, 3]: tied with x in columns 1 and 2
+    grad = torch.tensor([3.0, 6.0, 9.0]).expand(2, 3)  # [K, H] = [2, 3]
+    x_k = x.expand(3, 2, 3).clone().requires_grad_(True)
+    floor_got = floor.clone().requires_grad_(True)
+    got = _MaxSplittingTies.apply(x_k, floor_got)
+    got.backward(grad)
+    x_ref = x.expand(3, 2, 3).clone().requires_grad_(True)
+    floor_ref = floor.clone().requires_grad_(True)
+    expected = torch.cat([x_ref, floor_ref.expand(1, 2, 3)]).amax(dim=0)
+    expected.backward(grad)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(x_k.grad, x_ref.grad)
+    torch.testing.assert_close(floor_got.grad, floor_ref.grad)
+    assert floor_got.grad[0, 1] == 2 * 6.0 / 3  # column 1: two actions and the floor, K = 2

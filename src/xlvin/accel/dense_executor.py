@@ -17,6 +17,10 @@ function, rewritten exactly:
   only R(s, a) W_node[:, 1] + b_node is laid out per action copy.
 - Every node's in-edges sit in one row of a dense [N, D] layout (D the largest in-degree, padding
   masked), so the aggregate is a max (or sum) over a dense axis, whose backward is element-wise.
+- With ReLU messages, a max aggregate (or at most one in-edge per node) and no LayerNorm, the per-action node features x join the
+  message's product: max_d ReLU(m_d) + x = max(max_d (m_d + x), x), so h = max(max_{a, d}
+  (m_{a,d} + x_a), max_a x_a) needs no ReLU and no addition over [A, K, S, H], and the max
+  over actions takes max_a x_a as a floor (a node without in-edges, all padding, gets x_a).
 
 Equal to the readable forward up to float rounding, gradients included
 (tests/test_accel_executor.py); timings in benchmarks/notes.md. The rounding differs, so
@@ -80,21 +84,35 @@ class InEdges:
 
 
 class _MaxSplittingTies(torch.autograd.Function):
-    """The max over dim 0 with amax's gradient (split evenly between tied entries), its tie mask
-    written as floats: a comparison's bool output and its conversion cost several float passes
-    on CPU."""
+    """The max over dim 0 of x and (when given) of a floor broadcast against x[0], with amax's
+    gradient (split evenly between tied entries, the floor counting as one more entry), its tie
+    masks written as floats: a comparison's bool output and its conversion cost several float
+    passes on CPU."""
 
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: Tensor, floor: Tensor | None = None  # type: ignore[override]
+                ) -> Tensor:
         top = x.amax(dim=0)
+        if floor is not None:
+            top = torch.maximum(top, floor)
         ties = torch.eq(x, top, out=torch.empty_like(x))  # 1.0 where x is the max, else 0.0
-        ctx.save_for_backward(ties, ties.sum(dim=0))
+        count = ties.sum(dim=0)
+        if floor is None:
+            ctx.save_for_backward(ties, count)
+            return top
+        floor_ties = torch.eq(floor, top, out=torch.empty_like(top))
+        ctx.save_for_backward(ties, count.add_(floor_ties), floor_ties)
+        ctx.floor_shape = floor.shape  # type: ignore[attr-defined]
         return top
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:  # type: ignore[override]
-        ties, count = ctx.saved_tensors  # type: ignore[attr-defined]
-        return ties * (grad / count)
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor  # type: ignore[override]
+                 ) -> tuple[Tensor, Tensor | None]:
+        ties, count, *floor_ties = ctx.saved_tensors  # type: ignore[attr-defined]
+        share = grad / count
+        if not floor_ties:
+            return ties * share, None
+        return ties * share, (floor_ties[0] * share).sum_to_size(ctx.floor_shape)  # type: ignore[attr-defined]
 
 
 def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tensor:
@@ -115,10 +133,26 @@ def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tenso
     v_recv = values[..., None, None].expand(num_actions, -1, -1, width, 1)  # [A, K, S, D, 1]
     static = edges.inputs[:, None].expand(-1, k, -1, -1, -1)
     inputs = torch.cat([v_send[..., None], static[..., :2], v_recv, static[..., 2:]], dim=-1)
+    # node features W_node [V_t; R] + b_node, split into the part per action copy [A, 1, S, H]
+    # and V_t's [K, S, H]
+    per_action = F.linear(edges.node_inputs, node[:, 1:])
+    per_state = F.linear(values[..., None], node[:, :1])
+    mask = None if edges.mask is None else edges.mask[:, None, :, :, None]
+    if processor.norm is None and processor.messages == "relu" and (
+            processor.aggregation == "max" or width == 1):
+        # max_d ReLU(m_d) + x = max(max_d (m_d + x), x) (see above): the per-action node
+        # features join the message's product (its R(receiver) and 1 columns)
+        with_nodes = F.linear(inputs, weight + F.pad(node[:, 1:], (4, 4)))  # [A, K, S, D, H]
+        if width == 1 and mask is None:
+            with_nodes = with_nodes.squeeze(3)
+        else:
+            with_nodes = (with_nodes if mask is None else with_nodes.masked_fill(~mask, -torch.inf)
+                          ).amax(dim=3)
+        h = _MaxSplittingTies.apply(with_nodes, per_action.amax(dim=0)) + per_state
+        return executor.decoder(h).squeeze(-1)
     messages = F.linear(inputs, weight)  # [A, K, S, D, H]
     if processor.messages == "relu":
         messages = torch.relu(messages)
-    mask = None if edges.mask is None else edges.mask[:, None, :, :, None]
     if processor.aggregation == "sum":
         aggregated = (messages if mask is None else messages * mask).sum(dim=3)
     elif width == 1:
@@ -128,10 +162,6 @@ def dense_forward(executor: VIExecutor, edges: InEdges, values: Tensor) -> Tenso
                       ).amax(dim=3)
     if edges.has_edge is not None:
         aggregated = torch.where(edges.has_edge[:, None], aggregated, 0.0)
-    # node features W_node [V_t; R] + b_node, split into the part per action copy [A, 1, S, H]
-    # and V_t's [K, S, H]
-    per_action = F.linear(edges.node_inputs, node[:, 1:])
-    per_state = F.linear(values[..., None], node[:, :1])
     if processor.norm is not None:
         h = _MaxSplittingTies.apply(processor.update(per_action + per_state, aggregated))
     else:
