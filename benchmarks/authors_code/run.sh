@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The authors' own XLVIN code (dransyhe/CNAP), run beside ours: CartPole-v0 (Table 1) by
-# default, their maze curriculum with --maze.
+# default, their maze curriculum with --maze, their continuous-action runs with --continuous.
 #
 #   bash benchmarks/authors_code/run.sh --cnap PATH [--out DIR] [--results DIR] [--seeds "1 2 ... 10"] [--jobs N]
 #   bash benchmarks/authors_code/run.sh --cnap PATH --maze [--out DIR] [--results DIR] [--seeds "1 2 3"]
 #                                       [--cpu-budget SECONDS] [--venv DIR] [--nice N]
+#   bash benchmarks/authors_code/run.sh --cnap PATH --continuous [--out DIR] [--results DIR] [--seeds "1 2 3"]
+#                                       [--envs "mountaincar-continuous halfcheetah"] [--rollouts 4]
+#                                       [--test-episodes 10] [--steps 49152] [--cpu-budget SECONDS]
+#                                       [--jobs N] [--venv DIR]
 #
 # PATH is a checkout of https://github.com/dransyhe/CNAP (commit e303fc5; see README.md here).
 # CartPole, four steps, each skipped when its output is already complete, so a second call resumes:
@@ -26,11 +30,19 @@
 #       main process (default 1200; their own limit, 1000 rollouts a level, is days of CPU);
 #       a finished run (curriculum done, or stopped at its budget) is not run again;
 #   M3. our parser over those logs, into RESULTS/maze.{md,json}.
+#
+# --continuous: the same environment plus gymnasium and mujoco (--venv as for --maze), then, in
+# DIR (default ~/xlvin-runs/authors-code-continuous), run_continuous.sh: their executor and
+# MountainCarContinuous TransE pre-training, their MountainCarContinuous (--rollouts rounds of 5
+# episodes, their default 20; evaluations of --test-episodes episodes, theirs 100) and HalfCheetah (--steps env steps, theirs 1,000,000) PPO and XLVIN
+# for every seed (default 1 2 3), N at a time (--jobs, default 2), each stopped after SECONDS of
+# CPU time in its main process (default 3600); our parser into RESULTS/continuous.{md,json}.
 # Nothing of their code enters this repository.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cnap="" out="" results="" seeds="" jobs=2 maze=0 venv="" cpu_budget=1200 nice=19
+cnap="" out="" results="" seeds="" jobs=2 maze=0 continuous=0 venv="" cpu_budget="" nice=19
+envs="mountaincar-continuous halfcheetah" rollouts=4 test_episodes=10 steps=49152
 while [ $# -gt 0 ]; do
   case "$1" in
     --cnap) cnap=$2; shift 2 ;;
@@ -39,16 +51,28 @@ while [ $# -gt 0 ]; do
     --seeds) seeds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --maze) maze=1; shift ;;
+    --continuous) continuous=1; shift ;;
+    --envs) envs=$2; shift 2 ;;
+    --rollouts) rollouts=$2; shift 2 ;;
+    --test-episodes) test_episodes=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
     --venv) venv=$2; shift 2 ;;
     --cpu-budget) cpu_budget=$2; shift 2 ;;
     --nice) nice=$2; shift 2 ;;
-    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --results, --seeds, --jobs, --maze, --venv, --cpu-budget, --nice)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --results, --seeds, --jobs, --maze, --continuous, --envs, --rollouts, --test-episodes, --steps, --venv, --cpu-budget, --nice)" >&2; exit 2 ;;
   esac
 done
+[ "$maze$continuous" != 11 ] || { echo "run.sh: --maze and --continuous are separate runs; give one" >&2; exit 2; }
 if [ "$maze" = 1 ]; then
   out=${out:-$HOME/xlvin-runs/authors-code-maze}
   venv=${venv:-$HOME/xlvin-runs/authors-code/venv}
   seeds=${seeds:-"1 2 3"}
+  cpu_budget=${cpu_budget:-1200}
+elif [ "$continuous" = 1 ]; then
+  out=${out:-$HOME/xlvin-runs/authors-code-continuous}
+  venv=${venv:-$HOME/xlvin-runs/authors-code/venv}
+  seeds=${seeds:-"1 2 3"}
+  cpu_budget=${cpu_budget:-3600}
 else
   out=${out:-$HOME/xlvin-runs/authors-code}
   venv=${venv:-$out/venv}
@@ -64,6 +88,14 @@ for s in $seeds; do
   [[ "$s" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: seeds must be positive integers (CNAP seeds nothing for 0), got $s" >&2; exit 2; }
 done
 [[ "$nice" =~ ^([0-9]|1[0-9])$ ]] || { echo "run.sh: --nice must be 0 to 19, got $nice" >&2; exit 2; }
+for e in $envs; do
+  [[ "$e" =~ ^(mountaincar-continuous|halfcheetah)$ ]] || { echo "run.sh: --envs takes mountaincar-continuous and halfcheetah, got $e" >&2; exit 2; }
+done
+[[ "$rollouts" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --rollouts must be a positive integer, got $rollouts" >&2; exit 2; }
+[[ "$test_episodes" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --test-episodes must be a positive integer, got $test_episodes" >&2; exit 2; }
+[[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --steps must be a positive integer, got $steps" >&2; exit 2; }
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --jobs must be a positive integer, got $jobs" >&2; exit 2; }
+cpu_budget=${cpu_budget:-1200}
 [[ "$cpu_budget" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --cpu-budget must be a positive number of seconds, got $cpu_budget" >&2; exit 2; }
 mkdir -p "$out/logs"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
@@ -91,6 +123,16 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 py="$venv/bin/python"
 
+# gymnasium and mujoco for their MuJoCo runs (continuous_main.py maps their HalfCheetah-v2 onto
+# gymnasium's HalfCheetah-v5); numpy<2 keeps gym 0.19's NumPy.
+if [ "$continuous" = 1 ]; then
+  cstamp="$venv/.cnap-continuous"
+  if [ ! -f "$cstamp" ]; then
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "gymnasium[mujoco]==1.4.0" "mujoco==4.0.0" "numpy<2"
+    touch "$cstamp"
+  fi
+  exec bash "$here/run_continuous.sh" "$cnap" "$out" "$venv" "$results" "$seeds" "$cpu_budget" "$jobs" "$rollouts" "$test_episodes" "$steps" "$envs"
+fi
 if [ "$maze" = 1 ]; then
   exec bash "$here/run_maze.sh" "$cnap" "$out" "$venv" "$results" "$seeds" "$cpu_budget" "$nice"
 fi
