@@ -2,7 +2,8 @@
 # The continuous-action steps of run.sh (`run.sh --cnap PATH --continuous ...`, which builds the
 # environment first and calls this with its settings; see run.sh and README.md here):
 #
-#   run_continuous.sh CNAP OUT VENV RESULTS "SEEDS" CPU_BUDGET JOBS ROLLOUTS TEST_EPISODES STEPS "ENVS"
+#   run_continuous.sh CNAP OUT VENV RESULTS "SEEDS" CPU_BUDGET JOBS ROLLOUTS TEST_EPISODES \
+#                     TRANSE_EPISODES STEPS "ENVS"
 #
 # C1. their executor pre-training at hidden size 50 (classic control) and 64 (MuJoCo), their
 #     TransE pre-training for MountainCarContinuous (through continuous_main.py), each once, each
@@ -17,7 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cnap=$1 out=$2 venv=$3 results=$4 seeds=$5 cpu_budget=$6 jobs=$7 rollouts=$8 test_episodes=$9
-steps=${10} envs=${11}
+transe_episodes=${10} steps=${11} envs=${12}
 py="$venv/bin/python"
 logs="$out/logs"
 mkdir -p "$logs" "$out/work/models/transe/trained_transe" "$out/work/runs"
@@ -47,12 +48,14 @@ executor() {
   [ -f "$trained/erdos-renyi-gnnstep1-actFalse-lnTrue-hidden$hidden.pt" ] ||
     cp "$trained/erdos-renyi-gnnstep1-actFalse-lnTrue.pt" "$trained/erdos-renyi-gnnstep1-actFalse-lnTrue-hidden$hidden.pt"
 }
-# Their TransE pre-training for MountainCarContinuous at 10 bins (their defaults: 1,000 random
-# episodes, 5 epochs), with the one fix continuous_main.py describes; classic_control.py reads
-# it from ../models/transe/trained_transe/ of its working folder (work/runs/NAME).
+# Their TransE pre-training for MountainCarContinuous at 10 bins on TRANSE_EPISODES random
+# episodes (their default 1,000; 5 is the ~5,000 transitions ours pre-trains on), their 5
+# epochs, with the one fix continuous_main.py describes; classic_control.py reads it from
+# ../models/transe/trained_transe/ of its working folder (work/runs/NAME).
 transe() {
   pretrain transe-mountaincar-continuous "$out/work/models/transe" \
-    "$py" "$here/continuous_main.py" transe --env=mountaincar-continuous --action_bins=10
+    "$py" "$here/continuous_main.py" transe --env=mountaincar-continuous --action_bins=10 \
+    --num_episodes="$transe_episodes"
 }
 
 # C2. One run. MountainCarContinuous: the command of their README (classic, 10 bins, XLVIN-R
@@ -109,7 +112,7 @@ run_one() {
   fi
 }
 export -f run_one pretrain executor transe
-export out logs py venv here rollouts test_episodes steps cpu_budget
+export out logs py venv here rollouts test_episodes transe_episodes steps cpu_budget
 rc=0
 for env in $envs; do for agent in ppo xlvin; do for seed in $seeds; do
   echo "$env $agent $seed"
