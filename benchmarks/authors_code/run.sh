@@ -6,7 +6,8 @@
 #   bash benchmarks/authors_code/run.sh --cnap PATH --maze [--out DIR] [--results DIR] [--seeds "1 2 3"]
 #                                       [--cpu-budget SECONDS] [--venv DIR] [--nice N]
 #   bash benchmarks/authors_code/run.sh --cnap PATH --continuous [--out DIR] [--results DIR] [--seeds "1 2 3"]
-#                                       [--envs "mountaincar-continuous halfcheetah"] [--rollouts 4]
+#                                       [--envs "mountaincar-continuous halfcheetah"] [--agents "ppo xlvin"]
+#                                       [--rollouts 4]
 #                                       [--test-episodes 10] [--transe-episodes 5] [--steps 49152]
 #                                       [--cpu-budget SECONDS]
 #                                       [--jobs N] [--venv DIR]
@@ -37,14 +38,16 @@
 # MountainCarContinuous TransE pre-training (--transe-episodes random episodes, theirs 1,000),
 # their MountainCarContinuous (--rollouts rounds of 5
 # episodes, their default 20; evaluations of --test-episodes episodes, theirs 100) and HalfCheetah (--steps env steps, theirs 1,000,000) PPO and XLVIN
-# for every seed (default 1 2 3), N at a time (--jobs, default 2), each stopped after SECONDS of
-# CPU time in its main process (default 3600); our parser into RESULTS/continuous.{md,json}.
+# (--agents) for every seed (default 1 2 3), N at a time (--jobs, default 2), each stopped after
+# SECONDS of CPU time in its main process (default 3600); our parser into
+# RESULTS/continuous.{md,json}. Several calls may run side by side (say one per env or agent):
+# a run another call is running is skipped.
 # Nothing of their code enters this repository.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cnap="" out="" results="" seeds="" jobs=2 maze=0 continuous=0 venv="" cpu_budget="" nice=19
-envs="mountaincar-continuous halfcheetah" rollouts=4 test_episodes=10 transe_episodes=5 steps=49152
+envs="mountaincar-continuous halfcheetah" agents="ppo xlvin" rollouts=4 test_episodes=10 transe_episodes=5 steps=49152
 while [ $# -gt 0 ]; do
   case "$1" in
     --cnap) cnap=$2; shift 2 ;;
@@ -55,6 +58,7 @@ while [ $# -gt 0 ]; do
     --maze) maze=1; shift ;;
     --continuous) continuous=1; shift ;;
     --envs) envs=$2; shift 2 ;;
+    --agents) agents=$2; shift 2 ;;
     --rollouts) rollouts=$2; shift 2 ;;
     --test-episodes) test_episodes=$2; shift 2 ;;
     --transe-episodes) transe_episodes=$2; shift 2 ;;
@@ -62,7 +66,7 @@ while [ $# -gt 0 ]; do
     --venv) venv=$2; shift 2 ;;
     --cpu-budget) cpu_budget=$2; shift 2 ;;
     --nice) nice=$2; shift 2 ;;
-    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --results, --seeds, --jobs, --maze, --continuous, --envs, --rollouts, --test-episodes, --transe-episodes, --steps, --venv, --cpu-budget, --nice)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown argument $1 (expected --cnap, --out, --results, --seeds, --jobs, --maze, --continuous, --envs, --agents, --rollouts, --test-episodes, --transe-episodes, --steps, --venv, --cpu-budget, --nice)" >&2; exit 2 ;;
   esac
 done
 [ "$maze$continuous" != 11 ] || { echo "run.sh: --maze and --continuous are separate runs; give one" >&2; exit 2; }
@@ -93,6 +97,9 @@ done
 [[ "$nice" =~ ^([0-9]|1[0-9])$ ]] || { echo "run.sh: --nice must be 0 to 19, got $nice" >&2; exit 2; }
 for e in $envs; do
   [[ "$e" =~ ^(mountaincar-continuous|halfcheetah)$ ]] || { echo "run.sh: --envs takes mountaincar-continuous and halfcheetah, got $e" >&2; exit 2; }
+done
+for a in $agents; do
+  [[ "$a" =~ ^(ppo|xlvin)$ ]] || { echo "run.sh: --agents takes ppo and xlvin, got $a" >&2; exit 2; }
 done
 [[ "$rollouts" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --rollouts must be a positive integer, got $rollouts" >&2; exit 2; }
 [[ "$test_episodes" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --test-episodes must be a positive integer, got $test_episodes" >&2; exit 2; }
@@ -135,7 +142,7 @@ if [ "$continuous" = 1 ]; then
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "gymnasium[mujoco]==1.4.0" "mujoco==4.0.0" "numpy<2"
     touch "$cstamp"
   fi
-  exec bash "$here/run_continuous.sh" "$cnap" "$out" "$venv" "$results" "$seeds" "$cpu_budget" "$jobs" "$rollouts" "$test_episodes" "$transe_episodes" "$steps" "$envs"
+  exec bash "$here/run_continuous.sh" "$cnap" "$out" "$venv" "$results" "$seeds" "$cpu_budget" "$jobs" "$rollouts" "$test_episodes" "$transe_episodes" "$steps" "$envs" "$agents"
 fi
 if [ "$maze" = 1 ]; then
   exec bash "$here/run_maze.sh" "$cnap" "$out" "$venv" "$results" "$seeds" "$cpu_budget" "$nice"

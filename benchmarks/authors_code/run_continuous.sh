@@ -3,13 +3,14 @@
 # environment first and calls this with its settings; see run.sh and README.md here):
 #
 #   run_continuous.sh CNAP OUT VENV RESULTS "SEEDS" CPU_BUDGET JOBS ROLLOUTS TEST_EPISODES \
-#                     TRANSE_EPISODES STEPS "ENVS"
+#                     TRANSE_EPISODES STEPS "ENVS" "AGENTS"
 #
 # C1. their executor pre-training at hidden size 50 (classic control) and 64 (MuJoCo), their
 #     TransE pre-training for MountainCarContinuous (through continuous_main.py), each once, each
 #     when a run first needs it (a lock keeps two jobs from doing the same one);
 # C2. their runs, JOBS at a time, in this order: for each env of ENVS (mountaincar-continuous,
-#     halfcheetah), PPO for every seed, then XLVIN for every seed;
+#     halfcheetah), each agent of AGENTS (ppo, xlvin) for every seed; a run that another call
+#     of this script is running (its lock is held) is skipped;
 # C3. our parser over the logs, into RESULTS/continuous.{md,json}.
 # A run whose log is complete is skipped, so a second call resumes; a run cut short (its .part
 # log) starts again. Each run stops after CPU_BUDGET seconds of CPU time in its main process.
@@ -18,7 +19,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cnap=$1 out=$2 venv=$3 results=$4 seeds=$5 cpu_budget=$6 jobs=$7 rollouts=$8 test_episodes=$9
-transe_episodes=${10} steps=${11} envs=${12}
+transe_episodes=${10} steps=${11} envs=${12} agents=${13}
 py="$venv/bin/python"
 logs="$out/logs"
 mkdir -p "$logs" "$out/work/models/transe/trained_transe" "$out/work/runs"
@@ -68,6 +69,15 @@ transe() {
 run_one() {
   local env=$1 agent=$2 seed=$3
   local name="$env-$agent-seed$seed"
+  [ -f "$logs/$name.txt" ] && return 0
+  (
+    flock -n 8 || { echo "$(date +%T) $name: running in another call, skipped"; exit 0; }
+    run_locked "$env" "$agent" "$seed"
+  ) 8> "$logs/$name.lock"
+}
+run_locked() {
+  local env=$1 agent=$2 seed=$3
+  local name="$env-$agent-seed$seed"
   local log="$logs/$name.txt" dir="$out/work/runs/$name"
   [ -f "$log" ] && return 0
   local flags entry trained
@@ -111,10 +121,10 @@ run_one() {
     return 1
   fi
 }
-export -f run_one pretrain executor transe
+export -f run_one run_locked pretrain executor transe
 export out logs py venv here rollouts test_episodes transe_episodes steps cpu_budget
 rc=0
-for env in $envs; do for agent in ppo xlvin; do for seed in $seeds; do
+for env in $envs; do for agent in $agents; do for seed in $seeds; do
   echo "$env $agent $seed"
 done; done; done | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1" "$2"' || rc=1
 
