@@ -23,6 +23,8 @@ transe_episodes=${10} steps=${11} envs=${12} agents=${13}
 py="$venv/bin/python"
 logs="$out/logs"
 mkdir -p "$logs" "$out/work/models/transe/trained_transe" "$out/work/runs"
+# classic_control.py reads ../models/transe/trained_transe/ from its working folder work/runs/NAME
+ln -sfn "$out/work/models" "$out/work/runs/models"
 
 # pretrain NAME DIR CMD...: CMD in DIR once (NAME.done records its wall seconds), under a lock.
 pretrain() {
@@ -51,8 +53,8 @@ executor() {
 }
 # Their TransE pre-training for MountainCarContinuous at 10 bins on TRANSE_EPISODES random
 # episodes (their default 1,000; 5 is the ~5,000 transitions ours pre-trains on), their 5
-# epochs, with the one fix continuous_main.py describes; classic_control.py reads it from
-# ../models/transe/trained_transe/ of its working folder (work/runs/NAME).
+# epochs, with the one fix continuous_main.py describes (classic_control.py reads it through the
+# link work/runs/models).
 transe() {
   pretrain transe-mountaincar-continuous "$out/work/models/transe" \
     "$py" "$here/continuous_main.py" transe --env=mountaincar-continuous --action_bins=10 \
