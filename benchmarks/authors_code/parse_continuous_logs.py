@@ -51,7 +51,7 @@ STATISTICS = {
         "max": "max over evaluations (theirs)",
         "last": "last evaluation (the final policy)"},
     "halfcheetah": {
-        "last100": "mean of the last 100 training episodes at the end (theirs)",
+        "last100": "mean of the last (up to) 100 training episodes at the end (theirs)",
         "last10": "mean of the last 10 training episodes (Monitor)"},
 }
 #: classic_control's parallel envs for mountaincar-continuous (their --num_processes default).
