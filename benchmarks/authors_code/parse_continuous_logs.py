@@ -114,11 +114,12 @@ def parse_log(path: Path, env: str) -> dict:
     if env == "halfcheetah":
         if run["training_means"]:
             run["last100"] = run["training_means"][-1]
-        log_dir = run["flags"].get("log_dir")
+        log_dir = run["flags"].get("log_dir")  # where this machine kept it: not recorded
         returns = monitor_returns(Path(log_dir)) if log_dir and Path(log_dir).exists() else []
         run["training_episodes"] = len(returns)
         if returns:
             run["last10"] = float(np.mean(returns[-10:]))
+    run["flags"].pop("log_dir", None)
     return run
 
 
