@@ -22,12 +22,19 @@ max-pooling, fire on reset where the game has a FIRE action, 84 x 84 grey, 4-fra
   is the score of whole games, as the PPO code's Monitor reports it.
 - Eval: one episode = one whole game, unclipped rewards, at most EVAL_MAX_STEPS agent steps (a
   greedy policy that stops playing cannot hang an evaluation).
+
+`make_ale_vector_env` builds the same `xlvin/<Game>-v5` and `xlvin/<Game>Train-v4` batches with
+ale-py's own vector env (C++ emulators and preprocessing, `ale_py.vector_env.AtariVectorEnv`)
+in place of gymnasium's wrappers (`--atari-vector ale`; see its docstring for what differs).
 """
 
+import re
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from xlvin.errors import UserError
 
@@ -164,3 +171,105 @@ def register_atari_envs() -> None:
             gym.register(id=atari_eval_id(game), entry_point=make_paper_atari,
                          kwargs={"game": game, "training": False},
                          max_episode_steps=EVAL_MAX_STEPS)
+
+
+def make_ale_vector_env(env_id: str, num_envs: int) -> VectorEnv:
+    """`num_envs` envs of `env_id` (`xlvin/<Game>-v5` or `xlvin/<Game>Train-v4`) stepped by
+    ale-py's vector env on one thread, with the settings of the gymnasium pipeline above (no-op
+    reset 30, frame skip 4 with max-pooling, 84 x 84 grey, 4 frames; v5: sticky actions 0.25;
+    Train: no sticky actions, episodic life, fire reset, clipped rewards), behind `AleGames`.
+
+    Frames and rewards equal the gymnasium pipeline's for the same emulator actions (Freeway,
+    tests/test_atari_vector.py) once `AleGames` pads a new episode's stack as gymnasium does.
+    What differs: the no-op count at reset is drawn from ALE's generator, not gymnasium's, so the
+    same seed plays other games; on games with lives and FIRE (Train), continuing after a lost
+    life and pressing FIRE follow ALE's implementation, not baselines' wrappers (not compared);
+    and the emulators' states cannot be saved, so a run on these envs cannot resume."""
+    game, training = ale_vector_game(env_id)
+    require_ale()
+    from ale_py.vector_env import AtariVectorEnv
+
+    envs = AtariVectorEnv(
+        re.sub(r"(?<!^)(?=[A-Z])", "_", game).lower(),  # the ROM's name: MsPacman -> ms_pacman
+        num_envs,
+        num_threads=1,
+        repeat_action_probability=0.0 if training else 0.25,
+        autoreset_mode=AutoresetMode.NEXT_STEP,
+        img_height=84, img_width=84, grayscale=True, stack_num=4, frameskip=4, maxpool=True,
+        noop_max=30,
+        episodic_life=training,
+        use_fire_reset=training,
+        reward_clipping=False,
+    )
+    return AleGames(envs, clip_rewards=training)
+
+
+def ale_vector_game(env_id: str) -> tuple[str, bool]:
+    """(game, whether it is the training form) of an id `make_ale_vector_env` makes; a UserError
+    for any other id."""
+    kinds = {atari_env_id(g): (g, False) for g in ATARI_GAMES}
+    kinds.update({atari_train_id(g): (g, True) for g in ATARI_GAMES})
+    if env_id not in kinds:
+        raise UserError(f"--atari-vector ale makes xlvin/<Game>-v5 and xlvin/<Game>Train-v4 envs "
+                        f"only, not {env_id!r}")
+    return kinds[env_id]
+
+
+class AleGames(VectorWrapper):
+    """ale-py's vector env as the gymnasium pipeline's: a new episode's frame stack padded with
+    its first frame (ALE pads with zeros, `FrameStackObservation` repeats the reset frame), the
+    score of every whole game in `info["episode"]["r" | "l"]` where `info["_episode"]` (unclipped,
+    over every life: as `RecordEpisodeStatistics` below `EpisodicLife`), then rewards clipped to
+    their sign where `clip_rewards`. NEXT_STEP autoreset: the step after a done is a reset step
+    (no transition: it adds nothing to the statistics)."""
+
+    def __init__(self, env: VectorEnv, clip_rewards: bool) -> None:
+        super().__init__(env)
+        self.clip_rewards = clip_rewards
+        self.since_reset = np.zeros(self.num_envs, dtype=int)  # frames of the episode in the stack - 1
+        self.game_returns = np.zeros(self.num_envs)
+        self.game_lengths = np.zeros(self.num_envs, dtype=int)
+        self.prev_dones = np.zeros(self.num_envs, dtype=bool)
+        self.game_over = np.ones(self.num_envs, dtype=bool)
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> Any:
+        if options is not None:
+            raise UserError("ale-py's vector env (--atari-vector ale) resets all envs at once here")
+        obs, info = self.env.reset(seed=seed)
+        self.since_reset[:] = 0
+        self.game_returns[:] = 0.0
+        self.game_lengths[:] = 0
+        self.prev_dones[:] = False
+        self.game_over[:] = False
+        return self._pad(obs), info
+
+    def step(self, actions: Any) -> Any:
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        rewards = rewards.astype(np.float64)
+        new_game = self.prev_dones & self.game_over  # this step reset the emulator
+        self.since_reset = np.where(self.prev_dones, 0, self.since_reset + 1)
+        self.game_returns = np.where(new_game, 0.0, self.game_returns)
+        self.game_lengths = np.where(new_game, 0, self.game_lengths)
+        moved = ~self.prev_dones  # reset steps are not transitions
+        self.game_returns[moved] += rewards[moved]
+        self.game_lengths[moved] += 1
+        dones = terminated | truncated
+        # a game is over at a done with no life left (games without lives always have 0)
+        self.game_over = np.where(dones, truncated | (info["lives"] == 0), self.game_over)
+        self.prev_dones = dones
+        finished = dones & self.game_over
+        if finished.any():
+            info["episode"] = {"r": np.where(finished, self.game_returns, 0.0),
+                               "l": np.where(finished, self.game_lengths, 0)}
+            info["_episode"] = finished
+        if self.clip_rewards:
+            rewards = np.sign(rewards)
+        return self._pad(obs), rewards, terminated, truncated, info
+
+    def _pad(self, obs: np.ndarray) -> np.ndarray:
+        """Stack slots from before the episode's first frame hold that frame (in place)."""
+        stack = obs.shape[1]
+        for i in np.flatnonzero(self.since_reset < stack - 1):
+            first = stack - 1 - self.since_reset[i]
+            obs[i, :first] = obs[i, first]
+        return obs

@@ -18,6 +18,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with gymnasium)
+from xlvin.envs.atari import make_ale_vector_env
 from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
 from xlvin.errors import UserError
@@ -121,7 +122,7 @@ def make_vector_env(
     num_envs: int,
     autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
     record_stats: bool = True,
-    vectorization: Literal["sync", "async"] = "sync",
+    vectorization: Literal["sync", "async", "ale"] = "sync",
     env_kwargs: dict[str, Any] | None = None,
 ) -> VectorEnv:
     """`gym.make_vec(env_id, num_envs, vectorization, **env_kwargs)` with episode statistics
@@ -134,8 +135,16 @@ def make_vector_env(
     on a new environment instead; the library's own environments pass it in the tests).
     "async" steps the envs in worker processes (shared memory); the data is the same as "sync"
     (each env is seeded and stepped identically); "sync" is the default because it measured
-    faster on a 2-core machine (benchmarks/notes.md).
+    faster on a 2-core machine (benchmarks/notes.md). "ale" makes Atari envs with ale-py's own
+    vector env (`xlvin.envs.atari.make_ale_vector_env`: other no-op draws, no resume), which
+    records its own games' statistics.
     """
+    if record_stats and autoreset_mode != AutoresetMode.NEXT_STEP:
+        raise UserError("episode statistics are kept for NEXT_STEP autoreset only")
+    if vectorization == "ale":
+        if env_kwargs or autoreset_mode != AutoresetMode.NEXT_STEP:
+            raise UserError("--atari-vector ale takes no env options and autoresets at the next step")
+        return make_ale_vector_env(env_id, num_envs)
     try:
         envs = gym.make_vec(
             env_id,
@@ -148,8 +157,6 @@ def make_vector_env(
         )
     except gym.error.Error as err:
         raise UserError(f"cannot make environment {env_id!r}: {err}") from None
-    if record_stats and autoreset_mode != AutoresetMode.NEXT_STEP:
-        raise UserError("episode statistics are kept for NEXT_STEP autoreset only")
     return EpisodeStatistics(envs) if record_stats and not records_own_episodes(envs) else envs
 
 

@@ -165,7 +165,9 @@ class OnlineData:
         self.env_id, self.num_steps, self.seed = env_id, cfg.num_steps, seed
         self.env_kwargs = env_kwargs or {}
         self.rounds = cfg.num_updates
-        self.envs = make_vector_env(env_id, cfg.num_envs, env_kwargs=env_kwargs)
+        self.vectorization = "ale" if cfg.atari_vector == "ale" else "sync"
+        self.envs = make_vector_env(env_id, cfg.num_envs, env_kwargs=env_kwargs,
+                                    vectorization=self.vectorization)
         self.exact = restorable(self.envs)
         self.state = reset_envs(self.envs, seed)
         self.next_round = 0
@@ -207,6 +209,10 @@ class OnlineData:
             self.reward_stats.load_state_dict({k: tensors[f"reward_{k}"]
                                                for k in ("mean", "var", "count")})
         if state["envs"] is None:
+            if self.vectorization == "ale":
+                raise UserError("a run on ale-py's vector env (--atari-vector ale) cannot resume: "
+                                "its emulators' states are not saved (train with --atari-vector "
+                                "gym to resume)")
             self.state = reset_envs(self.envs, self.seed + self.next_round)
             return
         restore_env_state(self.envs, state["envs"])

@@ -111,6 +111,11 @@ class PPOConfig:
     sde_sample_freq: int = option(
         -1, "gSDE: draw each env's noise matrix anew every N steps (-1: once per rollout)"
     )
+    atari_vector: str = option(
+        "gym", "how Atari envs (xlvin/<Game>-v5, xlvin/<Game>Train-v4) are stepped: 'gym' "
+        "(gymnasium's wrappers, resumable) or 'ale' (ale-py's C++ vector env: faster, the same "
+        "frames but other no-op draws at reset; a run cannot resume)", choices=("gym", "ale"),
+    )
     accelerate: bool = option(
         True, "on CPU, act with the NumPy weight snapshot and update with the fused loss and flat "
         "Adam of xlvin.accel (same results up to float rounding; false: the readable code only)"
@@ -128,6 +133,7 @@ class PPOConfig:
             (self.num_minibatches >= 1, "num_minibatches must be >= 1"),
             (self.minibatch_size >= 0, "minibatch_size must be >= 0"),
             (self.advantages in ("gae", "monte_carlo"), "advantages must be gae or monte_carlo"),
+            (self.atari_vector in ("gym", "ale"), "atari_vector must be gym or ale"),
             (self.update_epochs >= 1, "update_epochs must be >= 1"),
             (self.clip_coef > 0, "clip_coef must be > 0"),
             (self.ent_coef >= 0, "ent_coef must be >= 0"),

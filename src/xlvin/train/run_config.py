@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from xlvin.config import described, from_dict, names, option, to_dict
+from xlvin.envs.atari import ale_vector_game
 from xlvin.envs.maze import is_maze_env
 from xlvin.envs.packages import require_gym_packages
 from xlvin.envs.wrappers import check_wrapper_specs, wrapped_env_id
@@ -584,6 +585,10 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
     validate(cfg.train)
     if cfg.train.protocol == "curriculum":
         check_curriculum(cfg)
+    if cfg.ppo.atari_vector == "ale":
+        ale_vector_game(cfg.train.env)
+        if cfg.train.protocol != "online" or cfg.train.env_kwargs or cfg.train.env_wrappers:
+            raise UserError("--atari-vector ale trains online, with no --env-kwargs or --env-wrapper")
     if spaces is None:
         require_gym_packages(cfg.train.gym_packages, cfg.train.env)
         spaces = env_spaces(cfg.train.env, cfg.train.env_kwargs, cfg.train.env_wrappers)
