@@ -1,11 +1,13 @@
 """Where an Atari PPO update spends its time, and how far it is from the compute floor:
-`python -m benchmarks.atari_floor [--game Freeway] [--agents ppo,xlvin-r]` (prints Markdown).
+`python -m benchmarks.atari_floor [--game Freeway] [--agents ppo,xlvin-r] [--atari-vector ale]`
+(prints Markdown).
 
 One update at the paper's settings (8 envs x 128 steps, 4 epochs x 4 minibatches of 256), one
-torch thread, CPU time of this thread (best of a few repeats, so that other jobs disturb it less
-than wall time), split into:
-- the environments: stepping 8 `xlvin/<Game>Train-v4` envs (ALE and the frame preprocessing)
-  with fixed actions, per transition;
+torch thread, CPU time of the process (best of a few repeats, so that other jobs disturb it less
+than wall time; the process's, so that ale-py's vector env's thread counts), split into:
+- the environments: stepping 8 `xlvin/<Game>Train-v4` envs (ALE and the frame preprocessing;
+  gymnasium's wrappers, or ale-py's vector env with `--atari-vector ale`) with fixed actions,
+  per transition;
 - acting: `collect_rollout` minus the environments (the policy's forward on each step);
 - learning: `ppo_update` on that rollout (forward, losses, backward, Adam).
 
@@ -33,13 +35,13 @@ from xlvin.train.run_config import RunConfig, TrainConfig, agent_of, check_run
 
 
 def _best(fn, reps: int = 3) -> float:
-    """Least thread CPU seconds of one call of `fn` over `reps` calls (after one warm-up)."""
+    """Least process CPU seconds of one call of `fn` over `reps` calls (after one warm-up)."""
     fn()
     best = float("inf")
     for _ in range(reps):
-        start = time.thread_time()
+        start = time.process_time()
         fn()
-        best = min(best, time.thread_time() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
@@ -71,7 +73,7 @@ def gemm_rate(m: int, k: int, n: int) -> float:
     return 2 * m * k * n / seconds
 
 
-def profile(game: str, agent_name: str) -> dict[str, float]:
+def profile(game: str, agent_name: str, vector: str = "gym") -> dict[str, float]:
     torch.manual_seed(0)
     env = atari_train_id(game)
     train = TrainConfig(env=env, depth=DEPTH[game], pretrain_transe=False, **agent_fields(agent_name))
@@ -84,7 +86,7 @@ def profile(game: str, agent_name: str) -> dict[str, float]:
     num_envs, num_steps = ATARI_PPO["num_envs"], ATARI_PPO["num_steps"]
     transitions = num_envs * num_steps
 
-    envs = make_vector_env(env, num_envs)
+    envs = make_vector_env(env, num_envs, vectorization="ale" if vector == "ale" else "sync")
     state = reset_envs(envs, 0)
     actions = np.zeros(num_envs, dtype=np.int64)
     env_s = _best(lambda: [envs.step(actions) for _ in range(num_steps)])
@@ -116,13 +118,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="Freeway")
     parser.add_argument("--agents", default="ppo,xlvin-r")
+    parser.add_argument("--atari-vector", default="gym", choices=("gym", "ale"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     print("| agent | environments | acting | learning | total | steps/s | floor (compute) | "
           "floor steps/s | total / floor |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.agents.split(","):
-        p = profile(args.game, name)
+        p = profile(args.game, name, args.atari_vector)
         print(f"| {name} | {p['env_ms']:.2f} ms | {p['acting_ms']:.2f} ms | "
               f"{p['learning_ms']:.2f} ms | {p['total_ms']:.2f} ms | {1e3 / p['total_ms']:.0f} | "
               f"{p['floor_ms']:.2f} ms | {1e3 / p['floor_ms']:.0f} | "

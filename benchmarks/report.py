@@ -31,27 +31,35 @@ def _load(p: dict[str, Any]) -> str:
 
 def _ppo_section(title: str, p: dict[str, Any], target: str, ratio_target: float) -> list[str]:
     runs = p["runs"]
-    sides = {s: [r for r in runs if r["side"] == s and "sps" in r] for s in ("ours", "sb3", "ours_baseline")}
+    sides = {s: [r for r in runs if r["side"] == s and "sps" in r] for s in ("ours", "sb3", "ours_baseline", "ours_ale")}
     lines = [f"## {title}", "", _load(p) + ".", "",
              f"{p['env']}, {p['steps']:,} steps per run, hyperparameters on both sides: "
              + ", ".join(f"{k} {v}" for k, v in p["hyperparameters"].items())
              + f"; network: {p['encoder']}; one torch thread on both sides. "
              "Final return: greedy, evaluated by the same function (xlvin.train.evaluation."
              "evaluate_policy) on the same episodes (seeds 1,000,000+).", "",
-             "| run | side | steps/s | final return (greedy) | training return (last 20 episodes) |",
-             "|---|---|---|---|---|"]
+             "| run | side | steps/s | steps per CPU second | final return (greedy) | training return "
+             "(last 20 episodes) |",
+             "|---|---|---|---|---|---|"]
     for r in runs:
         if "error" in r:
-            lines.append(f"| {r['repeat']} | {r['side']} | error: {r['error']} | | |")
+            lines.append(f"| {r['repeat']} | {r['side']} | error: {r['error']} | | | |")
             continue
-        lines.append(f"| {r['repeat']} | {r['side']} | {_f(r['sps'])} | {_f(r['final_return'], 1)} "
-                     f"+- {_f(r['final_return_std'], 1)} | {_f(r.get('train_return_last20'), 1)} |")
+        lines.append(f"| {r['repeat']} | {r['side']} | {_f(r['sps'])} | {_f(r.get('cpu_sps'))} | "
+                     f"{_f(r['final_return'], 1)} +- {_f(r['final_return_std'], 1)} | "
+                     f"{_f(r.get('train_return_last20'), 1)} |")
     ours, sb3 = _mean([r["sps"] for r in sides["ours"]]), _mean([r["sps"] for r in sides["sb3"]])
     ratio = ours / sb3 if sb3 else float("nan")
     lines += ["", (f"Mean steps/s: ours **{_f(ours)}**, SB3 **{_f(sb3)}**, ratio **{ratio:.2f}x** "
               f"(target: {target}; {'met' if ratio >= ratio_target else 'NOT met'}). "
               f"Final greedy return: ours {_f(_mean([r['final_return'] for r in sides['ours']]), 1)}, "
               f"SB3 {_f(_mean([r['final_return'] for r in sides['sb3']]), 1)}.")]
+    if sides["ours_ale"] and all("cpu_sps" in r for s in ("ours", "sb3", "ours_ale")
+                                  for r in sides[s]):
+        cpu = {s: _mean([r["cpu_sps"] for r in sides[s]]) for s in ("ours", "sb3", "ours_ale")}
+        lines.append(f"Per CPU second: ours {_f(cpu['ours'])} ({cpu['ours'] / cpu['sb3']:.2f}x SB3), "
+                     f"ours on ale-py's vector env (`--atari-vector ale`) {_f(cpu['ours_ale'])} "
+                     f"({cpu['ours_ale'] / cpu['sb3']:.2f}x SB3), SB3 {_f(cpu['sb3'])}.")
     if sides["ours_baseline"]:
         before = _mean([r["sps"] for r in sides["ours_baseline"]])
         lines.append(f"Before this issue's changes (same run, code of the baseline revision): "

@@ -124,14 +124,18 @@ class Runner:
 
 
 def part_ppo(run: Runner, env_id: str, hp: dict, encoder: dict, steps: int, repeats: int,
-             eval_episodes: int, baseline: bool) -> dict[str, Any]:
+             eval_episodes: int, baseline: bool, ale: bool = False) -> dict[str, Any]:
+    """Interleaved repeats of ours, SB3, (ours with `--atari-vector ale`), (ours on the baseline
+    code)."""
     rows: list[dict[str, Any]] = []
-    for r in range(repeats):  # interleaved: ours, SB3, (ours on the baseline code), next repeat
-        for side, task, code in [("ours", "ppo_ours", "current"), ("sb3", "ppo_sb3", "current")] + (
-            [("ours_baseline", "ppo_ours", "baseline")] if baseline else []
-        ):
+    sides = [("ours", "ppo_ours", "current", {}), ("sb3", "ppo_sb3", "current", {})]
+    sides += [("ours_ale", "ppo_ours", "current", {"atari_vector": "ale"})] if ale else []
+    sides += [("ours_baseline", "ppo_ours", "baseline", {})] if baseline else []
+    for r in range(repeats):
+        for side, task, code, extra in sides:
             args = {"task": task, "env": env_id, "steps": steps, "seed": r, "threads": 1, "hp": hp,
-                    "encoder": encoder, "eval_episodes": eval_episodes, "eval_seed": 1_000_000}
+                    "encoder": encoder, "eval_episodes": eval_episodes, "eval_seed": 1_000_000,
+                    **extra}
             rows.append({"side": side, "repeat": r, **run(args, code)})
     return {"env": env_id, "steps": steps, "hyperparameters": hp, "encoder": encoder,
             "repeats": repeats, "runs": rows}
@@ -226,6 +230,8 @@ def main() -> None:
                         help="comma-separated parts (ppo_sb3, atari, planning, depth, kernel, end_to_end)")
     parser.add_argument("--repeats", type=int, default=2, help="repeats of PPO vs SB3 (CartPole)")
     parser.add_argument("--atari-repeats", type=int, default=1, help="repeats of PPO vs SB3 (Freeway)")
+    parser.add_argument("--atari-vector", default="gym", choices=("gym", "ale"),
+                        help="ale: the Freeway part also runs ours on ale-py's vector env")
     parser.add_argument("--planning-repeats", type=int, default=1,
                         help="interleaved repeats of each planning case (the maze: 1) and of the "
                              "depth part")
@@ -261,7 +267,8 @@ def main() -> None:
                                   20_000 if args.quick else 50_000, args.repeats, 100, base)
             elif part == "atari":
                 result = part_ppo(run, "xlvin/Freeway-v5", ATARI_HP, NATURE_ENCODER,
-                                  4096 if args.quick else 8192, args.atari_repeats, 2, False)
+                                  4096 if args.quick else 8192, args.atari_repeats, 2, False,
+                                  args.atari_vector == "ale")
             elif part == "planning":
                 only = [c for c in args.planning_cases.split(",") if c] or None
                 result = part_planning(run, args.quick, base, args.planning_repeats, only,

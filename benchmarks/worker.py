@@ -120,14 +120,15 @@ def ppo_ours(a: dict[str, Any]) -> dict[str, Any]:
         update_epochs=h["epochs"], num_minibatches=h["minibatches"], clip_coef=h["clip"],
         ent_coef=h["ent_coef"], vf_coef=h["vf_coef"], max_grad_norm=h["max_grad_norm"],
         gamma=h["gamma"], gae_lambda=h["gae_lambda"], torch_threads=a["threads"],
+        atari_vector=a.get("atari_vector", "gym"),
     )
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = train_ppo(agent, a["env"], cfg, seed=a["seed"], progress=False)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     ev = evaluate_policy(agent, a["env"], episodes=a["eval_episodes"], seed=a["eval_seed"])
     return {
-        "steps": _steps_and_updates(result)[0], "wall_s": wall,
-        "sps": _steps_and_updates(result)[0] / wall, "final_return": ev["mean"], "final_return_std": ev["std"],
+        "steps": _steps_and_updates(result)[0], "wall_s": wall, "cpu_s": cpu,
+        "sps": _steps_and_updates(result)[0] / wall, "cpu_sps": _steps_and_updates(result)[0] / cpu, "final_return": ev["mean"], "final_return_std": ev["std"],
         "train_return_last20": float(np.mean(result.episode_returns[-20:])) if result.episode_returns else None,
     }
 
@@ -190,9 +191,9 @@ def ppo_sb3(a: dict[str, Any]) -> dict[str, Any]:
         max_grad_norm=h["max_grad_norm"], normalize_advantage=True, policy_kwargs=policy_kwargs,
         seed=a["seed"], device=str(_device(a)), verbose=0,
     )
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=a["steps"])
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     steps = int(model.num_timesteps)
     envs.close()
     model.policy.set_training_mode(False)
@@ -202,8 +203,8 @@ def ppo_sb3(a: dict[str, Any]) -> dict[str, Any]:
     )
     returns = [info["r"] for info in model.ep_info_buffer]
     return {
-        "steps": steps, "wall_s": wall, "sps": steps / wall, "final_return": ev["mean"],
-        "final_return_std": ev["std"],
+        "steps": steps, "wall_s": wall, "cpu_s": cpu, "sps": steps / wall, "cpu_sps": steps / cpu,
+        "final_return": ev["mean"], "final_return_std": ev["std"],
         "train_return_last20": float(np.mean(returns[-20:])) if returns else None,
     }
 
