@@ -140,6 +140,12 @@ class _SB3AsActorCritic(torch.nn.Module):
         super().__init__()
         self.policy, self.num_actions = policy, num_actions
 
+    def action_distribution(self) -> Any:
+        """A categorical over the logits (what `evaluate_policy` reads the forward with)."""
+        from xlvin.nn.distributions import Categorical
+
+        return Categorical(self.num_actions)
+
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         dist = self.policy.get_distribution(obs)
         return dist.distribution.logits, self.policy.predict_values(obs).squeeze(-1)
