@@ -1,6 +1,7 @@
-"""`xlvin reproduce classic|executor-ablation|maze|contextual-maze|maze-ablation|atari`: the
-paper's Table 1 (and an ablation of its executor), its maze figures (and an ablation of the maze
-executor) and its Atari figures 4 and 6, every cell, resumable, into results/."""
+"""`xlvin reproduce classic|executor-ablation|maze|contextual-maze|maze-ablation|atari|continuous`:
+the paper's Table 1 (and an ablation of its executor), its maze figures (and an ablation of the
+maze executor), its Atari figures 4 and 6, and XLVIN against PPO on continuous actions, every
+cell, resumable, into results/."""
 
 import argparse
 import time
@@ -12,7 +13,15 @@ from tqdm import tqdm
 from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.config import add_options, from_args
-from xlvin.experiments import atari, atari_vae, executor_ablation, maze, maze_ablation, table1
+from xlvin.experiments import (
+    atari,
+    atari_vae,
+    continuous,
+    executor_ablation,
+    maze,
+    maze_ablation,
+    table1,
+)
 from xlvin.experiments.figures import require_plots
 from xlvin.experiments.jobs import deadline_after
 from xlvin.train.curriculum import CurriculumConfig
@@ -98,6 +107,21 @@ def _executor_ablation(args: argparse.Namespace) -> None:
     print(executor_ablation.write_results(records, args.results))
     print(f"wrote {args.results}/executor.md, .json, .png from {len(records)} finished cells "
           f"(the seeds every arm of a protocol and env has finished)")
+
+
+def _continuous(args: argparse.Namespace) -> None:
+    _check_seeds(args)
+    cells = continuous.cells_from_options(args.envs, args.agents, args.seeds, args.first_seed,
+                                          args.budget)
+    wall = None
+    if not args.include_running:
+        _, wall = _with_progress(
+            lambda done: continuous.run_cells(cells, args.runs, args.jobs, on_done=done),
+            len(cells), "continuous-action cells",
+            lambda r: f"{r['env']} {r['agent']} s{r['seed']}: {r['final_return']:.1f}",
+        )
+    print(continuous.table(cells, args.runs, args.results, args.include_running, wall))
+    print(f"wrote {args.results}/continuous.md, .json, .png; runs under {args.runs}")
 
 
 def _curricula_so_far(cells: list[maze.Cell], runs: Path, include_running: bool) -> list[dict]:
@@ -222,11 +246,13 @@ def _seed_options(parser: argparse.ArgumentParser, seeds: int, note: str = "") -
                         help="the first training seed (default 0)")
 
 
-def _output_options(parser: argparse.ArgumentParser, runs: str, finished_help: str,
+def _output_options(parser: argparse.ArgumentParser, runs: str, finished_help: str | None,
                     results: str = "results") -> None:
-    """--jobs, --finished-only, --runs and --results, the options every experiment shares."""
+    """--jobs, --finished-only (unless `finished_help` is None), --runs and --results, the
+    options every experiment shares."""
     parser.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
-    parser.add_argument("--finished-only", action="store_true", help=finished_help)
+    if finished_help is not None:
+        parser.add_argument("--finished-only", action="store_true", help=finished_help)
     parser.add_argument("--runs", type=Path, default=Path(runs),
                         help=f"run directories root (default {runs})")
     parser.add_argument("--results", type=Path, default=Path(results),
@@ -348,3 +374,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     atari_vae.add_options(v)
     _evaluated_cell_options(v, "runs/atari-vae", "is evaluated and analysed")
     v.set_defaults(func=_atari_vae)
+
+    c = which.add_parser(
+        "continuous",
+        help="beyond the paper: XLVIN (each tree expansion) vs PPO on continuous actions",
+        description=continuous.__doc__,
+    )
+    _seed_options(c, 5)
+    c.add_argument("--envs", default=",".join(continuous.CLASSIC),
+                   help=f"comma-separated environments of {', '.join(continuous.ENVS)} (default "
+                   f"{','.join(continuous.CLASSIC)})")
+    c.add_argument("--agents", default=",".join(continuous.AGENTS),
+                   help=f"comma-separated agents (default {','.join(continuous.AGENTS)}; "
+                   "xlvin-all only where every joint action fits)")
+    c.add_argument("--budget", default="low",
+                   help="env steps a cell: low (default: " + ", ".join(
+                       f"{e} {s.steps:,}" for e, s in continuous.ENVS.items())
+                   + f"), paper ({continuous.PAPER_STEPS:,}, the authors' MuJoCo budget) or a "
+                   "number")
+    _output_options(c, "runs/continuous", None)
+    c.add_argument("--include-running", action="store_true",
+                   help="train nothing: write the results of the finished cells, naming every "
+                   "cell still training or not started")
+    c.set_defaults(func=_continuous)

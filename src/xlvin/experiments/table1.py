@@ -311,22 +311,25 @@ def is_finished(run_dir: Path) -> bool:
 
 def run_cell(cell: Cell, root: Path, config: RunConfig | None = None) -> dict[str, Any]:
     """Train and evaluate one cell (with `config` in place of `cell.config()` when given)
-    unless it is already finished; return its record.
-
-    A cell directory with a config but no summary is an interrupted run: it resumes from its
-    last checkpoint (`train_run(..., resume=True)`) and ends as an uninterrupted run would. The
-    cell is claimed like a run directory while it trains and is evaluated: a cell another
-    invocation is running is one UserError.
-    """
-    quiet_known_warnings()  # in spawned workers too
+    unless it is already finished (`finish_run`: an interrupted one resumes); return its
+    record."""
     run_dir = cell.run_dir(root)
+    finish_run(run_dir, config or cell.config(), EVAL_EPISODES, EVAL_SEED)
+    return cell_record(cell, run_dir)
+
+
+def finish_run(run_dir: Path, config: RunConfig, episodes: int, seed: int) -> None:
+    """Train the run `config` in `run_dir` and evaluate its final greedy policy on `episodes`
+    fresh episodes seeded from `seed` (EVAL_FILE), each unless done. A directory with a config
+    but no summary is an interrupted run: it resumes from its last checkpoint. The directory is
+    claimed meanwhile: a run another invocation holds is one UserError."""
+    quiet_known_warnings()  # in spawned workers too
     with claim_run_dir(run_dir):
         if not (run_dir / SUMMARY).is_file():
-            train_run(config or cell.config(), run_dir, progress=False,
-                      resume=(run_dir / CONFIG).is_file(), pretrain_progress=False)
+            train_run(config, run_dir, progress=False, resume=(run_dir / CONFIG).is_file(),
+                      pretrain_progress=False)
         if not (run_dir / EVAL_FILE).is_file():
-            write_sealed(run_dir / EVAL_FILE, evaluate_run(run_dir, EVAL_EPISODES, EVAL_SEED), run_dir)
-    return cell_record(cell, run_dir)
+            write_sealed(run_dir / EVAL_FILE, evaluate_run(run_dir, episodes, seed), run_dir)
 
 
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:

@@ -1,0 +1,386 @@
+"""XLVIN and PPO on continuous actions (beyond the paper's Table 1, towards its MuJoCo
+experiments): MountainCarContinuous-v0 and Pendulum-v1 at a low-data budget, HalfCheetah-v5 and
+Hopper-v5 at a CPU budget (the authors' 1,000,000 steps with `--budget paper`).
+
+Agents, every one trained by the same PPO schedule of its environment (`ENVS`):
+
+- `ppo`: a diagonal Gaussian policy with a separate tanh critic (SB3's MLP policy), exploring
+  with gSDE on the classic envs (the RL Zoo's Pendulum preset);
+- `xlvin-all`, `xlvin-uniform`, `xlvin-gaussian`, `xlvin-policy`: XLVIN-R (the paper's random-
+  graph executor, section 4.1) over `BINS` bins per action dimension (a factorised categorical;
+  the env receives the bins' centres), its tree `DEPTH` deep, each node expanding every joint
+  action (`all`, only where BINS ^ dimensions <= `MAX_FULL_EXPANSION`) or `EXPAND` joint actions
+  drawn uniformly, around the node's greedy bins, or from the distilled rollout policy
+  (`xlvin.nn.expansion`). TransE is pre-trained once per environment (`TRANSE`, shared by the
+  XLVIN cells), as Table 1's `paper` protocol does.
+
+Every cell (budget, env, agent, seed) is one run directory ROOT/STEPS-steps/ENV/AGENT/seedS,
+claimed while it trains, resumed from its checkpoint when interrupted and never re-run once
+finished (summary.json and eval.json). Its statistic: the final greedy policy's mean return over
+`EVAL_EPISODES` fresh episodes (seeds 1,000,000 on, never used in training). Per (env, agent):
+the IQM over seeds with its 95 % bootstrap interval and P(agent > PPO) with its interval
+(`xlvin.stats`); RESULTS/continuous.{md,json,png}, one panel per env. A table of unfinished cells
+is refused unless asked for (`include_running`), and then names every cell still to finish.
+"""
+
+import dataclasses
+import importlib.util
+import os
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlvin.config import csv_choices
+from xlvin.errors import UserError
+from xlvin.experiments import table1
+from xlvin.experiments.figures import pyplot
+from xlvin.experiments.jobs import map_jobs
+from xlvin.io.digests import read_sealed
+from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
+from xlvin.io.run_dir import CONFIG, SUMMARY, reading_results, write_json
+from xlvin.kernels import cpu_name
+from xlvin.pretrain.transe import TransEConfig
+from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+from xlvin.train.ppo import PPOConfig
+from xlvin.train.run_config import MAX_FULL_EXPANSION, RunConfig, TrainConfig
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """An environment of the experiment: its action dimensions, its default budget (env steps),
+    the PPO schedule every agent trains with, and the Gaussian policy's own options."""
+
+    dims: int
+    steps: int
+    ppo: PPOConfig
+    gaussian: dict[str, Any]
+    mujoco: bool = False
+
+
+#: The classic envs' schedule: 4 envs x 128 steps an update, 4 epochs x 4 minibatches, lr 1e-3
+#: held (the Zoo's Pendulum preset, its rollouts shortened to fit 20 updates into the low-data
+#: budget); their Gaussian policy explores with gSDE, its noise drawn every 4 steps (the Zoo's).
+CLASSIC_PPO = PPOConfig(num_envs=4, num_steps=128, lr=1e-3, anneal_lr=False, ent_coef=0.0,
+                        update_epochs=4, num_minibatches=4)
+CLASSIC_GAUSSIAN = {"use_sde": True, "sde_sample_freq": 4}
+#: MuJoCo's schedule: CleanRL's (one env x 2048 steps, 10 epochs x 32 minibatches, lr 3e-4
+#: annealed, observations and rewards normalised); the Gaussian's noise independent per step.
+MUJOCO_PPO = PPOConfig(num_envs=1, num_steps=2048, lr=3e-4, anneal_lr=True, ent_coef=0.0,
+                       update_epochs=10, num_minibatches=32, norm_obs=True, norm_reward=True)
+
+ENVS: dict[str, EnvSetting] = {
+    # gamma 0.99 over the 999-step episodes; the flag is a sparse +100: normalise both (the Zoo's)
+    "MountainCarContinuous-v0": EnvSetting(1, 10_240, dataclasses.replace(
+        CLASSIC_PPO, gamma=0.99, norm_obs=True, norm_reward=True), CLASSIC_GAUSSIAN),
+    # gamma 0.9 and no normalisation: the Zoo's Pendulum preset
+    "Pendulum-v1": EnvSetting(1, 10_240, dataclasses.replace(
+        CLASSIC_PPO, gamma=0.9, norm_obs=False, norm_reward=False), CLASSIC_GAUSSIAN),
+    "HalfCheetah-v5": EnvSetting(6, 49_152, MUJOCO_PPO, {}, mujoco=True),
+    "Hopper-v5": EnvSetting(3, 49_152, MUJOCO_PPO, {}, mujoco=True),
+}
+CLASSIC = ("MountainCarContinuous-v0", "Pendulum-v1")
+#: The authors' budget on MuJoCo (`--budget paper`).
+PAPER_STEPS = 1_000_000
+BUDGETS = ("low", "paper")
+
+#: agent -> XLVIN's expansion (None: PPO's Gaussian).
+AGENTS: dict[str, str | None] = {"ppo": None, "xlvin-all": "all", "xlvin-uniform": "uniform",
+                                 "xlvin-gaussian": "gaussian", "xlvin-policy": "policy"}
+BASELINE = "ppo"
+#: XLVIN's bins per action dimension, joint actions drawn per node, and tree depth K.
+BINS, EXPAND, DEPTH = 7, 4, 2
+#: TransE's random-policy pre-training, once per environment: at most 5,000 transitions.
+TRANSE = TransEConfig(episodes=100, max_transitions=5_000, epochs=5, shared=True)
+EVAL_EPISODES = 10
+EVAL_SEED = table1.EVAL_SEED
+
+
+def joint_actions(env: str) -> int:
+    """BINS ^ the env's action dimensions: the children of a node that expands all."""
+    return BINS ** ENVS[env].dims
+
+
+def runs_on(env: str, agent: str) -> bool:
+    """Whether the agent runs on the env: `xlvin-all` only where every joint action fits."""
+    return AGENTS[agent] != "all" or joint_actions(env) <= MAX_FULL_EXPANSION
+
+
+def budget_steps(env: str, budget: str) -> int:
+    """The env steps of a cell: the env's own (`low`), the authors' (`paper`), or a number."""
+    if budget == "low":
+        return ENVS[env].steps
+    if budget == "paper":
+        return PAPER_STEPS
+    return int(budget)
+
+
+@dataclass(frozen=True)
+class Cell:
+    env: str
+    agent: str
+    seed: int
+    steps: int
+
+    def run_dir(self, root: Path) -> Path:
+        return Path(root) / f"{self.steps}-steps" / self.env / self.agent / f"seed{self.seed}"
+
+    def config(self) -> RunConfig:
+        setting = ENVS[self.env]
+        ppo = dataclasses.replace(setting.ppo, total_steps=self.steps)
+        method = AGENTS[self.agent]
+        if method is None:
+            train = TrainConfig(env=self.env, agent="ppo", seed=self.seed, separate_critic=True,
+                                activation="tanh")
+            ppo = dataclasses.replace(ppo, **setting.gaussian)
+        else:
+            train = TrainConfig(env=self.env, agent="xlvin", seed=self.seed, depth=DEPTH,
+                                action_bins=BINS, expansion=method,
+                                expand=0 if method == "all" else EXPAND)
+        return RunConfig(train=train, ppo=ppo, transe=TRANSE)
+
+
+def check_budget(text: str) -> str:
+    """A --budget value: low, paper, or whole env steps >= 1; one UserError otherwise."""
+    if text in BUDGETS or (text.isdigit() and int(text) >= 1):
+        return text
+    raise UserError(f"--budget must be low, paper or a whole number of env steps >= 1, got {text!r}")
+
+
+def cells(envs: list[str], agents: list[str], seeds: list[int], budget: str = "low") -> list[Cell]:
+    """The cells of `agents` on `envs` (xlvin-all where it runs: `runs_on`), seed by seed: cut
+    short, every env and agent has the same seeds. One UserError when none is left, or for MuJoCo envs
+    without the `mujoco` package, before anything is made."""
+    if not seeds or min(seeds) < 0:
+        raise UserError(f"training seeds must be >= 0, and at least one, got {seeds}")
+    if any(ENVS[e].mujoco for e in envs) and importlib.util.find_spec("mujoco") is None:
+        raise UserError("the MuJoCo envs need the mujoco package: pip install 'gymnasium[mujoco]'")
+    chosen = [Cell(env, agent, seed, budget_steps(env, budget))
+              for seed in seeds for env in envs for agent in agents if runs_on(env, agent)]
+    if not chosen:
+        raise UserError(f"xlvin-all expands all {BINS} ^ d joint actions, which only fits envs "
+                        f"with at most {MAX_FULL_EXPANSION}: none of {', '.join(envs)}")
+    return chosen
+
+
+def cells_from_options(envs: str, agents: str, seeds: int, first_seed: int,
+                       budget: str) -> list[Cell]:
+    """`cells` of the comma-separated --envs and --agents, each checked (one UserError)."""
+    return cells(csv_choices(envs, tuple(ENVS), "environment"),
+                 csv_choices(agents, tuple(AGENTS), "agent"),
+                 list(range(first_seed, first_seed + seeds)), check_budget(budget))
+
+
+def is_finished(cell: Cell, root: Path) -> bool:
+    return table1.is_finished(cell.run_dir(root))
+
+
+def status(cell: Cell, root: Path) -> str:
+    """finished, started (a run directory with a config: training, or interrupted and to
+    resume) or pending."""
+    run_dir = cell.run_dir(root)
+    if table1.is_finished(run_dir):
+        return "finished"
+    return "started" if (run_dir / CONFIG).is_file() else "pending"
+
+
+def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
+    """Train and evaluate one cell unless finished (`table1.finish_run`); its record."""
+    table1.finish_run(cell.run_dir(root), cell.config(), EVAL_EPISODES, EVAL_SEED)
+    return cell_record(cell, root)
+
+
+def cell_record(cell: Cell, root: Path) -> dict[str, Any]:
+    """A finished cell's final return and what it trained on."""
+    run_dir = cell.run_dir(root)
+    with reading_results(run_dir):
+        summary = read_sealed(run_dir / SUMMARY, run_dir)
+        evaluation = read_sealed(run_dir / table1.EVAL_FILE, run_dir)
+        return {
+            **dataclasses.asdict(cell),
+            "final_return": evaluation["mean"],
+            "final_return_std_over_episodes": evaluation["std"],
+            "training_returns": summary["ppo"]["episode_returns"],
+            "env_steps": summary["ppo"]["env_steps"],
+            "transe_transitions": summary["transe_transitions"],
+            "wall_seconds": summary["wall_seconds"],
+            "train_seconds": summary["train_seconds"],
+        }
+
+
+def run_cells(chosen: list[Cell], root: Path, jobs: int,
+              on_done: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
+    """Run the cells on `jobs` worker processes, the files they share made first
+    (`table1.prepare`: the executor, TransE once per env); their records."""
+    table1.prepare(chosen, jobs)
+    return map_jobs(partial(run_cell, root=root), chosen, jobs, on_done)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def aggregate(records: list[dict[str, Any]], unfinished: dict[Cell, str]) -> list[dict[str, Any]]:
+    """One row per (env, steps, agent) with cells: the final return's IQM [95 % CI] over its
+    finished seeds, P(> PPO) against PPO's finished seeds of the same env and steps, and its
+    unfinished seeds ({seed: status})."""
+    keys = {(r["env"], r["steps"], r["agent"]) for r in records}
+    keys |= {(c.env, c.steps, c.agent) for c in unfinished}
+    order = list(ENVS), list(AGENTS)
+    rows = []
+    for env, steps, agent in sorted(keys, key=lambda k: (order[0].index(k[0]), k[1],
+                                                         order[1].index(k[2]))):
+        mine = sorted((r for r in records if (r["env"], r["steps"], r["agent"]) == (env, steps, agent)),
+                      key=lambda r: r["seed"])
+        ppo = [r["final_return"] for r in records
+               if (r["env"], r["steps"], r["agent"]) == (env, steps, BASELINE)]
+        runs = [r["final_return"] for r in mine]
+        row: dict[str, Any] = {
+            "env": env, "steps": steps, "agent": agent, "seeds": [r["seed"] for r in mine],
+            "unfinished": {str(c.seed): s for c, s in sorted(unfinished.items(), key=lambda kv: kv[0].seed)
+                           if (c.env, c.steps, c.agent) == (env, steps, agent)},
+            "final": {**summarize(np.array(runs)), "per_seed": runs} if runs else None,
+            "wall_seconds_mean": float(np.mean([r["wall_seconds"] for r in mine])) if mine else None,
+        }
+        if agent != BASELINE and runs and ppo:
+            row["over_ppo"] = {**improvement_over(runs, ppo), "ppo_seeds": len(ppo)}
+        rows.append(row)
+    return rows
+
+
+def _unfinished_text(row: dict[str, Any]) -> str:
+    return ", ".join(f"s{seed} ({state})" for seed, state in row["unfinished"].items()) or "-"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    partial_table = any(r["unfinished"] for r in rows)
+    lines = []
+    if partial_table:
+        cells_left = sum(len(r["unfinished"]) for r in rows)
+        lines += [f"**Partial table: {cells_left} cells have not finished** (listed per row; "
+                  "statistics are over the finished seeds only).", ""]
+    for env, steps in dict.fromkeys((r["env"], r["steps"]) for r in rows):
+        lines += [f"### {env}, {steps:,} env steps", "",
+                  "| agent | seeds finished | final return: IQM [95 % CI] | mean +- std | "
+                  "P(> PPO) [95 % CI] | minutes per cell | unfinished |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in (r for r in rows if (r["env"], r["steps"]) == (env, steps)):
+            s = r["final"]
+            stat = "-" if s is None else f"**{interval_text(s['iqm'], s['iqm_low'], s['iqm_high'], 1)}**"
+            spread = "-" if s is None else f"{s['mean']:.1f} +- {s['std']:.1f}"
+            minutes = "-" if r["wall_seconds_mean"] is None else f"{r['wall_seconds_mean'] / 60:.1f}"
+            lines.append(f"| {r['agent']} | {len(r['seeds'])} | {stat} | {spread} | "
+                         f"{improvement_text(r.get('over_ppo'))} | {minutes} | "
+                         f"{_unfinished_text(r)} |")
+        skipped = [a for a in AGENTS if not runs_on(env, a)]
+        if skipped:
+            lines.append(f"\n{', '.join(skipped)}: not run, {BINS} ^ {ENVS[env].dims} = "
+                         f"{joint_actions(env):,} joint actions a node (more than "
+                         f"{MAX_FULL_EXPANSION}).")
+        lines.append("")
+    lines.append(
+        f"Final return: the final greedy policy's mean over {EVAL_EPISODES} fresh episodes "
+        f"(seeds {EVAL_SEED:,} on). IQM over training seeds with its 95 % bootstrap interval; "
+        "P(> PPO): the probability that a seed of the agent beats a seed of PPO, with its "
+        f"bootstrap interval. XLVIN: {BINS} bins a dimension, depth {DEPTH}, {EXPAND} joint "
+        "actions a node for the sampled expansions. Minutes per cell: training and "
+        "pre-training, on whatever else the machine ran. `xlvin reproduce continuous`; see "
+        "`xlvin.experiments.continuous`.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """One panel per (env, steps): every finished seed as a point per agent, the IQM with its
+    95 % interval; the title says how many cells have not finished."""
+    plt = pyplot()
+    panels = list(dict.fromkeys((r["env"], r["steps"]) for r in rows))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, (env, steps) in zip(axes[0], panels):
+        part = [r for r in rows if (r["env"], r["steps"]) == (env, steps)]
+        for i, r in enumerate(part):
+            s = r["final"]
+            if s is None:
+                continue
+            ax.scatter(i + np.linspace(-0.15, 0.15, len(s["per_seed"])), s["per_seed"], s=12,
+                       color=f"C{i}", alpha=0.7)
+            ax.errorbar(i, s["iqm"], yerr=[[s["iqm"] - s["iqm_low"]], [s["iqm_high"] - s["iqm"]]],
+                        fmt="_", color="black", markersize=16, capsize=4)
+        ax.set_xticks(range(len(part)), [textwrap.fill(r["agent"], 10) for r in part], fontsize=8)
+        left = sum(len(r["unfinished"]) for r in part)
+        ax.set_title(f"{env}, {steps:,} steps" + (f" (partial: {left} cells unfinished)" if left
+                                                  else ""), fontsize=9)
+        ax.set_ylabel("final greedy return: seeds, IQM, 95 % CI")
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=110)
+    plt.close(fig)
+
+
+def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of an earlier RESULTS/continuous.json for the (env, steps) `rows` do not bring
+    (run elsewhere, or by another invocation's --envs)."""
+    path = results / "continuous.json"
+    if not path.is_file():
+        return []
+    fresh = {(r["env"], r["steps"]) for r in rows}
+    with reading_results(path):
+        return [r for r in read_json(path)["rows"] if (r["env"], r["steps"]) not in fresh]
+
+
+def write_results(records: list[dict[str, Any]], results: Path,
+                  unfinished: dict[Cell, str] | None = None, include_running: bool = False,
+                  wall_seconds: float | None = None) -> str:
+    """RESULTS/continuous.{md,json,png} of the finished cells' `records`, beside the kept rows
+    of other (env, steps) (`kept_rows`). `unfinished` ({cell: status}) cells are refused (one
+    UserError) unless `include_running`, and then named in every output."""
+    unfinished = unfinished or {}
+    if unfinished and not include_running:
+        raise UserError(f"{len(unfinished)} cells have not finished (first: "
+                        f"{next(iter(unfinished)).run_dir('')}): finish them, or ask for a "
+                        "partial table with --include-running")
+    if not records:
+        raise UserError(f"none of the {len(unfinished)} cells has finished")
+    rows = aggregate(records, unfinished)
+    order = list(ENVS)
+    rows = sorted(kept_rows(results, rows) + rows,
+                  key=lambda r: (order.index(r["env"]), r["steps"], list(AGENTS).index(r["agent"])))
+    prepare_results(results)
+    md = markdown(rows)
+    atomic_write_text(results / "continuous.md", md)
+    write_json(results / "continuous.json", {
+        "partial": any(r["unfinished"] for r in rows),
+        "settings": {"bins": BINS, "expand": EXPAND, "depth": DEPTH,
+                     "eval_episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED,
+                     "transe": dataclasses.asdict(TRANSE),
+                     "envs": {e: {"ppo": dataclasses.asdict(s.ppo), "gaussian": s.gaussian,
+                                  "low_steps": s.steps} for e, s in ENVS.items()}},
+        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(),
+                    "load_average": [round(x, 2) for x in os.getloadavg()]},
+        "wall_seconds": wall_seconds, "rows": rows, "runs": records})
+    plot(rows, results / "continuous.png")
+    return md
+
+
+def table(chosen: list[Cell], runs: Path, results: Path, include_running: bool = False,
+          wall_seconds: float | None = None) -> str:
+    """`write_results` of the cells' finished records under `runs`, the others named by their
+    status (refused unless `include_running`); returns the markdown."""
+    records = [cell_record(c, runs) for c in chosen if is_finished(c, runs)]
+    unfinished = {c: state for c in chosen if (state := status(c, runs)) != "finished"}
+    return write_results(records, results, unfinished, include_running, wall_seconds)
+
+
+def reproduce(envs: str = ",".join(CLASSIC), agents: str = ",".join(AGENTS), seeds: int = 5,
+              first_seed: int = 0, budget: str = "low", runs: Path = Path("runs/continuous"),
+              results: Path = Path("results"), jobs: int = 2,
+              include_running: bool = False) -> str:
+    """The experiment from Python, as `xlvin reproduce continuous`: train every cell not yet
+    finished (with `include_running`, none: the finished ones are tabled, the others named),
+    then write the results; returns the markdown."""
+    chosen = cells_from_options(envs, agents, seeds, first_seed, budget)
+    if not include_running:
+        run_cells(chosen, runs, jobs)
+    return table(chosen, runs, results, include_running)
