@@ -60,18 +60,18 @@ def test_cells_and_their_configs() -> None:
 
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pendulum in rollouts of 2 envs x 32 steps, TransE on 200 random steps, 2 evaluation
-    episodes."""
+    """Pendulum in rollouts of 2 envs x 32 steps, TransE on 200 random steps, 1 evaluation
+    episode."""
     setting = continuous.ENVS["Pendulum-v1"]
     monkeypatch.setitem(continuous.ENVS, "Pendulum-v1", dataclasses.replace(
         setting, ppo=dataclasses.replace(setting.ppo, num_envs=2, num_steps=32)))
     monkeypatch.setattr(continuous, "TRANSE", dataclasses.replace(
         continuous.TRANSE, episodes=2, max_transitions=200, epochs=1))
-    monkeypatch.setattr(continuous, "EVAL_EPISODES", 2)
+    monkeypatch.setattr(continuous, "EVAL_EPISODES", 1)
 
 
 ARGS = ["reproduce", "continuous", "--envs", "Pendulum-v1", "--agents", "ppo,xlvin-gaussian",
-        "--budget", "128", "--jobs", "1"]
+        "--budget", "64", "--jobs", "1"]
 
 
 def test_a_tiny_run_tables_its_cells_and_resumes_without_training(
@@ -86,17 +86,17 @@ def test_a_tiny_run_tables_its_cells_and_resumes_without_training(
     assert set(rows) == {"ppo", "xlvin-gaussian"}
     finals = {}
     for agent, row in rows.items():
-        assert row["env"] == "Pendulum-v1" and row["steps"] == 128 and row["seeds"] == [0, 1]
+        assert row["env"] == "Pendulum-v1" and row["steps"] == 64 and row["seeds"] == [0, 1]
         assert row["unfinished"] == {}
-        finals[agent] = [json.loads((runs / "128-steps" / "Pendulum-v1" / agent / f"seed{s}" /
+        finals[agent] = [json.loads((runs / "64-steps" / "Pendulum-v1" / agent / f"seed{s}" /
                                      table1.EVAL_FILE).read_text())["mean"] for s in (0, 1)]
         assert row["final"] == {**summarize(np.array(finals[agent])), "per_seed": finals[agent]}
     assert rows["xlvin-gaussian"]["over_ppo"] == {
         **improvement_over(finals["xlvin-gaussian"], finals["ppo"]), "ppo_seeds": 2}
     assert "over_ppo" not in rows["ppo"]
-    assert all(r["env_steps"] == 128 for r in data["runs"]) and len(data["runs"]) == 4
+    assert all(r["env_steps"] == 64 for r in data["runs"]) and len(data["runs"]) == 4
     md = (out / "continuous.md").read_text()
-    assert "### Pendulum-v1, 128 env steps" in md and "Partial" not in md
+    assert "### Pendulum-v1, 64 env steps" in md and "Partial" not in md
     assert (out / "continuous.png").stat().st_size > 0
 
     def no_training(*args: object, **kwargs: object) -> None:
@@ -105,11 +105,13 @@ def test_a_tiny_run_tables_its_cells_and_resumes_without_training(
     monkeypatch.setattr(table1, "train_run", no_training)
     monkeypatch.setattr(table1, "evaluate_run", no_training)
     (out / "continuous.json").unlink()
-    assert main(argv) == 0
+    md = continuous.reproduce("Pendulum-v1", "ppo,xlvin-gaussian", seeds=2, budget="64",
+                              runs=runs, results=out, jobs=1)  # the same from Python
     assert json.loads((out / "continuous.json").read_text())["rows"] == data["rows"]
+    assert md == (out / "continuous.md").read_text()
 
     # a third seed: pending, and one with a config but no summary: started (to resume)
-    started = runs / "128-steps" / "Pendulum-v1" / "ppo" / "seed3"
+    started = runs / "64-steps" / "Pendulum-v1" / "ppo" / "seed3"
     started.mkdir(parents=True)
     (started / "config.json").write_text("{}")
     more = [*ARGS, "--seeds", "4", "--runs", str(runs), "--results", str(out)]
@@ -123,7 +125,7 @@ def test_a_tiny_run_tables_its_cells_and_resumes_without_training(
     md = (out / "continuous.md").read_text()
     assert "**Partial table: 4 cells have not finished**" in md
     assert "s2 (pending), s3 (started)" in md
-    chosen = continuous.cells_from_options("Pendulum-v1", "ppo,xlvin-gaussian", 4, 0, "128")
+    chosen = continuous.cells_from_options("Pendulum-v1", "ppo,xlvin-gaussian", 4, 0, "64")
     with pytest.raises(UserError, match="4 cells have not finished"):
         continuous.table(chosen, runs, out)
 
