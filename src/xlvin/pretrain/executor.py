@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
+from xlvin.accel import numpy_executor
 from xlvin.accel.dense_executor import InEdges, dense_forward
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.config import option, to_dict
@@ -205,8 +207,10 @@ def pretrain_executor(
     """Train a `VIExecutor` on `cfg.train_graphs` MDPs, teacher-forced on every VI step (MSE on
     V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine (or
     constant: `cfg.lr_schedule`); `progress` shows its optimiser steps (`xlvin.train.progress`,
-    on line `position`). `accelerate` computes the executor's forward and backward with
-    `xlvin.accel.dense_executor` and steps Adam over one flat parameter buffer
+    on line `position`). `accelerate` computes each step by hand in NumPy
+    (`xlvin.accel.numpy_executor`) where that applies (ReLU messages, no LayerNorm, one in-edge
+    per node: XLVIN-R's random deterministic MDPs), else the forward and backward with
+    `xlvin.accel.dense_executor` and Adam over one flat parameter buffer
     (`xlvin.accel.flat_adam`): the same training up to float rounding, several times faster,
     other weights bit-wise (the shipped files record which path made them).
 
@@ -227,32 +231,71 @@ def pretrain_executor(
         groups = [(InEdges.from_graph(graph), rs) for graph, rs in groups]
     rng = np.random.default_rng([SHUFFLE_STREAM, cfg.seed])
     per_epoch = sum(-(-max(r.steps for r in rs) // cfg.batch_steps) for _, rs in groups)
-    optimiser = _optimiser(executor, cfg, cfg.epochs * per_epoch, accelerate)
-    losses: list[float] = []
-    with Progress("pre-training executor", cfg.epochs * per_epoch, "step", progress,
-                  position) as bar:
-        for _ in range(cfg.epochs):
-            total, count = 0.0, 0
-            for graph, v, target in _blocks(groups, rng, cfg.batch_steps):
-                predicted = dense_forward(executor, graph, v) if accelerate else executor(graph, v)
-                loss = torch.nn.functional.mse_loss(predicted, target)
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                total, count = total + loss.item() * len(v), count + len(v)
-                bar.update()
-            losses.append(total / count)
-            bar.set_postfix(mse=f"{losses[-1]:.2e}")
-    if isinstance(optimiser, _FlatAdamOnSchedule):
-        optimiser.release()
+    total_steps = cfg.epochs * per_epoch
+    in_numpy = accelerate and numpy_executor.applies(executor, [edges for edges, _ in groups])
+    with Progress("pre-training executor", total_steps, "step", progress, position) as bar:
+        if in_numpy:
+            losses = _train_in_numpy(executor, cfg, groups, rng, total_steps, bar)
+        else:
+            losses = _train_in_torch(executor, cfg, groups, rng, total_steps, accelerate, bar)
     stats = {
         "train_mse_per_epoch": losses,
         "train_seconds": time.perf_counter() - start,
-        "optimiser_steps": cfg.epochs * per_epoch,
+        "optimiser_steps": total_steps,
         "vi_steps_mean": float(np.mean([r.steps for r in results])),
         "accelerated": accelerate,
     }
     return executor.eval(), stats
+
+
+def _train_in_torch(
+    executor: VIExecutor, cfg: ExecutorConfig, groups: list[tuple[Any, list[VIResult]]],
+    rng: np.random.Generator, total_steps: int, accelerate: bool, bar: Progress,
+) -> list[float]:
+    """The epochs with torch autograd (on the readable forward or `dense_forward`) and Adam;
+    returns the mean training loss per epoch."""
+    optimiser = _optimiser(executor, cfg, total_steps, accelerate)
+    losses: list[float] = []
+    for _ in range(cfg.epochs):
+        total, count = 0.0, 0
+        for graph, v, target in _blocks(groups, rng, cfg.batch_steps):
+            predicted = dense_forward(executor, graph, v) if accelerate else executor(graph, v)
+            loss = torch.nn.functional.mse_loss(predicted, target)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            total, count = total + loss.item() * len(v), count + len(v)
+            bar.update()
+        losses.append(total / count)
+        bar.set_postfix(mse=f"{losses[-1]:.2e}")
+    if isinstance(optimiser, _FlatAdamOnSchedule):
+        optimiser.release()
+    return losses
+
+
+def _train_in_numpy(
+    executor: VIExecutor, cfg: ExecutorConfig, groups: list[tuple[Any, list[VIResult]]],
+    rng: np.random.Generator, total_steps: int, bar: Progress,
+) -> list[float]:
+    """The same epochs as `_train_in_torch`'s accelerated path, each step written by hand in
+    NumPy (`xlvin.accel.numpy_executor`), its matrix products on one BLAS thread (they are
+    [A K S, 10] x [10, H]: a second thread's start-up costs more than it saves, many times more
+    when other processes hold the cores); the trained weights are written into `executor`."""
+    trainer = numpy_executor.NumpyExecutorTrainer(executor, cfg.lr, total_steps,
+                                                  cfg.lr_schedule == "cosine")
+    arrays = [(numpy_executor.NumpyEdges.from_in_edges(edges), rs) for edges, rs in groups]
+    losses: list[float] = []
+    with threadpool_limits(1, user_api="blas"):
+        for _ in range(cfg.epochs):
+            total, count = 0.0, 0
+            for edges, v, target in _blocks(arrays, rng, cfg.batch_steps):
+                loss = trainer.step(edges, v.numpy(), target.numpy())
+                total, count = total + loss * len(v), count + len(v)
+                bar.update()
+            losses.append(total / count)
+            bar.set_postfix(mse=f"{losses[-1]:.2e}")
+    trainer.write_back()
+    return losses
 
 
 @torch.no_grad()
