@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from xlvin.accel.flat_adam import FlatAdam
+from xlvin.accel.numpy_executor import NumpyExecutorTrainer
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta, save_executor
@@ -179,16 +179,18 @@ def test_cli_pretrain_refuses_to_overwrite(
 
 def _learning_rates(cfg: ExecutorConfig, accelerate: bool, monkeypatch: pytest.MonkeyPatch
                     ) -> list[float]:
-    """The learning rate of every Adam step of `pretrain_executor(cfg)` on one path."""
-    adam = FlatAdam if accelerate else torch.optim.Adam
-    seen, step = [], adam.step
+    """The learning rate of every Adam step of `pretrain_executor(cfg)` on one path (SMALL's
+    accelerated path: the NumPy trainer's, whose Adam is given its learning rate)."""
+    adam = NumpyExecutorTrainer if accelerate else torch.optim.Adam
+    seen_name = "adam_step" if accelerate else "step"
+    seen, step = [], getattr(adam, seen_name)
 
     def spy(self, *args, **kwargs):
-        seen.append(self.param_groups[0]["lr"])
+        seen.append(args[0] if accelerate else self.param_groups[0]["lr"])
         return step(self, *args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(adam, "step", spy)
+        patch.setattr(adam, seen_name, spy)
         pretrain_executor(cfg, progress=False, accelerate=accelerate)
     return seen
 

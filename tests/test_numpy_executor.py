@@ -49,7 +49,7 @@ def test_loss_and_gradients_match_torch_autograd_on_the_readable_executor(twins:
     if twins:  # actions 0 and 1 get the same message inputs: their messages tie exactly
         np.testing.assert_array_equal(edges.inputs[0], edges.inputs[1])
         np.testing.assert_array_equal(edges.sender[0], edges.sender[1])
-    trainer = NumpyExecutorTrainer(executor, lr=1e-3, total=10, cosine=True)
+    trainer = NumpyExecutorTrainer(executor)
     got = trainer.loss_and_grad(edges, values.numpy(), target.numpy())
 
     assert got == pytest.approx(loss.item(), rel=RTOL)
@@ -61,22 +61,24 @@ def test_loss_and_gradients_match_torch_autograd_on_the_readable_executor(twins:
 @pytest.mark.parametrize("cosine", [False, True])
 def test_adam_steps_match_torch_adam(cosine: bool) -> None:
     """Two steps on the same block: torch.optim.Adam with CosineAnnealingLR (or a constant lr)
-    on the readable executor's gradients, and the trainer; the weights agree after each."""
+    on the readable executor's gradients, and the trainer at the same learning rates; the
+    weights agree after them."""
     executor, graph, values, target = _case(twins=True)
     reference = VIExecutor(16)
     reference.load_state_dict(executor.state_dict())
     adam = torch.optim.Adam(reference.parameters(), lr=1e-2)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(adam, 4) if cosine else None
     initial = [p.detach().clone() for p in executor.parameters()]
-    trainer = NumpyExecutorTrainer(executor, lr=1e-2, total=4, cosine=cosine)
+    trainer = NumpyExecutorTrainer(executor)
     edges = NumpyEdges.from_in_edges(InEdges.from_graph(graph))
     for _ in range(2):
+        lr = adam.param_groups[0]["lr"]
         adam.zero_grad()
         torch.nn.functional.mse_loss(reference(graph, values), target).backward()
         adam.step()
         if schedule is not None:
             schedule.step()
-        trainer.step(edges, values.numpy(), target.numpy())
+        trainer.step(edges, values.numpy(), target.numpy(), lr)
     trainer.write_back()
     for p, ref, init in zip(executor.parameters(), reference.parameters(), initial):
         torch.testing.assert_close(p.detach(), ref.detach(), rtol=RTOL, atol=ATOL)
@@ -99,8 +101,8 @@ def test_trainer_learns_a_tiny_case() -> None:
     """Forty steps on one block lower its loss."""
     executor, graph, values, _ = _case(twins=False)
     target = 0.5 * values  # a learnable map of V_t
-    trainer = NumpyExecutorTrainer(executor, lr=1e-2, total=40, cosine=True)
+    trainer = NumpyExecutorTrainer(executor)
     edges = NumpyEdges.from_in_edges(InEdges.from_graph(graph))
-    losses = [trainer.step(edges, values.numpy(), target.numpy()) for _ in range(40)]
+    losses = [trainer.step(edges, values.numpy(), target.numpy(), 1e-2) for _ in range(40)]
     assert np.isfinite(losses).all()
     assert losses[-1] < 0.5 * losses[0]

@@ -60,17 +60,16 @@ class NumpyEdges:
 
 class NumpyExecutorTrainer:
     """The executor's weights in one flat float32 buffer, trained by hand-written steps with
-    Adam (torch.optim.Adam's update, no weight decay) and the learning rate lr (1 + cos(pi t /
-    T)) / 2 at step t of T (or constant)."""
+    Adam (torch.optim.Adam's update, no weight decay) at the learning rate each step is given."""
 
-    def __init__(self, executor: VIExecutor, lr: float, total: int, cosine: bool,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(self, executor: VIExecutor, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
         self.params = list(executor.parameters())
         self.flat = np.concatenate([p.detach().numpy().ravel() for p in self.params]).astype(F32)
         self.grad = np.zeros_like(self.flat)
         self.exp_avg, self.exp_avg_sq = np.zeros_like(self.flat), np.zeros_like(self.flat)
         self.scratch = np.zeros_like(self.flat)
-        self.lr, self.total, self.cosine, self.steps = lr, total, cosine, 0
+        self.steps = 0
         self.betas, self.eps = betas, eps
         offset, self.views, self.grad_views = 0, [], []
         for p in self.params:  # node W, b; edge W, b; message W, b; decoder W, b
@@ -137,10 +136,8 @@ class NumpyExecutorTrainer:
         gbm[:] = g_weight[:, 9]
         return loss
 
-    def adam_step(self) -> None:
-        """torch.optim.Adam's update on the flat buffer, at this step's learning rate."""
-        lr = self.lr * (1 + math.cos(math.pi * self.steps / self.total)) / 2 if self.cosine \
-            else self.lr
+    def adam_step(self, lr: float) -> None:
+        """torch.optim.Adam's update of the flat buffer by `self.grad` at learning rate `lr`."""
         self.steps += 1
         beta1, beta2 = self.betas
         g, scratch = self.grad, self.scratch
@@ -157,10 +154,11 @@ class NumpyExecutorTrainer:
         scratch *= F32(lr / (1 - beta1 ** self.steps))
         self.flat -= scratch
 
-    def step(self, edges: NumpyEdges, values: np.ndarray, target: np.ndarray) -> float:
-        """One training step on a block: the loss (before the update), then Adam."""
+    def step(self, edges: NumpyEdges, values: np.ndarray, target: np.ndarray, lr: float
+             ) -> float:
+        """One training step on a block: the loss (before the update), then Adam at `lr`."""
         loss = self.loss_and_grad(edges, values, target)
-        self.adam_step()
+        self.adam_step(lr)
         return loss
 
     def write_back(self) -> None:

@@ -158,18 +158,21 @@ def _blocks(
     return [blocks[i] for i in rng.permutation(len(blocks))]
 
 
+def _learning_rate(lr: float, step: int, total: int, cosine: bool) -> float:
+    """The learning rate of Adam step `step` of `total` on the accelerated paths: the closed form
+    of the cosine annealing, lr (1 + cos(pi t / T)) / 2, or lr held constant."""
+    return lr * (1 + math.cos(math.pi * step / total)) / 2 if cosine else lr
+
+
 class _FlatAdamOnSchedule(FlatAdam):
-    """`FlatAdam` with its learning rate set before every step from the closed form of the
-    cosine annealing (lr (1 + cos(pi t / T)) / 2 at step t of T) or held constant."""
+    """`FlatAdam` with its learning rate set before every step by `_learning_rate`."""
 
     def __init__(self, executor: VIExecutor, lr: float, total: int, cosine: bool) -> None:
         super().__init__(executor.parameters(), lr)
         self.lr, self.total, self.cosine, self.steps = lr, total, cosine, 0
 
     def step(self) -> None:
-        if self.cosine:
-            self.param_groups[0]["lr"] = (
-                self.lr * (1 + math.cos(math.pi * self.steps / self.total)) / 2)
+        self.param_groups[0]["lr"] = _learning_rate(self.lr, self.steps, self.total, self.cosine)
         super().step()
         self.steps += 1
 
@@ -281,15 +284,16 @@ def _train_in_numpy(
     NumPy (`xlvin.accel.numpy_executor`), its matrix products on one BLAS thread (they are
     [A K S, 10] x [10, H]: a second thread's start-up costs more than it saves, many times more
     when other processes hold the cores); the trained weights are written into `executor`."""
-    trainer = numpy_executor.NumpyExecutorTrainer(executor, cfg.lr, total_steps,
-                                                  cfg.lr_schedule == "cosine")
+    trainer = numpy_executor.NumpyExecutorTrainer(executor)
+    cosine, step = cfg.lr_schedule == "cosine", 0
     arrays = [(numpy_executor.NumpyEdges.from_in_edges(edges), rs) for edges, rs in groups]
     losses: list[float] = []
     with threadpool_limits(1, user_api="blas"):
         for _ in range(cfg.epochs):
             total, count = 0.0, 0
             for edges, v, target in _blocks(arrays, rng, cfg.batch_steps):
-                loss = trainer.step(edges, v.numpy(), target.numpy())
+                lr = _learning_rate(cfg.lr, step, total_steps, cosine)
+                loss, step = trainer.step(edges, v.numpy(), target.numpy(), lr), step + 1
                 total, count = total + loss * len(v), count + len(v)
                 bar.update()
             losses.append(total / count)
