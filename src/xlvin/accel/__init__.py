@@ -26,6 +26,9 @@ Modules:
 - `dense_executor`: the VI executor's forward over a padded in-edge layout with its encoders
   composed into the message, equal to `VIExecutor.forward` up to float rounding (used by
   executor pre-training, `xlvin.pretrain.executor`).
+- `numpy_executor`: executor pre-training's whole step (forward, MSE, backward written by hand,
+  Adam) in NumPy where ReLU messages, no LayerNorm and one in-edge per node hold, equal to torch
+  autograd on `VIExecutor.forward` and torch.optim.Adam up to float rounding.
 - `allocator`: `retain_freed_memory()`, glibc's allocator told to keep freed memory (changes no
   value, only where big tensors come from).
 """

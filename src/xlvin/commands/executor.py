@@ -142,8 +142,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="torch CPU threads; one is fastest for small graphs on a busy machine "
                    "(default: 1)")
     p.add_argument("--accelerate", type=parse_bool, default=True, metavar="BOOL",
-                   help="train on the accelerated forward of xlvin.accel.dense_executor (the "
-                   "same function up to float rounding, several times faster; other weights "
+                   help="train on the accelerated path (each step by hand in NumPy, "
+                   "xlvin.accel.numpy_executor, where it applies, else the forward of "
+                   "xlvin.accel.dense_executor: the same function up to float rounding, several "
+                   "times faster; other weights "
                    "bit-wise: the shipped files made before it need false) (default: true)")
     add_options(p, ExecutorConfig, skip=("family",))
     p.set_defaults(func=_pretrain)

@@ -2,8 +2,9 @@
 manifest, manifest.json: per file its kind (executor or TransE), name, config (everything that
 determines it but the kernel mode), the hash its cache file is named by, the SHA-256 of its
 tensors, the kernel mode it was made in (`xlvin.kernels`), for an executor whether it was
-trained on the accelerated path (`accelerate`, `xlvin.accel.dense_executor`: the two paths make
-other bits), the one command that re-creates it and the seconds that took.
+trained on the accelerated path (`accelerate`, `xlvin.accel.numpy_executor` or
+`dense_executor`: the paths make other bits), the one command that re-creates it and the
+seconds that took.
 
 A run whose config matches a shipped file uses it instead of pre-training
 (`xlvin.pretrain.files`), in either kernel mode: the shipped weights are those of reproducible
