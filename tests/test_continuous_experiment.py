@@ -36,8 +36,7 @@ def test_bad_options_are_one_line_before_anything_is_made(
 
 
 def test_cells_and_their_configs() -> None:
-    cells = continuous.cells_from_options("Pendulum-v1,HalfCheetah-v5", ",".join(continuous.AGENTS),
-                                          2, 3, "low")
+    cells = continuous.cells(["Pendulum-v1", "HalfCheetah-v5"], list(continuous.AGENTS), [3, 4])
     pendulum = [c for c in cells if c.env == "Pendulum-v1"]
     cheetah = [c for c in cells if c.env == "HalfCheetah-v5"]
     assert len(pendulum) == 5 * 2 and {c.seed for c in cells} == {3, 4}

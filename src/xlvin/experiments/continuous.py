@@ -153,12 +153,10 @@ def check_budget(text: str) -> str:
 
 def cells(envs: list[str], agents: list[str], seeds: list[int], budget: str = "low") -> list[Cell]:
     """The cells of `agents` on `envs` (xlvin-all where it runs: `runs_on`), seed by seed: cut
-    short, every env and agent has the same seeds. One UserError when none is left, or for MuJoCo envs
-    without the `mujoco` package, before anything is made."""
+    short, every env and agent has the same seeds. One UserError when none is left, before
+    anything is made."""
     if not seeds or min(seeds) < 0:
         raise UserError(f"training seeds must be >= 0, and at least one, got {seeds}")
-    if any(ENVS[e].mujoco for e in envs) and importlib.util.find_spec("mujoco") is None:
-        raise UserError("the MuJoCo envs need the mujoco package: pip install 'gymnasium[mujoco]'")
     chosen = [Cell(env, agent, seed, budget_steps(env, budget))
               for seed in seeds for env in envs for agent in agents if runs_on(env, agent)]
     if not chosen:
@@ -169,10 +167,14 @@ def cells(envs: list[str], agents: list[str], seeds: list[int], budget: str = "l
 
 def cells_from_options(envs: str, agents: str, seeds: int, first_seed: int,
                        budget: str) -> list[Cell]:
-    """`cells` of the comma-separated --envs and --agents, each checked (one UserError)."""
-    return cells(csv_choices(envs, tuple(ENVS), "environment"),
-                 csv_choices(agents, tuple(AGENTS), "agent"),
-                 list(range(first_seed, first_seed + seeds)), check_budget(budget))
+    """`cells` of the comma-separated --envs and --agents, each checked (one UserError), and
+    MuJoCo envs only where the `mujoco` package is installed."""
+    chosen = cells(csv_choices(envs, tuple(ENVS), "environment"),
+                   csv_choices(agents, tuple(AGENTS), "agent"),
+                   list(range(first_seed, first_seed + seeds)), check_budget(budget))
+    if any(ENVS[c.env].mujoco for c in chosen) and importlib.util.find_spec("mujoco") is None:
+        raise UserError("the MuJoCo envs need the mujoco package: pip install 'gymnasium[mujoco]'")
+    return chosen
 
 
 def is_finished(cell: Cell, root: Path) -> bool:
