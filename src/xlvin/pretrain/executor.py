@@ -15,6 +15,7 @@ mazes: training graphs from the training mazes, held-out graphs from the held-ou
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,23 @@ def pretrain_executor(
     return executor.eval(), stats
 
 
+def _epochs(
+    cfg: ExecutorConfig, groups: list[tuple[Any, list[VIResult]]], rng: np.random.Generator,
+    step: Callable[[Any, torch.Tensor, torch.Tensor], float], bar: Progress,
+) -> list[float]:
+    """`cfg.epochs` passes over `groups` in blocks (`_blocks`), `step(graph, v, target)` on each
+    returning its loss; the mean training loss per epoch."""
+    losses: list[float] = []
+    for _ in range(cfg.epochs):
+        total, count = 0.0, 0
+        for graph, v, target in _blocks(groups, rng, cfg.batch_steps):
+            total, count = total + step(graph, v, target) * len(v), count + len(v)
+            bar.update()
+        losses.append(total / count)
+        bar.set_postfix(mse=f"{losses[-1]:.2e}")
+    return losses
+
+
 def _train_in_torch(
     executor: VIExecutor, cfg: ExecutorConfig, groups: list[tuple[Any, list[VIResult]]],
     rng: np.random.Generator, total_steps: int, accelerate: bool, bar: Progress,
@@ -258,19 +276,16 @@ def _train_in_torch(
     """The epochs with torch autograd (on the readable forward or `dense_forward`) and Adam;
     returns the mean training loss per epoch."""
     optimiser = _optimiser(executor, cfg, total_steps, accelerate)
-    losses: list[float] = []
-    for _ in range(cfg.epochs):
-        total, count = 0.0, 0
-        for graph, v, target in _blocks(groups, rng, cfg.batch_steps):
-            predicted = dense_forward(executor, graph, v) if accelerate else executor(graph, v)
-            loss = torch.nn.functional.mse_loss(predicted, target)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            total, count = total + loss.item() * len(v), count + len(v)
-            bar.update()
-        losses.append(total / count)
-        bar.set_postfix(mse=f"{losses[-1]:.2e}")
+
+    def step(graph: Any, v: torch.Tensor, target: torch.Tensor) -> float:
+        predicted = dense_forward(executor, graph, v) if accelerate else executor(graph, v)
+        loss = torch.nn.functional.mse_loss(predicted, target)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        return loss.item()
+
+    losses = _epochs(cfg, groups, rng, step, bar)
     if isinstance(optimiser, _FlatAdamOnSchedule):
         optimiser.release()
     return losses
@@ -285,19 +300,15 @@ def _train_in_numpy(
     [A K S, 10] x [10, H]: a second thread's start-up costs more than it saves, many times more
     when other processes hold the cores); the trained weights are written into `executor`."""
     trainer = numpy_executor.NumpyExecutorTrainer(executor)
-    cosine, step = cfg.lr_schedule == "cosine", 0
+    cosine, steps = cfg.lr_schedule == "cosine", iter(range(total_steps))
     arrays = [(numpy_executor.NumpyEdges.from_in_edges(edges), rs) for edges, rs in groups]
-    losses: list[float] = []
+
+    def step(edges: Any, v: torch.Tensor, target: torch.Tensor) -> float:
+        lr = _learning_rate(cfg.lr, next(steps), total_steps, cosine)
+        return trainer.step(edges, v.numpy(), target.numpy(), lr)
+
     with threadpool_limits(1, user_api="blas"):
-        for _ in range(cfg.epochs):
-            total, count = 0.0, 0
-            for edges, v, target in _blocks(arrays, rng, cfg.batch_steps):
-                lr = _learning_rate(cfg.lr, step, total_steps, cosine)
-                loss, step = trainer.step(edges, v.numpy(), target.numpy(), lr), step + 1
-                total, count = total + loss * len(v), count + len(v)
-                bar.update()
-            losses.append(total / count)
-            bar.set_postfix(mse=f"{losses[-1]:.2e}")
+        losses = _epochs(cfg, arrays, rng, step, bar)
     trainer.write_back()
     return losses
 
