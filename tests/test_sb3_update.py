@@ -134,3 +134,29 @@ def test_an_unfinished_sb3_seed_is_read_from_its_last_checkpoints_log(tmp_path) 
     assert partial["recent_mean"] == pytest.approx(3.0)  # the games after 49,152 - 32,768
     (tmp_path / "result.json").write_text("{}")
     assert running_seed(4, tmp_path) is None
+
+
+def test_the_report_sets_sb3_beside_our_seeds_of_the_same_budget(tmp_path) -> None:
+    """At 100,000 transitions the report reads our committed seven-seed study (seeds 3 and 5
+    learned: last windows 21.9 and 21.4 a game); SB3's seeds that learned are counted the same
+    way and the two counts compared by Fisher's exact test (3 of 3 against 2 of 7: p = 42/252).
+    A budget with no seeds of ours on file says so instead of comparing."""
+    from benchmarks.parity.atari import report
+
+    def sb3_seed(seed: int, last: float) -> dict:
+        return {"lib": "sb3", "seed": seed, "transitions_reached": 99_328, "auc": last / 2,
+                "curve": [[49_152, 0.0], [99_328, last]], "first_score_at": 16_384,
+                "final_eval": {"mean": 21.7}}
+
+    report([sb3_seed(s, 20.0) for s in range(3)], tmp_path, "cmd", 3, 100_000, [])
+    summary = json.loads((tmp_path / "atari.json").read_text())
+    assert summary["rows"]["xlvin PPO"]["seeds"] == list(range(7))
+    assert summary["rows"]["xlvin PPO"]["seeds_learned"] == 2
+    assert summary["rows"]["SB3 PPO"]["seeds_learned"] == 3
+    assert summary["fisher_learned_p"] == pytest.approx(42 / 252)
+    assert "| SB3 PPO | 3 |" in (tmp_path / "atari.md").read_text()
+
+    report([sb3_seed(0, 5.0)], tmp_path, "cmd", 1, 20_480, [])
+    summary = json.loads((tmp_path / "atari.json").read_text())
+    assert summary["ours"] == [] and summary["fisher_learned_p"] is None
+    assert "No seeds of our PPO at 20,480 transitions" in (tmp_path / "atari.md").read_text()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from xlvin.stats import (
+    fisher_exact,
     iqm,
     probability_of_improvement,
     probability_of_improvement_ci,
@@ -225,3 +226,22 @@ def test_summarize_one_task():
     }
     assert summary["iqm_low"] < 4.5 < summary["iqm_high"]
     assert summarize([3.0] * 5, reps=100)["iqm_low"] == summarize([3.0] * 5, reps=100)["iqm_high"]
+
+
+# ---------------------------------------------------------------- Fisher's exact test
+
+
+def test_fisher_exact_matches_known_tables():
+    """Values from the hypergeometric law by hand (and scipy.stats.fisher_exact): 5 of 7 runs
+    against 2 of 7 gives p = 0.2861; the tea-tasting table 3 of 4 against 1 of 4 gives
+    34/70 = 0.4857; an all-or-nothing 7 of 7 against 0 of 7 gives 2 / C(14, 7)."""
+    assert fisher_exact(5, 7, 2, 7) == pytest.approx(0.28613, abs=1e-5)
+    assert fisher_exact(3, 4, 1, 4) == pytest.approx(34 / 70)
+    assert fisher_exact(7, 7, 0, 7) == pytest.approx(2 / 3432)
+    assert fisher_exact(2, 7, 5, 7) == fisher_exact(5, 7, 2, 7)  # symmetric in the groups
+    assert fisher_exact(3, 6, 3, 6) == 1.0  # the most likely table
+
+
+def test_fisher_exact_refuses_impossible_counts():
+    with pytest.raises(ValueError, match="between 0 and the runs"):
+        fisher_exact(8, 7, 2, 7)

@@ -56,8 +56,14 @@ ROOT = Path(__file__).resolve().parents[2]
 GAME = "Freeway"
 #: Transitions of one round of games: a Freeway game lasts 2,048 steps of each of the 8 envs.
 GAME_TRANSITIONS = 16_384
-OURS_FILE = ROOT / "results" / "atari-1m" / "atari.json"
 BUDGET = 1_000_000
+#: Our PPO seeds on Freeway per budget (`xlvin reproduce atari`'s records): the paper's budget,
+#: and the seven-seed study at 100,000 transitions (its lr decaying over that budget, as SB3's).
+OURS_FILES = {BUDGET: ROOT / "results" / "atari-1m" / "atari.json",
+              100_000: ROOT / "results" / "atari-freeway-seeds" / "atari.json"}
+#: A seed learned to cross when its last training window averaged more than this a game (a
+#: random policy scores 0; a policy that crosses scores 20-23).
+LEARNED_SCORE = 10.0
 
 #: Our parameter names -> SB3's CnnPolicy's (shared features extractor), for the same tensors.
 SB3_NAMES = {
@@ -338,11 +344,18 @@ def speed(transitions: int) -> None:
               f"{load:.1f} -> {os.getloadavg()[0]:.1f}", flush=True)
 
 
-def our_seeds() -> list[dict[str, Any]]:
-    """Our PPO cells on Freeway at 1,000,000 transitions (`xlvin reproduce atari`'s records)."""
-    cells = json.loads(OURS_FILE.read_text())["cells"]
+def our_seeds(transitions: int) -> list[dict[str, Any]]:
+    """Our PPO cells on Freeway at this budget (`OURS_FILES`), none for another budget."""
+    if transitions not in OURS_FILES:
+        return []
+    cells = json.loads(OURS_FILES[transitions].read_text())["cells"]
     return [c for c in cells if c["game"] == GAME and c["agent"] == "ppo"
-            and c["transitions"] == BUDGET]
+            and c["transitions"] == transitions]
+
+
+def learned(run: dict[str, Any]) -> bool:
+    """Whether a seed's last training window averaged more than `LEARNED_SCORE` a game."""
+    return bool(run["curve"]) and run["curve"][-1][1] > LEARNED_SCORE
 
 
 def over_seeds(values: list[float]) -> dict[str, float]:
@@ -366,23 +379,29 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
            transitions: int, running: list[dict[str, Any]]) -> None:
     """OUT/atari.{json,md,png}: SB3's seeds and ours, per seed and over seeds; `running`: SB3's
     unfinished seeds, listed and drawn (dashed) but in no statistic."""
-    from xlvin.stats import improvement_over, improvement_text
+    from xlvin.stats import fisher_exact, improvement_over, improvement_text
 
-    ours = our_seeds()
+    ours = our_seeds(transitions)
     libs = {"xlvin PPO": ours, "SB3 PPO": sb3}
     rows = {name: {"seeds": [r["seed"] for r in runs], "auc": over_seeds([r["auc"] for r in runs]),
                    "final_eval": over_seeds([r["final_eval"]["mean"] for r in runs]),
-                   "seeds_scored": sum(r["first_score_at"] is not None for r in runs)}
+                   "seeds_scored": sum(r["first_score_at"] is not None for r in runs),
+                   "seeds_learned": sum(learned(r) for r in runs)}
             for name, runs in libs.items() if runs}
     a, b = [r["auc"] for r in sb3], [r["auc"] for r in ours]
     over = improvement_over(a, b) if min(len(a), len(b)) >= 2 else None
+    both = len(rows) == 2
+    fisher = fisher_exact(rows["SB3 PPO"]["seeds_learned"], len(sb3),
+                          rows["xlvin PPO"]["seeds_learned"], len(ours)) if both else None
     settings = atari_ppo()
+    ours_file = OURS_FILES.get(transitions)
     summary = {"game": GAME, "command": command, "seeds_planned": planned,
-               "transitions": transitions, "ours_file": str(OURS_FILE.relative_to(ROOT)),
+               "transitions": transitions,
+               "ours_file": str(ours_file.relative_to(ROOT)) if ours_file else None,
                "ours_settings": settings, "sb3_settings": sb3_settings(settings),
                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-               "rows": rows, "sb3_auc_over_ours": over, "sb3": sb3, "ours": ours,
-               "sb3_running": running}
+               "rows": rows, "sb3_auc_over_ours": over, "learned_score": LEARNED_SCORE,
+               "fisher_learned_p": fisher, "sb3": sb3, "ours": ours, "sb3_running": running}
     out.mkdir(parents=True, exist_ok=True)
     (out / "atari.json").write_text(json.dumps(summary, indent=1) + "\n")
 
@@ -392,12 +411,17 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
              "the training games over the transitions trained (windows of 10 updates); "
              "greedy: the final policy on our 10 evaluation games (seeds 1,000,000 on), played "
              "by our evaluator; IQM over seeds [95 % bootstrap interval].", "",
-             "| library | seeds | AUC, IQM [95 % CI] | greedy, IQM [95 % CI] | seeds that scored |",
-             "|---|---|---|---|---|"]
+             f"| library | seeds | AUC, IQM [95 % CI] | greedy, IQM [95 % CI] | seeds that scored "
+             f"| seeds that learned (last window > {LEARNED_SCORE:g} a game) |",
+             "|---|---|---|---|---|---|"]
     for name, r in rows.items():
-        lines.append(f"| {name} | {len(r['seeds'])} | {estimate(r['auc'], 2)} | "
-                     f"{estimate(r['final_eval'], 1)} | {r['seeds_scored']} of {len(r['seeds'])} |")
-    lines += ["", f"P(SB3's AUC > ours) over pairs of seeds: {improvement_text(over)}.", "",
+        n = len(r["seeds"])
+        lines.append(f"| {name} | {n} | {estimate(r['auc'], 2)} | {estimate(r['final_eval'], 1)} "
+                     f"| {r['seeds_scored']} of {n} | {r['seeds_learned']} of {n} |")
+    fisher_text = "-" if fisher is None else f"{fisher:.3f}"
+    lines += ["", f"P(SB3's AUC > ours) over pairs of seeds: {improvement_text(over)}. Seeds "
+              f"that learned, SB3's against ours: Fisher's exact p = {fisher_text} (two-sided).",
+              "",
               "| library | seed | transitions | first training game with a point | AUC "
               "| greedy score |", "|---|---|---|---|---|---|"]
     for name, runs in libs.items():
@@ -417,6 +441,9 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
             recent = "-" if r["recent_mean"] is None else f"{r['recent_mean']:.1f}"
             lines.append(f"| SB3 PPO | {r['seed']} | {r['transitions_reached']:,} | {first} | "
                          f"{recent} |")
+    if ours_file is None:
+        lines += ["", f"No seeds of our PPO at {transitions:,} transitions on file "
+                  f"(budgets on file: {', '.join(f'{b:,}' for b in OURS_FILES)})."]
     lines += ["", f"Ours: `{summary['ours_file']}`; SB3's settings: "
               f"`{json.dumps(summary['sb3_settings'])}`.", "", "Command:", "", "```", command,
               "```", ""]

@@ -22,6 +22,7 @@ Scores come in one of two layouts:
 A statistic passed to the bootstrap receives resampled scores in the layout it was given.
 """
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -200,3 +201,18 @@ def improvement_text(improvement: dict[str, float] | None) -> str:
     if improvement is None:
         return "-"
     return interval_text(improvement["p"], improvement["low"], improvement["high"], 2)
+
+
+def fisher_exact(successes_a: int, runs_a: int, successes_b: int, runs_b: int) -> float:
+    """Two-sided p-value of Fisher's exact test on a 2 x 2 table (successes and failures of two
+    groups of runs): the total probability, under the hypergeometric law with the margins held,
+    of the tables no more likely than the one seen (scipy's `fisher_exact` convention)."""
+    if not (0 <= successes_a <= runs_a and 0 <= successes_b <= runs_b):
+        raise ValueError("successes must lie between 0 and the runs of their group")
+    successes, runs = successes_a + successes_b, runs_a + runs_b
+    low, high = max(0, successes - runs_b), min(successes, runs_a)
+    # P(k of group a's runs succeed | margins) for every possible k
+    law = {k: math.comb(runs_a, k) * math.comb(runs_b, successes - k) / math.comb(runs, successes)
+           for k in range(low, high + 1)}
+    seen = law[successes_a]
+    return min(1.0, sum(p for p in law.values() if p <= seen * (1 + 1e-7)))
