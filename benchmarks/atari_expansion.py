@@ -2,8 +2,9 @@
 `python -m benchmarks.atari_expansion [cost|learn|report]`.
 
 XLVIN-R expands every action at every tree node in the paper (K = 1 on Alien: 1 + 18 latent
-states an observation). Expanding all 18 at depth 2 is 1 + 18 + 324 = 343 states; expanding N = 4
-drawn actions (`--expansion uniform` or `policy`) is 1 + 4 + 16 = 21 whatever the action count.
+states an observation). Expanding all 18 at depth 2 is 1 + 18 + 324 = 343 states, at depth 3
+6,175; expanding N = 4 drawn actions (`--expansion uniform` or `policy`) is 1 + 4 + 16 = 21 at
+depth 2 and 85 at depth 3, whatever the action count.
 
 - `cost`: each configuration of `CONFIGS` (and PPO) trains `--updates` updates of `xlvin reproduce
   atari`'s Alien cell (8 envs x 128 steps, 4 epochs x 4 minibatches, one torch thread) in a
@@ -31,14 +32,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GAME = "Alien"
-#: name -> (agent, depth K, expansion, N): the paper's K = 1 tree, the full K = 2 tree, and K = 2
-#: over 4 drawn actions a node, uniformly or from the distilled rollout policy.
+#: name -> (agent, depth K, expansion, N): the paper's K = 1 tree, the full K = 2 and K = 3 trees,
+#: and the same depths over 4 drawn actions a node, uniformly or from the distilled rollout policy.
 CONFIGS = {
     "ppo": ("ppo", 1, "all", 0),
     "xlvin-r K=1 all": ("xlvin-r", 1, "all", 0),
     "xlvin-r K=2 all": ("xlvin-r", 2, "all", 0),
     "xlvin-r K=2 uniform-4": ("xlvin-r", 2, "uniform", 4),
     "xlvin-r K=2 policy-4": ("xlvin-r", 2, "policy", 4),
+    "xlvin-r K=3 all": ("xlvin-r", 3, "all", 0),
+    "xlvin-r K=3 uniform-4": ("xlvin-r", 3, "uniform", 4),
 }
 
 
@@ -152,14 +155,18 @@ def report(runs: Path, out: Path, seeds: int, transitions: int) -> None:
          "learning": rows}, indent=1) + "\n")
     lines = [f"# Sampled expansion on {GAME}'s 18 actions", "",
              "| configuration | latent states per observation | CPU s per 1,000 transitions "
-             "| peak RSS (MB) |", "|---|---|---|---|"]
-    for name, c in costs.get("configs", {}).items():
+             "| x PPO's | peak RSS (MB) | updates timed | load average at the start |",
+             "|---|---|---|---|---|---|---|"]
+    measured = {name: costs["configs"][name] for name in CONFIGS if name in costs.get("configs", {})}
+    ppo = measured.get("ppo", {}).get("cpu_s_per_1000")
+    for name, c in measured.items():
+        ratio = f"{c['cpu_s_per_1000'] / ppo:.2f}" if ppo else "-"
         lines.append(f"| {name} | {c['states_per_observation']:,} | {c['cpu_s_per_1000']:.1f} | "
-                     f"{c['peak_rss_mb']:,.0f} |")
-    if costs:
-        lines += ["", f"Cost: process CPU time of the {costs['updates'] - 1} updates after the "
-                  f"first (collection and learning), in a fresh process, one torch thread, "
-                  f"{costs['machine']}, load average {costs['load']:.1f} at the start."]
+                     f"{ratio} | {c['peak_rss_mb']:,.0f} | {c['updates'] - 1} | {c['load']:.1f} |")
+    if measured:
+        machines = sorted({c["machine"] for c in measured.values()})
+        lines += ["", "Cost: process CPU time of the updates after the first (collection and "
+                  f"learning), in a fresh process, one torch thread, on {'; '.join(machines)}."]
     lines += ["", f"Learning at {transitions:,} transitions (lr decaying over that budget): "
               "AUC, the mean training game score; greedy, the final policy on 10 evaluation "
               "games; IQM [95 % CI] over seeds; P(AUC > K = 1 all).", "",
@@ -202,13 +209,16 @@ def main() -> None:
     if args.mode == "cost":
         from xlvin.experiments.atari import machine
 
-        costs = {"updates": args.updates, "load": os.getloadavg()[0], "machine": machine("cpu"),
-                 "configs": {}}
-        for name in names:
+        path = args.out / "expansion-cost.json"
+        costs = json.loads(path.read_text()) if path.is_file() else {"configs": {}}
+        for name in names:  # each measured anew; the others on file are kept
+            load = os.getloadavg()[0]
             run = fresh_process("cost", "--updates", str(args.updates), "--worker", name)
-            costs["configs"][name] = json.loads(run.stdout.strip().splitlines()[-1])
+            costs["configs"][name] = {**json.loads(run.stdout.strip().splitlines()[-1]),
+                                      "updates": args.updates, "load": load,
+                                      "machine": machine("cpu")}
             print(name, costs["configs"][name], flush=True)
-        (args.out / "expansion-cost.json").write_text(json.dumps(costs, indent=1) + "\n")
+            path.write_text(json.dumps(costs, indent=1) + "\n")
     elif args.mode == "learn":
         for seed in range(args.seeds):
             for name in names:
