@@ -453,7 +453,8 @@ def test_value_predictability_pools_mazes_and_reports_its_size(maze) -> None:
 def test_maze_log_parser_reads_passes_held_out_and_the_budget(tmp_path) -> None:
     """benchmarks/authors_code/parse_maze_logs.py on a log in the form their maze.py and our
     harness write: levels passed and the rollouts each took, the last complete held-out
-    evaluation, a run stopped at its CPU budget inside a later one, and a run still going."""
+    evaluation, a run stopped at its CPU budget inside a later one, a run still going, and a
+    `.part` log beside its finished log (stale: left out)."""
     from benchmarks.authors_code import parse_maze_logs
 
     held_out = ["wrapper: held-out evaluation started"] + [
@@ -478,8 +479,10 @@ def test_maze_log_parser_reads_passes_held_out_and_the_budget(tmp_path) -> None:
     logs.mkdir()
     (logs / "maze-ppo-seed3.txt").write_text("\n".join(lines) + "\n")
     (logs / "maze-xlvin-seed3.txt.part").write_text("\n".join(lines[:6]) + "\n")
+    (logs / "maze-ppo-seed3.txt.part").write_text("\n".join(lines[:6]) + "\n")  # stale
     assert parse_maze_logs.main([str(logs)]) == 0
     data = json.loads((tmp_path / "results" / "maze.json").read_text())
+    assert len(data["runs"]["ppo"]) == 1
     ppo = data["runs"]["ppo"][0]
     assert ppo["status"] == "cpu budget" and ppo["levels_passed"] == [1, 2]
     assert ppo["rollouts_to_pass"] == {"1": 2, "2": 1} and ppo["env_steps"] == 3 * 2048 * 15

@@ -1,11 +1,12 @@
 """Our statistics over the logs of the authors' continuous-action runs (`run.sh --continuous`
 writes them).
 
-    .venv/bin/python benchmarks/authors_code/parse_continuous_logs.py LOGS [--results DIR] [--note TEXT]
+    .venv/bin/python -m benchmarks.authors_code.parse_continuous_logs LOGS [--results DIR] \
+        [--note TEXT]
 
-Run it with this project's .venv (`bash scripts/setup.sh` or `bash scripts/test.sh` sets it
-up): it imports `xlvin.stats`. RESULTS (default: `results/` beside LOGS, outside the
-repository's committed results) gets continuous.json and continuous.md.
+Run it from the repository's root with this project's .venv (`bash scripts/setup.sh` or `bash
+scripts/test.sh` sets it up): it imports `xlvin.stats`. RESULTS (default: `results/` beside LOGS,
+outside the repository's committed results) gets continuous.json and continuous.md.
 
 MountainCarContinuous (their `training/classic_control.py`): per round it prints `Number of
 steps S` (steps of its 5 parallel envs until 5 episodes ended), then, after its PPO update, an
@@ -24,24 +25,23 @@ Per (env, agent), over the runs that ended (finished, or stopped at their CPU bu
 its 95 % bootstrap interval (`xlvin.stats`) of each statistic, and P(XLVIN > PPO) on it.
 """
 
-import argparse
 import csv
-import json
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.authors_code.harness_log import (EVALUATION, LARGEST, arguments, checked_max,
+                                                 default_results, ended, harness_fields,
+                                                 read_harness_line, run_line, run_logs,
+                                                 run_status, write_results)
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 
 LOG_NAME = re.compile(r"^(mountaincar-continuous|halfcheetah)-(ppo|xlvin)-seed(\d+)\.txt(\.part)?$")
 STEPS = re.compile(r"^Number of steps\s+(\d+)")
-EVALUATION = re.compile(r"^Rollout (\d+) : Total rewards \S+ from total episodes (\d+) \(Average: (\S+)\)")
-LARGEST = re.compile(r"Largest average reward =\s+(\S+)")
 UPDATE = re.compile(r"^Updates (\d+), num timesteps (\d+)")
 TRAINING = re.compile(r"^Last (\d+) training episodes: mean/median reward (\S+)/")
-FLAG = re.compile(r"--(\w+)=(\S*)")
 ENVS = {"mountaincar-continuous": "MountainCarContinuous-v0 (10 bins)",
         "halfcheetah": "HalfCheetah (11 bins per dimension; gymnasium's HalfCheetah-v5)"}
 AGENTS = {"ppo": "PPO", "xlvin": "XLVIN"}
@@ -71,24 +71,12 @@ def monitor_returns(monitor: Path) -> list[float]:
 
 
 def parse_log(path: Path, env: str) -> dict:
-    run: dict = {"log": path.name, "flags": {}, "cpu_budget_s": None, "cpu_s": None,
-                 "wall_s": None, "exit": None, "cpu_signal": False, "env_steps": 0,
-                 "evaluations": [], "printed_max": None, "updates": 0, "training_means": []}
+    run: dict = {"log": path.name, **harness_fields(), "env_steps": 0, "evaluations": [],
+                 "printed_max": None, "updates": 0, "training_means": []}
     for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("harness: flags"):
-            run["flags"] = dict(FLAG.findall(line))
-        elif line.startswith("harness: cpu_budget_s"):
-            run["cpu_budget_s"] = float(line.split()[2])
-        elif line.startswith("harness: cpu_s"):
-            user, system = re.findall(r"([\d.]+) (?:user|system)", line)
-            run["cpu_s"] = float(user) + float(system)
-        elif line.startswith("harness: exit"):
-            run["exit"] = int(line.split()[2])
-        elif "Command terminated by signal 24" in line:
-            run["cpu_signal"] = True
-        elif line.startswith("wall_s "):
-            run["wall_s"] = float(line.split()[1])
-        elif m := STEPS.match(line):
+        if read_harness_line(run, line):
+            continue
+        if m := STEPS.match(line):
             run["env_steps"] += int(m.group(1)) * CLASSIC_PROCESSES
         elif m := EVALUATION.match(line):
             run["evaluations"].append(float(m.group(3)))
@@ -98,19 +86,10 @@ def parse_log(path: Path, env: str) -> dict:
             run["updates"], run["env_steps"] = int(m.group(1)) + 1, int(m.group(2))
         elif m := TRAINING.match(line):
             run["training_means"].append(float(m.group(2)))
-    if path.name.endswith(".part"):
-        run["status"] = "running" if run["exit"] is None else "failed"
-    elif run["exit"] == 0:
-        run["status"] = "finished"
-    elif run["cpu_signal"] or run["exit"] == 152:
-        run["status"] = "cpu budget"
-    else:
-        run["status"] = "failed"
+    run["status"] = run_status(path, run)
     if env == "mountaincar-continuous" and run["evaluations"]:
-        run["max"], run["last"] = max(run["evaluations"]), run["evaluations"][-1]
-        if run["printed_max"] is not None and abs(run["max"] - run["printed_max"]) > 1e-3 * max(1, abs(run["max"])):
-            raise ValueError(f"{path}: the maximum of the evaluations {run['max']} differs from "
-                             f"the printed one {run['printed_max']}")
+        run["max"] = checked_max(path, run["evaluations"], run["printed_max"])
+        run["last"] = run["evaluations"][-1]
     if env == "halfcheetah":
         if run["training_means"]:
             run["last100"] = run["training_means"][-1]
@@ -126,10 +105,7 @@ def parse_log(path: Path, env: str) -> dict:
 def collect(logs: Path) -> dict[str, dict[str, list[dict]]]:
     """{env: {agent: [run]}}; a .part beside its finished log is stale and skipped."""
     runs: dict[str, dict[str, list[dict]]] = {}
-    for path in sorted(logs.glob("*-seed*.txt*")):
-        m = LOG_NAME.match(path.name)
-        if not m or (m.group(4) and path.with_suffix("").exists()):
-            continue
+    for m, path in run_logs(logs, LOG_NAME):
         env, agent, seed = m.group(1), m.group(2), int(m.group(3))
         runs.setdefault(env, {}).setdefault(agent, []).append(
             {"env": env, "agent": agent, "seed": seed, **parse_log(path, env)})
@@ -137,10 +113,6 @@ def collect(logs: Path) -> dict[str, dict[str, list[dict]]]:
         for agent_runs in by_agent.values():
             agent_runs.sort(key=lambda r: r["seed"])
     return runs
-
-
-def ended(run: dict) -> bool:
-    return run["status"] in ("finished", "cpu budget")
 
 
 def rows_for(runs: dict[str, dict[str, list[dict]]]) -> list[dict]:
@@ -164,22 +136,15 @@ def rows_for(runs: dict[str, dict[str, list[dict]]]) -> list[dict]:
     return rows
 
 
-def run_line(run: dict) -> str:
-    status = {"finished": "finished", "cpu budget": "stopped at its CPU budget",
-              "running": "unfinished (still running when this was written)",
-              "failed": f"failed (exit {run['exit']})"}[run["status"]]
-    parts = [f"seed {run['seed']}: {status}", f"{run['env_steps']:,} env steps"]
+def run_text(run: dict) -> str:
+    parts = [f"{run['env_steps']:,} env steps"]
     if run["evaluations"]:
         parts.append("evaluations " + ", ".join(f"{v:.1f}" for v in run["evaluations"]))
     if run["training_means"]:
         parts.append(f"{run['updates']} updates, last-100 training mean {run['training_means'][-1]:.1f}")
     if run.get("last10") is not None:
         parts.append(f"last 10 training episodes {run['last10']:.1f}")
-    if run["cpu_s"] is not None:
-        parts.append(f"CPU {run['cpu_s']:,.0f} s")
-    if run["wall_s"] is not None:
-        parts.append(f"wall {run['wall_s']:,.0f} s")
-    return "- " + "; ".join(parts)
+    return run_line(run, "finished", parts)
 
 
 def markdown(rows: list[dict], runs: dict[str, dict[str, list[dict]]]) -> str:
@@ -208,7 +173,7 @@ def markdown(rows: list[dict], runs: dict[str, dict[str, list[dict]]]) -> str:
         lines += ["", "Per run:", ""]
         for agent in AGENTS:
             for run in runs.get(env, {}).get(agent, []):
-                lines.append(f"{run_line(run)} ({AGENTS[agent]})")
+                lines.append(f"{run_text(run)} ({AGENTS[agent]})")
         if not runs.get(env):
             lines.append("- no run has started")
         lines.append("")
@@ -216,21 +181,14 @@ def markdown(rows: list[dict], runs: dict[str, dict[str, list[dict]]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("logs", type=Path, help="run.sh --continuous's OUT/logs")
-    parser.add_argument("--results", type=Path,
-                        help="where continuous.{md,json} go (default: results/ beside LOGS)")
+    parser = arguments(__doc__, "continuous", "run.sh --continuous")
     parser.add_argument("--note", default="", help="a paragraph appended to continuous.md")
     args = parser.parse_args(argv)
-    results = args.results or args.logs.resolve().parent / "results"
+    results = args.results or default_results(args.logs)
     runs = collect(args.logs)
     rows = rows_for(runs)
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "continuous.json").write_text(json.dumps(
-        {"rows": rows, "runs": runs, "statistics": STATISTICS}, indent=1) + "\n")
-    text = markdown(rows, runs) + (f"\n{args.note}\n" if args.note else "")
-    (results / "continuous.md").write_text(text)
-    print(text)
+    write_results(results, "continuous", {"rows": rows, "runs": runs, "statistics": STATISTICS},
+                  markdown(rows, runs), args.note)
     return 0
 
 

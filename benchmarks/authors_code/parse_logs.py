@@ -1,12 +1,12 @@
 """Our statistics over the logs of the authors' CartPole runs (`run.sh` writes them).
 
-    .venv/bin/python benchmarks/authors_code/parse_logs.py LOGS [--results DIR] \
+    .venv/bin/python -m benchmarks.authors_code.parse_logs LOGS [--results DIR] \
         [--ours results/table1-paper.json ...]
-    .venv/bin/python benchmarks/authors_code/parse_logs.py --from-json OLD/table1.json \
+    .venv/bin/python -m benchmarks.authors_code.parse_logs --from-json OLD/table1.json \
         --results DIR [--ours ...]
 
-Run it with this project's .venv (`bash scripts/setup.sh`, or `bash scripts/test.sh`, sets it
-up): it imports `xlvin.stats`.
+Run it from the repository's root with this project's .venv (`bash scripts/setup.sh`, or `bash
+scripts/test.sh`, sets it up): it imports `xlvin.stats`.
 
 Their `training/classic_control.py` prints one line per update, after a greedy evaluation of at
 least 100 episodes on 15 parallel envs (`Rollout 0 : Total rewards ... (Average: X)`), and at
@@ -22,7 +22,6 @@ RESULTS/table1.json and RESULTS/table1.md; RESULTS defaults to `results/` beside
 authors' runs from an earlier table1.json instead of logs (to rewrite a committed table).
 """
 
-import argparse
 import json
 import re
 import sys
@@ -30,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.authors_code.harness_log import (EVALUATION, LARGEST, arguments, checked_max,
+                                                 default_results, harness_fields,
+                                                 read_harness_line, write_results)
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 
-EVAL_LINE = re.compile(r"^Rollout \d+ : Total rewards \S+ from total episodes (\d+) \(Average: (\S+)\)")
-MAX_LINE = re.compile(r"Largest average reward =\s+(\S+)")
 LOG_NAME = re.compile(r"^cartpole-(ppo|xlvin-r)-seed(\d+)\.txt$")
 STATISTICS = {"max": "max over evaluations (the authors' statistic)",
               "last": "last evaluation (after the last update)",
@@ -45,22 +45,20 @@ PAPER = {"ppo": "104.6 +- 48.5", "xlvin-r": "199.2 +- 1.6"}
 
 def parse_log(path: Path) -> dict:
     """One run's evaluations and statistics; a log without its final line is an error."""
-    evals, episodes, printed, wall = [], [], None, None
+    evals, episodes, printed, harness = [], [], None, harness_fields()
     for line in path.read_text(errors="replace").splitlines():
-        if m := EVAL_LINE.match(line):
-            episodes.append(int(m.group(1)))
-            evals.append(float(m.group(2)))
-        elif m := MAX_LINE.search(line):
+        if read_harness_line(harness, line):
+            continue
+        if m := EVALUATION.match(line):
+            episodes.append(int(m.group(2)))
+            evals.append(float(m.group(3)))
+        elif m := LARGEST.search(line):
             printed = float(m.group(1))
-        elif line.startswith("wall_s "):
-            wall = float(line.split()[1])
     if printed is None or not evals:
         raise ValueError(f"{path}: not a finished run (no evaluations or no final maximum)")
-    if abs(max(evals) - printed) > 1e-3 * max(1.0, abs(printed)):
-        raise ValueError(f"{path}: the maximum of the evaluations {max(evals)} differs from the "
-                         f"printed one {printed}")
-    return {"evaluations": evals, "episodes_per_evaluation": episodes, "max": max(evals),
-            "last": evals[-1], "last10": float(np.mean(evals[-10:])), "wall_s": wall}
+    return {"evaluations": evals, "episodes_per_evaluation": episodes,
+            "max": checked_max(path, evals, printed), "last": evals[-1],
+            "last10": float(np.mean(evals[-10:])), "wall_s": harness["wall_s"]}
 
 
 def ours_runs(path: Path) -> dict[str, list[dict]]:
@@ -118,10 +116,7 @@ def markdown(rows: list[dict], theirs: dict[str, list[dict]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("logs", type=Path, nargs="?", help="run.sh's OUT/logs")
-    parser.add_argument("--results", type=Path,
-                        help="where table1.{md,json} go (default: results/ beside LOGS)")
+    parser = arguments(__doc__, "table1", "run.sh", logs_nargs="?")
     parser.add_argument("--from-json", type=Path,
                         help="the authors' runs from an earlier table1.json instead of LOGS")
     parser.add_argument("--ours", type=Path, nargs="*", default=[])
@@ -131,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.results is None:
         if args.logs is None:
             parser.error("--from-json needs --results")
-        args.results = args.logs.resolve().parent / "results"
+        args.results = default_results(args.logs)
     theirs: dict[str, list[dict]] = {}
     if args.from_json is not None:
         theirs = json.loads(args.from_json.read_text())["runs"]
@@ -148,11 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = ours_runs(path)
         seeds = sorted(r["seed"] for agent_runs in runs.values() for r in agent_runs)
         rows += rows_for(f"ours, `paper` protocol, seeds {seeds[0]}-{seeds[-1]}", runs)
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "table1.json").write_text(json.dumps(
-        {"rows": rows, "runs": theirs, "statistics": STATISTICS}, indent=1) + "\n")
-    (args.results / "table1.md").write_text(markdown(rows, theirs))
-    print(markdown(rows, theirs))
+    write_results(args.results, "table1", {"rows": rows, "runs": theirs, "statistics": STATISTICS},
+                  markdown(rows, theirs))
     return 0
 
 

@@ -1,11 +1,11 @@
 """Our statistics over the logs of the authors' maze runs (`run.sh --maze` writes them).
 
-    .venv/bin/python benchmarks/authors_code/parse_maze_logs.py LOGS [--results DIR] \
-        [--cpu-budget S]
+    .venv/bin/python -m benchmarks.authors_code.parse_maze_logs LOGS [--results DIR] \
+        [--cpu-budget S] [--note TEXT]
 
-Run it with this project's .venv (`bash scripts/setup.sh` or `bash scripts/test.sh` sets it
-up): it imports `xlvin.stats`. RESULTS (default: `results/` beside LOGS, outside the
-repository's committed results) gets maze.json and maze.md.
+Run it from the repository's root with this project's .venv (`bash scripts/setup.sh` or `bash
+scripts/test.sh` sets it up): it imports `xlvin.stats`. RESULTS (default: `results/` beside LOGS,
+outside the repository's committed results) gets maze.json and maze.md.
 
 Their `training/maze.py` trains one level at a time (levels 1, 2, ... of their level files);
 per rollout it prints `Gathered rollout R: #passes=.., #failed=..` (15 envs x 2048 steps by
@@ -26,13 +26,13 @@ ended (finished or at their budget): IQM with its 95 % bootstrap interval (`xlvi
 levels passed, environment steps and the last held-out success.
 """
 
-import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
-
+from benchmarks.authors_code.harness_log import (arguments, default_results, ended,
+                                                 harness_fields, read_harness_line, run_line,
+                                                 run_logs, run_status, write_results)
 from xlvin.stats import summarize
 
 LOG_NAME = re.compile(r"^maze-(ppo|xlvin)-seed(\d+)\.txt(\.part)?$")
@@ -42,7 +42,6 @@ TEST = re.compile(r"^Rollout (\d+) : percentage passed (\S+) from total episodes
 PASSED = re.compile(r"^Level (\d+), rollout (\d+) : percentage passed (\S+)")
 HELD_LEVEL = re.compile(r"^#test# Overall percentage passed for paths of length (\d+) is: (\S+)")
 HELD_ALL = re.compile(r"^#test# Overall percentage passed is: (\S+)")
-FLAG = re.compile(r"--(\w+)=(\S*)")
 AGENTS = {"xlvin": "XLVIN (--include_executor=True)", "ppo": "PPO"}
 #: Their maze defaults (cnap/arguments.py with --env=maze).
 DEFAULT_STEPS, DEFAULT_PROCESSES = 2048, 15
@@ -55,26 +54,14 @@ def parse_log(path: Path) -> dict:
     run: dict = {"log": path.name, "levels_passed": [], "rollouts_to_pass": {}, "rollouts": 0,
                  "level": None, "held_out": None, "held_out_by_level": None,
                  "held_out_evaluations": 0, "held_out_cuts": 0, "in_held_out": False,
-                 "flags": {}, "cpu_budget_s": None, "cpu_s": None, "wall_s": None, "exit": None,
-                 "cpu_signal": False, "last_train_test": None, "stopped": False}
+                 **harness_fields(), "last_train_test": None, "stopped": False}
     rollouts_this_level = 0
     by_level: dict[int, float] = {}
     for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("harness: flags"):
-            run["flags"] = dict(FLAG.findall(line))
-        elif line.startswith("harness: cpu_budget_s"):
-            run["cpu_budget_s"] = float(line.split()[2])
-        elif line.startswith("harness: cpu_s"):
-            user, system = re.findall(r"([\d.]+) (?:user|system)", line)
-            run["cpu_s"] = float(user) + float(system)
-        elif line.startswith("harness: stopped"):
+        if read_harness_line(run, line):
+            continue
+        if line.startswith("harness: stopped"):  # run_maze.sh's trap: stopped by hand
             run["stopped"] = True
-        elif line.startswith("harness: exit"):
-            run["exit"] = int(line.split()[2])
-        elif "Command terminated by signal 24" in line:
-            run["cpu_signal"] = True
-        elif line.startswith("wall_s "):
-            run["wall_s"] = float(line.split()[1])
         elif m := LEVEL.match(line):
             run["level"] = int(m.group(1))
             rollouts_this_level = 0
@@ -105,33 +92,19 @@ def parse_log(path: Path) -> dict:
     processes = int(run["flags"].get("num_processes", DEFAULT_PROCESSES))
     run["steps_per_rollout"] = steps * processes
     run["env_steps"] = run["rollouts"] * steps * processes
-    if path.name.endswith(".part"):
-        run["status"] = ("stopped" if run["stopped"] else
-                         "running" if run["exit"] is None else "failed")
-    elif run["exit"] == 0:
-        run["status"] = "finished"
-    elif run["cpu_signal"] or run["exit"] == 152:
-        run["status"] = "cpu budget"
-    else:
-        run["status"] = "failed"
+    stopped = run["stopped"] and path.name.endswith(".part")
+    run["status"] = "stopped" if stopped else run_status(path, run)
     return run
 
 
 def collect(logs: Path) -> dict[str, list[dict]]:
     runs: dict[str, list[dict]] = {}
-    for path in sorted(logs.glob("maze-*-seed*.txt*")):
-        m = LOG_NAME.match(path.name)
-        if not m or (m.group(3) and path.with_suffix("").exists()):
-            continue  # a .part beside its finished log is stale
+    for m, path in run_logs(logs, LOG_NAME):
         agent, seed = m.group(1), int(m.group(2))
         runs.setdefault(agent, []).append({"agent": agent, "seed": seed, **parse_log(path)})
     for agent_runs in runs.values():
         agent_runs.sort(key=lambda r: r["seed"])
     return runs
-
-
-def ended(run: dict) -> bool:
-    return run["status"] in ("finished", "cpu budget")
 
 
 def rows_for(runs: dict[str, list[dict]]) -> list[dict]:
@@ -159,14 +132,10 @@ def fmt(summary: dict | None, digits: int) -> str:
             f"{summary['iqm_high']:,.{digits}f}]")
 
 
-def run_line(run: dict) -> str:
+def run_text(run: dict) -> str:
     passed = ", ".join(f"{lv} ({run['rollouts_to_pass'][lv]} rollouts)"
                        for lv in run["levels_passed"]) or "none"
-    status = {"finished": "their curriculum finished", "cpu budget": "stopped at its CPU budget",
-              "running": "unfinished (still running when this was written)",
-              "stopped": "unfinished (stopped by hand before its budget was spent)",
-              "failed": f"failed (exit {run['exit']})"}[run["status"]]
-    parts = [f"seed {run['seed']}: {status}", f"levels passed: {passed}",
+    parts = [f"levels passed: {passed}",
              f"{run['rollouts']} rollouts, {run['env_steps']:,} env steps",
              f"on level {run['level']}" if run["level"] is not None else "no level started"]
     if run["held_out"] is not None:
@@ -177,11 +146,7 @@ def run_line(run: dict) -> str:
         parts.append("stopped inside a held-out evaluation")
     if run["held_out_cuts"]:
         parts.append(f"{run['held_out_cuts']} held-out mazes cut at 1,000 moves")
-    if run["cpu_s"] is not None:
-        parts.append(f"CPU {run['cpu_s']:,.0f} s")
-    if run["wall_s"] is not None:
-        parts.append(f"wall {run['wall_s']:,.0f} s")
-    return "- " + "; ".join(parts)
+    return run_line(run, "their curriculum finished", parts)
 
 
 def markdown(rows: list[dict], runs: dict[str, list[dict]], budget: float | None) -> str:
@@ -216,32 +181,25 @@ def markdown(rows: list[dict], runs: dict[str, list[dict]], budget: float | None
     lines += ["", "Per run:", ""]
     for agent in AGENTS:
         for run in runs.get(agent, []):
-            lines.append(f"{run_line(run)} ({AGENTS[agent]})")
+            lines.append(f"{run_text(run)} ({AGENTS[agent]})")
     if not any(runs.values()):
         lines.append("- no run has started")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("logs", type=Path, help="run.sh --maze's OUT/logs")
-    parser.add_argument("--results", type=Path,
-                        help="where maze.{md,json} go (default: results/ beside LOGS)")
+    parser = arguments(__doc__, "maze", "run.sh --maze")
     parser.add_argument("--cpu-budget", type=float, help="the CPU budget of each run, seconds")
     parser.add_argument("--note", default="", help="a paragraph appended to maze.md")
     args = parser.parse_args(argv)
-    results = args.results or args.logs.resolve().parent / "results"
+    results = args.results or default_results(args.logs)
     runs = collect(args.logs)
     budgets = {r["cpu_budget_s"] for rs in runs.values() for r in rs if r["cpu_budget_s"]}
     budget = args.cpu_budget or (budgets.pop() if len(budgets) == 1 else None)
     rows = rows_for(runs)
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "maze.json").write_text(json.dumps(
-        {"rows": rows, "runs": runs, "statistics": STATISTICS, "cpu_budget_s": budget},
-        indent=1, default=float) + "\n")
-    text = markdown(rows, runs, budget) + (f"\n{args.note}\n" if args.note else "")
-    (results / "maze.md").write_text(text)
-    print(text)
+    write_results(results, "maze",
+                  {"rows": rows, "runs": runs, "statistics": STATISTICS, "cpu_budget_s": budget},
+                  markdown(rows, runs, budget), args.note)
     return 0
 
 

@@ -45,7 +45,7 @@
 # Nothing of their code enters this repository.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+source "$here/harness.sh"
 cnap="" out="" results="" seeds="" jobs=2 maze=0 continuous=0 venv="" cpu_budget="" nice=19
 envs="mountaincar-continuous halfcheetah" agents="ppo xlvin" rollouts=4 test_episodes=10 transe_episodes=5 steps=49152
 while [ $# -gt 0 ]; do
@@ -188,4 +188,4 @@ for seed in $seeds; do for agent in xlvin-r ppo; do echo "$agent $seed"; done; d
   xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1"'
 
 # 4. Our statistics over their logs.
-"$repo/.venv/bin/python" "$here/parse_logs.py" "$out/logs" --results "$results"
+ours_parser parse_logs "$out/logs" --results "$results"

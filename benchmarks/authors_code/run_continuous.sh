@@ -17,7 +17,7 @@
 # Jobs run at the priority this script was started with (start it with nice).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+source "$here/harness.sh"
 cnap=$1 out=$2 venv=$3 results=$4 seeds=$5 cpu_budget=$6 jobs=$7 rollouts=$8 test_episodes=$9
 transe_episodes=${10} steps=${11} envs=${12} agents=${13}
 py="$venv/bin/python"
@@ -103,33 +103,21 @@ run_locked() {
   rm -rf "$dir"
   mkdir -p "$dir/cnap/models/executor"
   [ "$agent" = xlvin ] && ln -s "$trained" "$dir/cnap/models/executor/trained_executor"
-  {
-    echo "harness: env $env agent $agent seed $seed"
-    echo "harness: flags ${flags[*]}"
-    echo "harness: cpu_budget_s $cpu_budget (main process, RLIMIT_CPU)"
-    echo "harness: started $(date -u +%FT%TZ)"
-  } > "$log.part"
+  harness_start "$log" "env $env agent $agent seed $seed" "${flags[@]}"
   echo "$(date +%T) $name (at most $cpu_budget s of CPU)"
   # RLIMIT_CPU: SIGXCPU at the budget, SIGKILL a minute later
   local start=$SECONDS rc=0
   (cd "$dir" && /usr/bin/time -f "harness: cpu_s %U user %S system (with reaped children)" \
     prlimit --core=0 --cpu="$cpu_budget:$((cpu_budget + 60))" "${entry[@]}" "${flags[@]}") >> "$log.part" 2>&1 || rc=$?
-  { echo "harness: exit $rc"; echo "wall_s $((SECONDS - start))"; } >> "$log.part"
-  if [ "$rc" = 0 ] || grep -q "Command terminated by signal 24" "$log.part" || [ "$rc" = 152 ]; then
-    mv "$log.part" "$log"
-    echo "$(date +%T) done: $name (exit $rc)"
-  else
-    echo "failed: $name (exit $rc; $log.part)" >&2
-    return 1
-  fi
+  harness_end "$log" "$name" "$rc" "$start"
 }
-export -f run_one run_locked pretrain executor transe
+export -f run_one run_locked pretrain executor transe harness_start harness_end
 export out logs py venv here rollouts test_episodes transe_episodes steps cpu_budget
 rc=0
 for env in $envs; do for agent in $agents; do for seed in $seeds; do
   echo "$env $agent $seed"
 done; done; done | xargs -P "$jobs" -L 1 bash -c 'run_one "$0" "$1" "$2"' || rc=1
 
-# C3. Our statistics over their logs (this project's .venv: bash scripts/test.sh sets it up).
-"$repo/.venv/bin/python" "$here/parse_continuous_logs.py" "$logs" --results "$results"
+# C3. Our statistics over their logs.
+ours_parser parse_continuous_logs "$logs" --results "$results"
 exit "$rc"

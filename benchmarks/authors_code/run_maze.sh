@@ -13,7 +13,7 @@
 # started in another session.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+source "$here/harness.sh"
 cnap=$1 out=$2 venv=$3 results=$4 seeds=$5 cpu_budget=$6 nice=${7:-19}
 py="$venv/bin/python"
 logs="$out/logs"
@@ -70,12 +70,7 @@ run_one() {
   ln -s "$trained" "$dir/cnap/models/executor/trained_executor"
   local flags=(--env=maze --seed="$seed" --save_model=True)
   [ "$agent" = xlvin ] && flags+=(--include_executor=True)
-  {
-    echo "harness: agent $agent seed $seed"
-    echo "harness: flags ${flags[*]}"
-    echo "harness: cpu_budget_s $cpu_budget (main process, RLIMIT_CPU)"
-    echo "harness: started $(date -u +%FT%TZ)"
-  } > "$log.part"
+  harness_start "$log" "agent $agent seed $seed" "${flags[@]}"
   current_log="$log.part"
   echo "$(date +%T) maze $agent seed $seed (at most $cpu_budget s of CPU)"
   # RLIMIT_CPU: SIGXCPU at the budget, SIGKILL a minute later (a hard limit equal to the soft
@@ -84,18 +79,7 @@ run_one() {
   niced "$dir" /usr/bin/time -f "harness: cpu_s %U user %S system (with reaped children)" \
     prlimit --cpu="$cpu_budget:$((cpu_budget + 60))" "$py" "$here/maze_main.py" "${flags[@]}" >> "$log.part" 2>&1 || rc=$?
   current_log=""
-  {
-    echo "harness: exit $rc"
-    echo "wall_s $((SECONDS - start))"
-  } >> "$log.part"
-  # 0: their curriculum finished; SIGXCPU (152, or time's report of signal 24): the CPU budget
-  if [ "$rc" = 0 ] || grep -q "Command terminated by signal 24" "$log.part" || [ "$rc" = 152 ]; then
-    mv "$log.part" "$log"
-    echo "$(date +%T) done: maze $agent seed $seed (exit $rc)"
-  else
-    echo "failed: maze $agent seed $seed (exit $rc; $log.part)" >&2
-    return 1
-  fi
+  harness_end "$log" "maze $agent seed $seed" "$rc" "$start"
 }
 for seed in $seeds; do
   for agent in ppo xlvin; do
@@ -103,5 +87,5 @@ for seed in $seeds; do
   done
 done
 
-# M3. Our statistics over their logs (this project's .venv: bash scripts/test.sh sets it up).
-"$repo/.venv/bin/python" "$here/parse_maze_logs.py" "$logs" --results "$results" --cpu-budget "$cpu_budget"
+# M3. Our statistics over their logs.
+ours_parser parse_maze_logs "$logs" --results "$results" --cpu-budget "$cpu_budget"
