@@ -207,7 +207,7 @@ def main() -> None:
         return
     args.out.mkdir(parents=True, exist_ok=True)
     if args.mode == "cost":
-        from xlvin.experiments.atari import machine
+        from xlvin.kernels import cpu_name
 
         path = args.out / "expansion-cost.json"
         costs = json.loads(path.read_text()) if path.is_file() else {"configs": {}}
@@ -216,7 +216,7 @@ def main() -> None:
             run = fresh_process("cost", "--updates", str(args.updates), "--worker", name)
             costs["configs"][name] = {**json.loads(run.stdout.strip().splitlines()[-1]),
                                       "updates": args.updates, "load": load,
-                                      "machine": machine("cpu")}
+                                      "machine": f"{cpu_name()}, {os.cpu_count()} cores"}
             print(name, costs["configs"][name], flush=True)
             path.write_text(json.dumps(costs, indent=1) + "\n")
     elif args.mode == "learn":
