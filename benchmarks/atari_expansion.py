@@ -92,6 +92,7 @@ def cost_worker(name: str, updates: int) -> dict:
 
     import torch
 
+    from xlvin.errors import UserError
     from xlvin.process import quiet_known_warnings
     from xlvin.train.run import train_run
 
@@ -99,7 +100,12 @@ def cost_worker(name: str, updates: int) -> dict:
     quiet_known_warnings()
     clock = UpdateClock()
     with TemporaryDirectory() as tmp:
-        train_run(config(name, 0, updates * 1024), Path(tmp) / "run", progress=False, hooks=clock)
+        try:
+            train_run(config(name, 0, updates * 1024), Path(tmp) / "run", progress=False,
+                      hooks=clock)
+        except UserError as refused:  # a tree that cannot fit this machine's memory
+            return {"config": name, "refused": str(refused),
+                    "states_per_observation": states_per_observation(name)}
     seconds = clock.ends[-1] - clock.ends[0]
     transitions = (len(clock.ends) - 1) * 1024
     return {"config": name, "transitions": transitions, "cpu_seconds": seconds,
@@ -160,6 +166,10 @@ def report(runs: Path, out: Path, seeds: int, transitions: int) -> None:
     measured = {name: costs["configs"][name] for name in CONFIGS if name in costs.get("configs", {})}
     ppo = measured.get("ppo", {}).get("cpu_s_per_1000")
     for name, c in measured.items():
+        if "refused" in c:
+            lines.append(f"| {name} | {c['states_per_observation']:,} | refused: {c['refused']} "
+                         f"| - | - | - | {c['load']:.1f} |")
+            continue
         ratio = f"{c['cpu_s_per_1000'] / ppo:.2f}" if ppo else "-"
         lines.append(f"| {name} | {c['states_per_observation']:,} | {c['cpu_s_per_1000']:.1f} | "
                      f"{ratio} | {c['peak_rss_mb']:,.0f} | {c['updates'] - 1} | {c['load']:.1f} |")
