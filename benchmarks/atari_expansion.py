@@ -21,7 +21,6 @@ Not part of the test suite (each cell is minutes of CPU).
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import resource
@@ -45,16 +44,14 @@ CONFIGS = {
 }
 
 
-def config(name: str, seed: int, transitions: int):
-    """The Alien cell of `xlvin reproduce atari` with this configuration's tree."""
-    from xlvin.experiments.atari import Cell
+def cell(name: str, seed: int, transitions: int):
+    """The Alien cell of `xlvin reproduce atari` with this configuration's tree, in
+    RUNS/<configuration>/seed<S>."""
+    from benchmarks.atari_cells import VariantCell
 
     agent, depth, method, samples = CONFIGS[name]
-    run = Cell(GAME, agent, seed=seed, transitions=transitions).config()
-    if agent == "ppo":
-        return run
-    tree = {"depth": depth, "expansion": method, "expand": samples}
-    return dataclasses.replace(run, train=dataclasses.replace(run.train, **tree))
+    tree = () if agent == "ppo" else (("depth", depth), ("expansion", method), ("expand", samples))
+    return VariantCell(GAME, agent, seed, transitions, name=slug(name), train=tree)
 
 
 def states_per_observation(name: str) -> int:
@@ -101,8 +98,8 @@ def cost_worker(name: str, updates: int) -> dict:
     clock = UpdateClock()
     with TemporaryDirectory() as tmp:
         try:
-            train_run(config(name, 0, updates * 1024), Path(tmp) / "run", progress=False,
-                      hooks=clock)
+            train_run(cell(name, 0, updates * 1024).config(), Path(tmp) / "run",
+                      progress=False, hooks=clock)
         except UserError as refused:  # a tree that cannot fit this machine's memory
             return {"config": name, "refused": str(refused),
                     "states_per_observation": states_per_observation(name)}
@@ -116,21 +113,11 @@ def cost_worker(name: str, updates: int) -> dict:
 
 def learn_worker(name: str, seed: int, transitions: int, runs: Path) -> None:
     """Train (or resume) one seed and evaluate its final policy (`run_cell`'s record)."""
-    from xlvin.experiments.atari import Cell, run_cell
+    from xlvin.experiments.atari import run_cell
 
-    @dataclasses.dataclass(frozen=True)
-    class ExpansionCell(Cell):
-        """The Alien cell with this configuration's tree, in RUNS/<config>/seed<S>."""
-
-        def config(self):
-            return config(name, self.seed, self.transitions)
-
-        def run_dir(self, root: Path) -> Path:
-            return Path(root) / slug(name) / f"seed{self.seed}"
-
-    cell = ExpansionCell(GAME, CONFIGS[name][0], seed, transitions)
-    record = run_cell(cell, runs)
-    (cell.run_dir(runs) / "record.json").write_text(json.dumps(record))
+    study = cell(name, seed, transitions)
+    record = run_cell(study, runs)
+    (study.run_dir(runs) / "record.json").write_text(json.dumps(record))
 
 
 def fresh_process(*args: str) -> subprocess.CompletedProcess:

@@ -8,6 +8,7 @@ the entropy bonus, the value loss (ours 1/2 MSE at vf_coef 0.5 = SB3's MSE at 0.
 gradient-norm clip and the frames' /255, within float rounding of two code paths.
 """
 
+import dataclasses
 import json
 
 import pytest
@@ -160,3 +161,17 @@ def test_the_report_sets_sb3_beside_our_seeds_of_the_same_budget(tmp_path) -> No
     summary = json.loads((tmp_path / "atari.json").read_text())
     assert summary["ours"] == [] and summary["fisher_learned_p"] is None
     assert "No seeds of our PPO at 20,480 transitions" in (tmp_path / "atari.md").read_text()
+
+
+def test_the_unclipped_variant_is_our_atari_ppo_cell_with_sb3s_value_loss(tmp_path) -> None:
+    """The third row of the parity report trains `xlvin reproduce atari`'s PPO cell with one
+    setting changed, the value-loss clipping, in a run directory of its own."""
+    from benchmarks.atari_cells import VariantCell
+    from benchmarks.parity.atari import GAME, UNCLIPPED
+    from xlvin.experiments.atari import Cell
+
+    cell = VariantCell(GAME, "ppo", 3, 100_000, name=UNCLIPPED, ppo=(("clip_value_loss", False),))
+    ours, base = cell.config(), Cell(GAME, "ppo", 3, 100_000).config()
+    assert ours.ppo == dataclasses.replace(base.ppo, clip_value_loss=False)
+    assert base.ppo.clip_value_loss and ours.train == base.train
+    assert cell.run_dir(tmp_path) == tmp_path / "ours-unclipped-value" / "seed3"

@@ -5,6 +5,7 @@
         --runs /tmp/parity-smoke --out /tmp/parity-smoke          # a smoke run
     python -m benchmarks.parity.atari report                      # rewrite the files
     python -m benchmarks.parity.atari speed --transitions 20480   # training speed
+    python -m benchmarks.parity.atari unclipped --seeds 7 --transitions 100000  # ours, SB3's value loss
 
 SB3 2.9.2's `PPO("CnnPolicy")` trains on OUR training environment (`xlvin/FreewayTrain-v4` in
 SB3's `DummyVecEnv`: the same ALE settings and wrappers, no SB3 `AtariWrapper`), seeded as ours
@@ -28,10 +29,15 @@ the games that ended after the checkpoint (they are played again, differently). 
 weights are copied into our PPO network and OUR evaluator plays the greedy policy on the same
 10 evaluation games as `xlvin reproduce atari` (`xlvin/FreewayEval-v4`, seeds 1,000,000 on).
 
-OUT/atari.{json,md,png}: SB3's seeds beside our PPO seeds from results/atari-1m/atari.json,
+OUT/atari.{json,md,png}: SB3's seeds beside our PPO seeds of the same budget (`OURS_FILES`: the
+1M cells of results/atari-1m, or the 100,000-transition study of results/atari-freeway-seeds),
 with the same statistics as `xlvin.experiments.atari` (the training curve in windows of 10
-updates, its area, the first update in which a training game scored, the final greedy score)
-and P(SB3's area > ours). `speed` trains each library (ours: `xlvin reproduce atari`'s PPO cell)
+updates, its area, the first update in which a training game scored, the final greedy score),
+P(SB3's area > ours), and the seeds that learned (last window above `LEARNED_SCORE`) compared by
+Fisher's exact test. `unclipped` trains our PPO cell with SB3's value loss (unclipped, the one
+difference the one-update comparison leaves) on the same seeds and budget, through `xlvin
+reproduce atari`'s own `run_cell` (RUNS/ours-unclipped-value/seed<S>), and adds it as a third
+row. `speed` trains each library (ours: `xlvin reproduce atari`'s PPO cell)
 for the transitions asked, seed 0, in a fresh process (nice 10, one after the other), without
 evaluating, and prints the wall-clock and CPU seconds of the training. Requires the `bench`
 extra (stable-baselines3); not part of the tests.
@@ -267,6 +273,28 @@ def worker(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> N
     (run / "result.json").write_text(json.dumps(result))
 
 
+#: Our PPO with SB3's value loss (unclipped), the one difference left between the two updates.
+UNCLIPPED = "ours-unclipped-value"
+
+
+def unclipped_worker(seed: int, transitions: int, runs: Path) -> None:
+    """Our PPO cell with the value loss unclipped, trained (or resumed) and evaluated by
+    `xlvin reproduce atari`'s `run_cell`; RUNS/ours-unclipped-value/seed<S>/record.json."""
+    from benchmarks.atari_cells import VariantCell
+    from xlvin.experiments.atari import run_cell
+
+    cell = VariantCell(GAME, "ppo", seed, transitions, name=UNCLIPPED,
+                       ppo=(("clip_value_loss", False),))
+    record = run_cell(cell, runs)
+    (cell.run_dir(runs) / "record.json").write_text(json.dumps(record))
+
+
+def unclipped_seeds(seeds: int, runs: Path) -> list[dict[str, Any]]:
+    """The finished seeds of our unclipped-value PPO on file."""
+    paths = [runs / UNCLIPPED / f"seed{s}" / "record.json" for s in range(seeds)]
+    return [json.loads(p.read_text()) for p in paths if p.is_file()]
+
+
 def running_seed(seed: int, run: Path) -> dict[str, Any] | None:
     """An unfinished seed as its last checkpoint's log has it (no AUC or greedy score: its
     learning rate has not decayed yet), or None without a log or once it has a result."""
@@ -376,13 +404,15 @@ def estimate(summary: dict[str, float], digits: int) -> str:
 
 
 def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
-           transitions: int, running: list[dict[str, Any]]) -> None:
+           transitions: int, running: list[dict[str, Any]],
+           unclipped: list[dict[str, Any]] = ()) -> None:
     """OUT/atari.{json,md,png}: SB3's seeds and ours, per seed and over seeds; `running`: SB3's
-    unfinished seeds, listed and drawn (dashed) but in no statistic."""
+    unfinished seeds, listed and drawn (dashed) but in no statistic; `unclipped`: our PPO with
+    the value loss unclipped (`unclipped_worker`), a third row where there are any."""
     from xlvin.stats import fisher_exact, improvement_over, improvement_text
 
     ours = our_seeds(transitions)
-    libs = {"xlvin PPO": ours, "SB3 PPO": sb3}
+    libs = {"xlvin PPO": ours, "SB3 PPO": sb3, "xlvin PPO, value loss unclipped": list(unclipped)}
     rows = {name: {"seeds": [r["seed"] for r in runs], "auc": over_seeds([r["auc"] for r in runs]),
                    "final_eval": over_seeds([r["final_eval"]["mean"] for r in runs]),
                    "seeds_scored": sum(r["first_score_at"] is not None for r in runs),
@@ -390,9 +420,15 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
             for name, runs in libs.items() if runs}
     a, b = [r["auc"] for r in sb3], [r["auc"] for r in ours]
     over = improvement_over(a, b) if min(len(a), len(b)) >= 2 else None
-    both = len(rows) == 2
-    fisher = fisher_exact(rows["SB3 PPO"]["seeds_learned"], len(sb3),
-                          rows["xlvin PPO"]["seeds_learned"], len(ours)) if both else None
+    def fisher_over_ours(name: str) -> float | None:
+        """Fisher's exact p of the seeds that learned, `name`'s against our PPO's."""
+        if name not in rows or "xlvin PPO" not in rows:
+            return None
+        return fisher_exact(rows[name]["seeds_learned"], len(libs[name]),
+                            rows["xlvin PPO"]["seeds_learned"], len(ours))
+
+    fisher = fisher_over_ours("SB3 PPO")
+    fisher_unclipped = fisher_over_ours("xlvin PPO, value loss unclipped")
     settings = atari_ppo()
     ours_file = OURS_FILES.get(transitions)
     summary = {"game": GAME, "command": command, "seeds_planned": planned,
@@ -401,7 +437,9 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
                "ours_settings": settings, "sb3_settings": sb3_settings(settings),
                "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
                "rows": rows, "sb3_auc_over_ours": over, "learned_score": LEARNED_SCORE,
-               "fisher_learned_p": fisher, "sb3": sb3, "ours": ours, "sb3_running": running}
+               "fisher_learned_p": fisher, "fisher_unclipped_learned_p": fisher_unclipped,
+               "sb3": sb3, "ours": ours, "ours_unclipped": list(unclipped),
+               "sb3_running": running}
     out.mkdir(parents=True, exist_ok=True)
     (out / "atari.json").write_text(json.dumps(summary, indent=1) + "\n")
 
@@ -418,10 +456,16 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
         n = len(r["seeds"])
         lines.append(f"| {name} | {n} | {estimate(r['auc'], 2)} | {estimate(r['final_eval'], 1)} "
                      f"| {r['seeds_scored']} of {n} | {r['seeds_learned']} of {n} |")
-    fisher_text = "-" if fisher is None else f"{fisher:.3f}"
+    def p_text(p: float | None) -> str:
+        return "-" if p is None else f"{p:.3f}"
+
     lines += ["", f"P(SB3's AUC > ours) over pairs of seeds: {improvement_text(over)}. Seeds "
-              f"that learned, SB3's against ours: Fisher's exact p = {fisher_text} (two-sided).",
-              "",
+              f"that learned, SB3's against ours: Fisher's exact p = {p_text(fisher)} "
+              "(two-sided)."]
+    if unclipped:
+        lines += ["", "Seeds that learned, our PPO with the value loss unclipped against ours "
+                  f"as committed: Fisher's exact p = {p_text(fisher_unclipped)} (two-sided)."]
+    lines += ["",
               "| library | seed | transitions | first training game with a point | AUC "
               "| greedy score |", "|---|---|---|---|---|---|"]
     for name, runs in libs.items():
@@ -478,7 +522,8 @@ def plot(libs: dict[str, list[dict[str, Any]]], running: list[dict[str, Any]], p
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("mode", nargs="?", default="run",
-                        choices=("run", "worker", "report", "speed", "speed-worker"))
+                        choices=("run", "worker", "report", "speed", "speed-worker", "unclipped",
+                                 "unclipped-worker"))
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1")
     parser.add_argument("--transitions", type=int, default=BUDGET)
     parser.add_argument("--checkpoint-updates", type=int, default=50,
@@ -493,6 +538,18 @@ def main() -> None:
     if args.mode == "worker":
         worker(args.seed, args.transitions, args.runs / f"seed{args.seed}", args.checkpoint_updates)
         return
+    if args.mode == "unclipped-worker":
+        unclipped_worker(args.seed, args.transitions, args.runs)
+        return
+    if args.mode == "unclipped":  # each seed in a fresh process (nice 10), one at a time
+        for seed in range(args.seeds):
+            if not (args.runs / UNCLIPPED / f"seed{seed}" / "record.json").is_file():
+                subprocess.run(["nice", "-n", "10", sys.executable, "-m", "benchmarks.parity.atari",
+                                "unclipped-worker", "--seed", str(seed), "--transitions",
+                                str(args.transitions), "--runs", str(args.runs)], check=True,
+                               cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{ROOT / 'src'}"
+                                              f"{os.pathsep}{ROOT}"})
+                print(f"ours, value loss unclipped, seed {seed}: done", flush=True)
     if args.mode in ("speed", "speed-worker"):
         if args.mode == "speed":
             speed(args.transitions)
@@ -502,14 +559,15 @@ def main() -> None:
     command = "python -m benchmarks.parity.atari " + shlex.join(
         [a for a in sys.argv[1:] if a != "report"]).replace(str(Path.home()) + "/", "~/")
     results, running = [], []
-    for seed in range(args.seeds):
+    for seed in range(args.seeds):  # after `unclipped` too: the report of everything on file
         if args.mode == "run":
             results.append(run_seed(seed, args.transitions, args.runs, args.checkpoint_updates))
         elif (args.runs / f"seed{seed}" / "result.json").is_file():
             results.append(json.loads((args.runs / f"seed{seed}" / "result.json").read_text()))
         elif partial := running_seed(seed, args.runs / f"seed{seed}"):
             running.append(partial)
-    report(results, args.out, command, args.seeds, args.transitions, running)
+    report(results, args.out, command, args.seeds, args.transitions, running,
+           unclipped_seeds(args.seeds, args.runs))
 
 
 if __name__ == "__main__":
