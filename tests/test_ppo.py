@@ -12,6 +12,7 @@ from xlvin.errors import UserError
 from xlvin.nn.agent import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.policy import ActorCritic, TransitionBatch
+from xlvin.nn.transition import TransitionModel
 from xlvin.process import seed_everything
 from xlvin.train.advantages import compute_gae
 from xlvin.train.collect import collect_episodes, collect_rollout, make_vector_env, reset_envs
@@ -380,18 +381,32 @@ def test_minibatches_cover_every_real_transition_once_per_epoch():
             assert by_obs[float(o)] == (float(a), float(r))
 
 
-@pytest.mark.parametrize("agent", ["ppo", "recording"])
+def make_agent(agent: str) -> ActorCritic:
+    """PPO, PPO with a transition model trained by the TransE term, or the recording agent."""
+    if agent == "recording":
+        return RecordingAgent()
+    transition = TransitionModel(4, 2, 8) if agent == "ppo-transe" else None
+    return PPOAgent(MLPEncoder(1, 8, 4), 4, 2, transition, transe_weight=0.1)
+
+
+@pytest.mark.parametrize("agent", ["ppo", "ppo-transe", "recording"])
 def test_accelerated_update_equals_the_readable_one(agent):
     """Fused loss + flat Adam (accelerate) and ppo_loss + torch.optim.Adam give the same weights
-    after an update, up to float rounding."""
+    after an update, up to float rounding; with the TransE term too (its transition model and
+    the encoder it shapes)."""
     (rollout,) = collect(RANDOM, num_envs=3, steps=[40])
     weights = []
     for accelerate in (True, False):
         torch.manual_seed(0)
-        policy = PPOAgent(MLPEncoder(1, 8, 4), 4, 2) if agent == "ppo" else RecordingAgent()
+        policy = make_agent(agent)
         cfg = PPOConfig(num_envs=3, num_steps=40, update_epochs=2, accelerate=accelerate)
         optimizer = make_optimizer(policy, cfg)
         ppo_update(policy, optimizer, rollout, cfg, torch.Generator().manual_seed(0))
         weights.append([p.detach().clone() for p in policy.parameters()])
     for fast, readable in zip(*weights, strict=True):
         torch.testing.assert_close(fast, readable, rtol=1e-4, atol=1e-5)
+    if agent == "ppo-transe":  # the TransE term trained the transition model (no other loss does)
+        torch.manual_seed(0)
+        initial = make_agent(agent).transition.state_dict()
+        moved = policy.transition.state_dict()
+        assert all(not torch.equal(initial[k], moved[k]) for k in initial if k.endswith("weight"))
