@@ -314,16 +314,21 @@ def running_seed(seed: int, run: Path) -> dict[str, Any] | None:
             "recent_mean": float(np.mean(last)) if last else None}
 
 
+def fresh_worker(mode: str, seed: int, transitions: int, runs: Path, *extra: str) -> None:
+    """This module's `mode` worker for one seed in a fresh process at nice 10."""
+    command = ["nice", "-n", "10", sys.executable, "-m", "benchmarks.parity.atari", mode,
+               "--seed", str(seed), "--transitions", str(transitions), "--runs", str(runs), *extra]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    subprocess.run(command, check=True, cwd=ROOT, env=env)
+
+
 def run_seed(seed: int, transitions: int, runs: Path, checkpoint_updates: int) -> dict[str, Any]:
     """One seed in a fresh process (nice 10), unless its result is on file; its result."""
     run = runs / f"seed{seed}"
     if not (run / "result.json").is_file():
-        command = ["nice", "-n", "10", sys.executable, "-m", "benchmarks.parity.atari", "worker",
-                   "--seed", str(seed), "--transitions", str(transitions), "--runs", str(runs),
-                   "--checkpoint-updates", str(checkpoint_updates)]
-        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
         load = os.getloadavg()[0]
-        subprocess.run(command, check=True, cwd=ROOT, env=env)
+        fresh_worker("worker", seed, transitions, runs,
+                     "--checkpoint-updates", str(checkpoint_updates))
         result = json.loads((run / "result.json").read_text())
         result.update(load_before=load, load_after=os.getloadavg()[0])
         (run / "result.json").write_text(json.dumps(result))
@@ -544,11 +549,7 @@ def main() -> None:
     if args.mode == "unclipped":  # each seed in a fresh process (nice 10), one at a time
         for seed in range(args.seeds):
             if not (args.runs / UNCLIPPED / f"seed{seed}" / "record.json").is_file():
-                subprocess.run(["nice", "-n", "10", sys.executable, "-m", "benchmarks.parity.atari",
-                                "unclipped-worker", "--seed", str(seed), "--transitions",
-                                str(args.transitions), "--runs", str(args.runs)], check=True,
-                               cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{ROOT / 'src'}"
-                                              f"{os.pathsep}{ROOT}"})
+                fresh_worker("unclipped-worker", seed, args.transitions, args.runs)
                 print(f"ours, value loss unclipped, seed {seed}: done", flush=True)
     if args.mode in ("speed", "speed-worker"):
         if args.mode == "speed":
