@@ -166,6 +166,19 @@ def part_planning(run: Runner, quick: bool, baseline: bool, repeats: int,
     return {"cases": cases}
 
 
+MEASURED = ("started", "finished", "loadavg_start", "loadavg_end", "quick", "cpu")
+
+
+def merge_cases(previous: dict[str, Any] | None, result: dict[str, Any]) -> dict[str, Any]:
+    """The planning cases of a run limited by --planning-cases, added to those of the previous
+    run: each case keeps when, on what and at what load it was measured."""
+    def stamped(part: dict[str, Any]) -> dict[str, Any]:
+        when = {k: part[k] for k in MEASURED if k in part}
+        return {name: {"measured": when, **c} if "measured" not in c else c
+                for name, c in part["cases"].items()}
+    return {**(stamped(previous) if previous else {}), **stamped(result)}
+
+
 def part_depth(run: Runner, quick: bool, repeats: int) -> dict[str, Any]:
     """CartPole-v1 with PPO and XLVIN at tree depths 0, 1 and 2 (A = 2), interleaved: steps/s
     and the wall time per rollout of collection and of the update, to show what the tree costs."""
@@ -284,6 +297,8 @@ def main() -> None:
             result.update(started=started, finished=dt.datetime.now().isoformat(timespec="seconds"),
                           loadavg_start=load_start, loadavg_end=loadavg(), quick=args.quick,
                           cpu=data["machine"]["cpu"])
+            if part == "planning" and args.planning_cases:
+                result["cases"] = merge_cases(data["parts"].get("planning"), result)
             data["parts"][part] = result
             RESULTS.mkdir(exist_ok=True)
             path.write_text(json.dumps(data, indent=1) + "\n")

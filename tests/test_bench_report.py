@@ -22,3 +22,29 @@ def test_maze_section_averages_each_agents_curricula(tmp_path):
 
 def test_no_maze_results_no_section(tmp_path):
     assert _maze_section(tmp_path) == []
+
+
+def _case(label, ppo, xlvin):
+    return {"case": {"label": label, "A": 3, "K": 2}, "steps": 2048,
+            "runs": [{"agent": "ppo", "code": "current", "sps": ppo},
+                     {"agent": "xlvin", "code": "current", "sps": xlvin}]}
+
+
+def test_a_partial_planning_run_keeps_the_other_cases_with_their_own_dates():
+    from benchmarks.report import render
+    from benchmarks.run import merge_cases
+
+    old = {"started": "2026-01-01T00:00:00", "cpu": "AMD EPYC",
+           "cases": {"enduro": _case("Enduro", 100.0, 60.0), "freeway": _case("Freeway", 100.0, 50.0)}}
+    new = {"started": "2026-02-02T00:00:00", "cpu": "Intel Xeon", "cases": {"freeway": _case("Freeway", 90.0, 72.0)}}
+    cases = merge_cases(old, new)
+    assert list(cases) == ["enduro", "freeway"]
+    assert cases["enduro"]["measured"]["cpu"] == "AMD EPYC"
+    assert cases["freeway"]["measured"] == {"started": "2026-02-02T00:00:00", "cpu": "Intel Xeon"}
+    assert merge_cases(None, new) == {"freeway": cases["freeway"]}
+    text = render({"parts": {"planning": {**new, "cases": cases}}, "machine": {}})
+    text = text.split("## 2. Planning")[1].split("\n## ")[0]
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    assert "0.60x (met)" in rows["| Enduro"] and "| >= 0.5x |" in rows["| Enduro"]
+    assert "0.80x (met)" in rows["| Freeway"] and "| >= 0.7x |" in rows["| Freeway"]
+    assert "- Enduro: measured 2026-01-01T00:00:00" in text and "on AMD EPYC" in text
