@@ -15,6 +15,7 @@ from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.experiments import maze, maze_ablation
 from xlvin.experiments.maze_ablation import ARMS, HORIZON, aggregate, cell_scores
+from xlvin.io.run_dir import MetricsLogger
 from xlvin.nn.executor import VIExecutor
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.pretrain.executor import DEFAULT_EXECUTORS, pretrain_executor
@@ -116,9 +117,18 @@ def test_aggregate_compares_every_arm_with_ppo_32_in_the_right_direction() -> No
 
 
 def write_cell(root: Path, rec: dict) -> None:
-    """A finished cell's run directory as `train_run` leaves it (the files the report reads)."""
+    """A finished cell's run directory as `train_run` leaves it (the files the report reads):
+    its metrics have, on level L, updates of approx KL 0.01 L, 0.02 L and 0.09 L (median 0.02 L),
+    clip fraction 0.1 L (all three) and entropy 1 / L."""
     run_dir = maze.Cell("maze", rec["agent"], rec["seed"]).run_dir(root)
     run_dir.mkdir(parents=True)
+    log, step = MetricsLogger(run_dir), 0
+    for h in rec["levels"]:
+        for kl in (0.01, 0.02, 0.09):
+            step += 64
+            log(step, {"curriculum/level": float(h["level"]), "losses/approx_kl": kl * h["level"],
+                       "losses/clipfrac": 0.1 * h["level"], "losses/entropy": 1 / h["level"]})
+    log.close()
     (run_dir / "summary.json").write_text(json.dumps({
         "curriculum": rec["levels"], "wall_seconds": 12.0,
         "ppo": {"env_steps": rec["env_steps"], "sps": 500.0, "episodes": 10}}))
@@ -144,6 +154,13 @@ def test_the_command_reports_the_cells_of_the_seeds_asked_for(
     assert (out / "maze.png").stat().st_size > 10_000
     md = (out / "maze.md").read_text()
     assert all(f"| {arm} | 2 (2 / 0) | 0 |" in md for arm in ARMS)
+    # PPO's update sizes, read back from each cell's metrics: per level, medians over its updates
+    sizes = data["runs"][0]["updates"]
+    assert list(sizes) == ["1", "2", "3"]
+    assert sizes["2"] == pytest.approx({"updates": 3, "approx_kl": 0.04, "clipfrac": 0.2,
+                                        "entropy": 0.5})
+    assert ("| PPO-32 | 0.020 / 0.10 / 1.00 (2) | 0.040 / 0.20 / 0.50 (2) "
+            "| 0.060 / 0.30 / 0.33 (2) |") in md
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -43,7 +43,7 @@ from xlvin.experiments.maze_embeddings import (
 )
 from xlvin.experiments.value_predictability import value_predictability
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
-from xlvin.io.run_dir import reading_results, write_json
+from xlvin.io.run_dir import METRICS, read_metrics, reading_results, write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.run import level_weights_file, load_run
@@ -180,6 +180,61 @@ def per_level(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, fl
                 "median_seconds": float(np.median(timed)) if timed else None,
             }
     return out
+
+
+#: PPO's update-size diagnostics (`update_sizes`): the name in the results -> its metrics tag.
+UPDATE_STATS = {"approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
+                "entropy": "losses/entropy"}
+#: The levels whose update sizes the tables show (the PPO-32 + TransE arm fails level 2).
+UPDATE_LEVELS = (1, 2, 3)
+
+
+def update_sizes(run_dir: Path) -> dict[str, dict[str, float]]:
+    """level -> the median, over that level's PPO updates, of the approximate KL between the
+    policy before and after an update, the fraction of clipped ratios and the policy's entropy
+    (DIR/metrics.jsonl), and the number of updates. It tells a curriculum that fails because its
+    policy steps grow too large from one that simply learns slowly."""
+    if not (run_dir / METRICS).is_file():  # a record kept from elsewhere, its runs not here
+        return {}
+    by_level: dict[int, list[dict[str, float]]] = {}
+    for row in read_metrics(run_dir):
+        if "curriculum/level" in row:
+            by_level.setdefault(int(row["curriculum/level"]), []).append(row)
+    return {str(level): {"updates": len(rows),
+                         **{name: float(np.median([r[tag] for r in rows]))
+                            for name, tag in UPDATE_STATS.items()}}
+            for level, rows in sorted(by_level.items())}
+
+
+def with_update_sizes(records: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
+    """Each record with its cell's `update_sizes` (`"updates"`) read from its run directory
+    under `root`."""
+    out = []
+    for r in records:
+        curriculum = CurriculumConfig(**r["curriculum"])
+        run_dir = maze.Cell("maze", r["agent"], r["seed"], curriculum).run_dir(root)
+        out.append({**r, "updates": update_sizes(run_dir)})
+    return out
+
+
+def update_markdown(records: list[dict[str, Any]]) -> list[str]:
+    """Per arm and level of `UPDATE_LEVELS`: the median over its cells of their median approx
+    KL, clip fraction and entropy (the records' `"updates"`), and the cells."""
+    lines = ["", "PPO's update sizes: per cell the median over a level's updates, then the median "
+                 "over the cells that tried the level (n): approx KL / clip fraction / entropy", "",
+             "| arm | " + " | ".join(f"level {level}" for level in UPDATE_LEVELS) + " |",
+             "|---|" + "---|" * len(UPDATE_LEVELS)]
+    for arm, agent in ARMS.items():
+        cells = [r["updates"] for r in records if r["agent"] == agent and "updates" in r]
+        row = []
+        for level in map(str, UPDATE_LEVELS):
+            seen = [c[level] for c in cells if level in c]
+            row.append(" / ".join(f"{np.median([c[name] for c in seen]):.3f}" if name == "approx_kl"
+                                  else f"{np.median([c[name] for c in seen]):.2f}"
+                                  for name in UPDATE_STATS) + f" ({len(seen)})" if seen else "-")
+        if cells:
+            lines.append(f"| {arm} | " + " | ".join(row) + " |")
+    return lines
 
 
 def _geometry_of(encoder: Any, mazes: Any, indices: np.ndarray) -> dict[str, float]:
@@ -424,13 +479,14 @@ def write_results(records: list[dict[str, Any]], results: Path, root: Path | Non
     given. Cells in an earlier RESULTS/maze.json and not in `records` are kept (`kept_results`),
     so that results gathered over several machines add up."""
     kept_runs, kept_geo = kept_results(results, records)
-    records = kept_runs + records
+    records = kept_runs + (with_update_sizes(records, root) if root is not None else records)
     rows = aggregate(records)
     levels = per_level(records)
     geo = merge_geometry(geometry(records, root) if root is not None else {}, kept_geo)
     budget = records[0]["curriculum"]["budget"]
     prepare_results(results)
-    md = markdown(rows, levels, budget) + "\n".join(geometry_markdown(geo)) + "\n"
+    md = (markdown(rows, levels, budget) + "\n".join(update_markdown(records))
+          + "\n".join(geometry_markdown(geo)) + "\n")
     atomic_write_text(results / "maze.md", md)
     write_json(results / "maze.json", {"arms": ARMS, "baseline": BASELINE, "horizon": HORIZON,
                                        "rows": rows, "per_level": levels, "geometry": geo,
