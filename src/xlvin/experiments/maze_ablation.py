@@ -234,7 +234,7 @@ def update_markdown(records: list[dict[str, Any]]) -> list[str]:
                                   for name in UPDATE_STATS) + f" ({len(seen)})" if seen else "-")
         if cells:
             lines.append(f"| {arm} | " + " | ".join(row) + " |")
-    return lines
+    return lines + [""]
 
 
 def _geometry_of(encoder: Any, mazes: Any, indices: np.ndarray) -> dict[str, float]:
