@@ -337,9 +337,11 @@ def main() -> None:
     name = NAMES.get(args.env, args.env.lower()) + (f"-{args.tag}" if args.tag else "")
     runs = args.out / "runs" / name
     runs.mkdir(parents=True, exist_ok=True)
-    # the command that runs (or ran) the runs: `report` only rewrites the files from them
-    command = "python -m benchmarks.parity.run " + shlex.join(
-        [a for a in sys.argv[1:] if a != "report"])
+    # the command that runs (or ran) the runs: `report` only rewrites the files from them, and
+    # where they went (--out, a machine's own folder) is not part of what was measured
+    argv = [a for a in sys.argv[1:] if a != "report" and not a.startswith("--out=")]
+    argv = [a for i, a in enumerate(argv) if "--out" not in (a, argv[i - 1] if i else "")]
+    command = "python -m benchmarks.parity.run " + shlex.join(argv)
     cells = [(lib, seed) for seed in range(args.seeds) for lib in args.libs.split(",")]
     if args.mode == "run":
         with ThreadPoolExecutor(args.jobs) as pool:
