@@ -116,6 +116,22 @@ def test_aggregate_compares_every_arm_with_ppo_32_in_the_right_direction() -> No
     assert rows["PPO-32 + TransE term"]["seeds"] == []
 
 
+def test_the_executors_contribution_is_xlvin_against_each_arm_that_changes_only_it() -> None:
+    records = []
+    for seed in range(4):  # the untrained executor slower and worse held out; chi = 0 level
+        records.append(record("xlvin-32-b2", seed, [1000, 1000, 1000 + seed], held=0.9))
+        records.append(record("xlvin-32-b2-untrained", seed, [3000, 3000, 3000], held=0.5))
+        records.append(record("xlvin-32-b2-zero-chi", seed, [1000, 1000, 1000 + seed], held=0.9))
+    contribution = maze_ablation.executor_contribution(aggregate(records))
+    assert list(contribution) == ["XLVIN, untrained executor", "XLVIN, chi = 0"]  # no random arm
+    untrained, chi = contribution["XLVIN, untrained executor"], contribution["XLVIN, chi = 0"]
+    assert untrained["steps_to_last"]["p"] == 1.0 and untrained["held_out_16"]["p"] == 1.0
+    assert untrained["area"]["p"] == 1.0
+    assert chi["steps_to_last"]["p"] == pytest.approx(0.5)  # the same cells: ties count half
+    md = "\n".join(maze_ablation.contribution_markdown(contribution))
+    assert "| XLVIN, untrained executor | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] |" in md
+
+
 def write_cell(root: Path, rec: dict) -> None:
     """A finished cell's run directory as `train_run` leaves it (the files the report reads):
     its metrics have, on level L, updates of approx KL 0.01 L, 0.02 L and 0.09 L (median 0.02 L),

@@ -60,6 +60,10 @@ ARMS = {
 }
 #: The arm every other is compared with.
 BASELINE = "PPO-32"
+#: XLVIN as committed, and the arms that change only its executor: what the executor
+#: contributes is XLVIN against each of them (`executor_contribution`).
+COMMITTED = "XLVIN (maze executor)"
+EXECUTOR_ARMS = ("XLVIN, untrained executor", "XLVIN, executor of random graphs", "XLVIN, chi = 0")
 #: The committed results' seeds, chosen before their first run (`--first-seed`, `--seeds`).
 FIRST_SEED, SEEDS = 100, 5
 #: The committed CPU preset's budget: episodes a level.
@@ -150,15 +154,47 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for name, runs in values.items():
             row[name] = {**summarize(np.array(runs)), "per_seed": runs} if runs else None
         rows.append(row)
-    base = by_arm[BASELINE]
     for row in rows:
-        for name, higher in STATISTICS.items():
-            mine, theirs = by_arm[row["arm"]][name], base[name]
-            if row["arm"] != BASELINE and mine and theirs:
-                sign = 1.0 if higher else -1.0
-                row[f"{name}_over_ppo"] = improvement_over(sign * np.array(mine),
-                                                           sign * np.array(theirs))
+        if row["arm"] != BASELINE:
+            row.update({f"{name}_over_ppo": p
+                        for name, p in _beats(by_arm[row["arm"]], by_arm[BASELINE]).items()})
     return rows
+
+
+def _beats(mine: dict[str, list[float]], theirs: dict[str, list[float]]) -> dict[str, Any]:
+    """statistic -> P(a cell of `mine` beats one of `theirs`) with its 95 % bootstrap interval
+    (`improvement_over`), for each of `STATISTICS` both sides have values of."""
+    out = {}
+    for name, higher in STATISTICS.items():
+        if mine[name] and theirs[name]:
+            sign = 1.0 if higher else -1.0
+            out[name] = improvement_over(sign * np.array(mine[name]), sign * np.array(theirs[name]))
+    return out
+
+
+def executor_contribution(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each of `EXECUTOR_ARMS` with a cell ended -> P(XLVIN as committed beats it) on each of
+    `STATISTICS`, over the cells that ended (`aggregate`'s per-seed values): what the pre-trained
+    maze executor adds over an untrained one, one pre-trained on random graphs, and none."""
+    values = {r["arm"]: {name: (r[name] or {}).get("per_seed", []) for name in STATISTICS}
+              for r in rows}
+    if COMMITTED not in values:
+        return {}
+    beats = {arm: _beats(values[COMMITTED], values[arm]) for arm in EXECUTOR_ARMS if arm in values}
+    return {arm: b for arm, b in beats.items() if b}  # arms with no cell ended yet: none
+
+
+def contribution_markdown(contribution: dict[str, dict[str, Any]]) -> list[str]:
+    """`executor_contribution` as a table."""
+    lines = ["", (f"What the executor contributes: P({COMMITTED} beats the arm) [95 % CI] over the "
+                  "cells that ended: fewer env steps to pass level 10, a larger area, higher "
+                  "held-out success"), "",
+             "| arm | env steps to pass level 10 | area under the level curve | held-out 8x8 | "
+             "held-out 16x16 |", "|---|---|---|---|---|"]
+    for arm, p in contribution.items():
+        cells = [improvement_text(p.get(name)) for name in STATISTICS]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def per_level(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
@@ -485,11 +521,13 @@ def write_results(records: list[dict[str, Any]], results: Path, root: Path | Non
     geo = merge_geometry(geometry(records, root) if root is not None else {}, kept_geo)
     budget = records[0]["curriculum"]["budget"]
     prepare_results(results)
-    md = (markdown(rows, levels, budget) + "\n".join(update_markdown(records))
-          + "\n".join(geometry_markdown(geo)) + "\n")
+    contribution = executor_contribution(rows)
+    md = (markdown(rows, levels, budget) + "\n".join(contribution_markdown(contribution))
+          + "\n".join(update_markdown(records)) + "\n".join(geometry_markdown(geo)) + "\n")
     atomic_write_text(results / "maze.md", md)
     write_json(results / "maze.json", {"arms": ARMS, "baseline": BASELINE, "horizon": HORIZON,
-                                       "rows": rows, "per_level": levels, "geometry": geo,
+                                       "rows": rows, "executor_contribution": contribution,
+                                       "per_level": levels, "geometry": geo,
                                        "runs": records})
     plot(rows, records, results / "maze.png")
     return md
