@@ -316,6 +316,18 @@ def plot(env_id: str, libs: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def measured_argv(argv: list[str]) -> list[str]:
+    """The arguments of the command that runs (or ran) the runs: without `report`, which only
+    rewrites the files from them, and without --out (where they went, a machine's own folder)."""
+    kept, args = [], iter(argv)
+    for a in args:
+        if a == "--out":
+            next(args, None)
+        elif a != "report" and not a.startswith("--out="):
+            kept.append(a)
+    return kept
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("mode", nargs="?", default="run", choices=("run", "worker", "report"))
@@ -337,11 +349,7 @@ def main() -> None:
     name = NAMES.get(args.env, args.env.lower()) + (f"-{args.tag}" if args.tag else "")
     runs = args.out / "runs" / name
     runs.mkdir(parents=True, exist_ok=True)
-    # the command that runs (or ran) the runs: `report` only rewrites the files from them, and
-    # where they went (--out, a machine's own folder) is not part of what was measured
-    argv = [a for a in sys.argv[1:] if a != "report" and not a.startswith("--out=")]
-    argv = [a for i, a in enumerate(argv) if "--out" not in (a, argv[i - 1] if i else "")]
-    command = "python -m benchmarks.parity.run " + shlex.join(argv)
+    command = "python -m benchmarks.parity.run " + shlex.join(measured_argv(sys.argv[1:]))
     cells = [(lib, seed) for seed in range(args.seeds) for lib in args.libs.split(",")]
     if args.mode == "run":
         with ThreadPoolExecutor(args.jobs) as pool:

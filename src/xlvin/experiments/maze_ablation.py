@@ -127,7 +127,6 @@ STATISTICS = {"steps_to_last": False, "area": True, "held_out_8": True, "held_ou
 def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per arm: its cells (finished, failed, still training) and, over the cells that ended
     (passed every level or failed one), each of `STATISTICS` as IQM [95 % CI] with P(> PPO-32)."""
-    by_arm: dict[str, dict[str, list[float]]] = {}
     rows = []
     for arm, agent in ARMS.items():
         mine = sorted((r for r in records if r["agent"] == agent), key=lambda r: r["seed"])
@@ -140,7 +139,6 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "held_out_16": [s["held_out_last"]["16"] for s in scores
                             if "16" in s["held_out_last"]],
         }
-        by_arm[arm] = values
         seconds = [s["seconds_to_last"] for s in scores if s["finished"]]
         row: dict[str, Any] = {
             "arm": arm, "agent": agent, "seeds": [r["seed"] for r in ended],
@@ -154,21 +152,22 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for name, runs in values.items():
             row[name] = {**summarize(np.array(runs)), "per_seed": runs} if runs else None
         rows.append(row)
+    base = next(r for r in rows if r["arm"] == BASELINE)
     for row in rows:
-        if row["arm"] != BASELINE:
-            row.update({f"{name}_over_ppo": p
-                        for name, p in _beats(by_arm[row["arm"]], by_arm[BASELINE]).items()})
+        if row is not base:
+            row.update({f"{name}_over_ppo": p for name, p in _beats(row, base).items()})
     return rows
 
 
-def _beats(mine: dict[str, list[float]], theirs: dict[str, list[float]]) -> dict[str, Any]:
-    """statistic -> P(a cell of `mine` beats one of `theirs`) with its 95 % bootstrap interval
-    (`improvement_over`), for each of `STATISTICS` both sides have values of."""
+def _beats(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    """statistic -> P(a cell of arm `mine` beats one of arm `theirs`) with its 95 % bootstrap
+    interval (`improvement_over`), for each of `STATISTICS` both `aggregate` rows have cells of."""
     out = {}
     for name, higher in STATISTICS.items():
         if mine[name] and theirs[name]:
             sign = 1.0 if higher else -1.0
-            out[name] = improvement_over(sign * np.array(mine[name]), sign * np.array(theirs[name]))
+            out[name] = improvement_over(sign * np.array(mine[name]["per_seed"]),
+                                         sign * np.array(theirs[name]["per_seed"]))
     return out
 
 
@@ -176,11 +175,10 @@ def executor_contribution(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any
     """Each of `EXECUTOR_ARMS` with a cell ended -> P(XLVIN as committed beats it) on each of
     `STATISTICS`, over the cells that ended (`aggregate`'s per-seed values): what the pre-trained
     maze executor adds over an untrained one, one pre-trained on random graphs, and none."""
-    values = {r["arm"]: {name: (r[name] or {}).get("per_seed", []) for name in STATISTICS}
-              for r in rows}
-    if COMMITTED not in values:
+    by_arm = {r["arm"]: r for r in rows}
+    if COMMITTED not in by_arm:
         return {}
-    beats = {arm: _beats(values[COMMITTED], values[arm]) for arm in EXECUTOR_ARMS if arm in values}
+    beats = {arm: _beats(by_arm[COMMITTED], by_arm[arm]) for arm in EXECUTOR_ARMS if arm in by_arm}
     return {arm: b for arm, b in beats.items() if b}  # arms with no cell ended yet: none
 
 
@@ -221,6 +219,8 @@ def per_level(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, fl
 #: PPO's update-size diagnostics (`update_sizes`): the name in the results -> its metrics tag.
 UPDATE_STATS = {"approx_kl": "losses/approx_kl", "clipfrac": "losses/clipfrac",
                 "entropy": "losses/entropy"}
+#: The decimals each of `UPDATE_STATS` is printed with.
+UPDATE_DIGITS = {"approx_kl": 3, "clipfrac": 2, "entropy": 2}
 #: The levels whose update sizes the tables show (the PPO-32 + TransE arm fails level 2).
 UPDATE_LEVELS = (1, 2, 3)
 
@@ -242,15 +242,17 @@ def update_sizes(run_dir: Path) -> dict[str, dict[str, float]]:
             for level, rows in sorted(by_level.items())}
 
 
+def cell_dir(record: dict[str, Any], root: Path) -> Path:
+    """The run directory under `root` of the cell a record describes."""
+    cell = maze.Cell("maze", record["agent"], record["seed"],
+                     CurriculumConfig(**record["curriculum"]))
+    return cell.run_dir(root)
+
+
 def with_update_sizes(records: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
     """Each record with its cell's `update_sizes` (`"updates"`) read from its run directory
     under `root`."""
-    out = []
-    for r in records:
-        curriculum = CurriculumConfig(**r["curriculum"])
-        run_dir = maze.Cell("maze", r["agent"], r["seed"], curriculum).run_dir(root)
-        out.append({**r, "updates": update_sizes(run_dir)})
-    return out
+    return [{**r, "updates": update_sizes(cell_dir(r, root))} for r in records]
 
 
 def update_markdown(records: list[dict[str, Any]]) -> list[str]:
@@ -262,15 +264,20 @@ def update_markdown(records: list[dict[str, Any]]) -> list[str]:
              "|---|" + "---|" * len(UPDATE_LEVELS)]
     for arm, agent in ARMS.items():
         cells = [r["updates"] for r in records if r["agent"] == agent and "updates" in r]
-        row = []
-        for level in map(str, UPDATE_LEVELS):
-            seen = [c[level] for c in cells if level in c]
-            row.append(" / ".join(f"{np.median([c[name] for c in seen]):.3f}" if name == "approx_kl"
-                                  else f"{np.median([c[name] for c in seen]):.2f}"
-                                  for name in UPDATE_STATS) + f" ({len(seen)})" if seen else "-")
+        row = [_update_text([c[level] for c in cells if level in c])
+               for level in map(str, UPDATE_LEVELS)]
         if cells:
             lines.append(f"| {arm} | " + " | ".join(row) + " |")
     return lines + [""]
+
+
+def _update_text(seen: list[dict[str, float]]) -> str:
+    """'kl / clipfrac / entropy (n)': the medians over `seen` cells' update sizes of one level."""
+    if not seen:
+        return "-"
+    medians = (f"{np.median([c[name] for c in seen]):.{UPDATE_DIGITS[name]}f}"
+               for name in UPDATE_STATS)
+    return " / ".join(medians) + f" ({len(seen)})"
 
 
 def _geometry_of(encoder: Any, mazes: Any, indices: np.ndarray) -> dict[str, float]:
@@ -304,7 +311,7 @@ def geometry(records: list[dict[str, Any]], root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"mazes": len(indices), "levels": list(PAPER_LEVELS), "arms": {}}
     arm_of = {agent: arm for arm, agent in ARMS.items()}
     for r in sorted(records, key=lambda r: (list(ARMS.values()).index(r["agent"]), r["seed"])):
-        run_dir = maze.Cell("maze", r["agent"], r["seed"], curriculum).run_dir(root)
+        run_dir = cell_dir(r, root)
         for level in PAPER_LEVELS:
             if level_weights_file(run_dir, level).is_file():
                 agent, _ = load_run(run_dir, level=level)
