@@ -137,6 +137,26 @@ def test_an_unfinished_sb3_seed_is_read_from_its_last_checkpoints_log(tmp_path) 
     assert running_seed(4, tmp_path) is None
 
 
+def test_a_resumed_sb3_seed_counts_the_seconds_before_its_checkpoint(tmp_path) -> None:
+    """Training seconds live in the checkpoint's log, so a seed killed and resumed reports its
+    whole training, not the last process's share; a log from before they were kept says the
+    time is unknown (None) rather than a wrong number. Needs SB3 (not in CI): one update of
+    1,024 transitions, then a resume to 2,048."""
+    from benchmarks.parity.atari import read_log, train
+
+    (tmp_path / "log.json").write_text(json.dumps({"games": [], "entropy": []}))
+    assert read_log(tmp_path, 0)["cpu_seconds"] is None
+    (tmp_path / "log.json").unlink()
+    assert read_log(tmp_path, 0)["cpu_seconds"] == 0.0
+    pytest.importorskip("stable_baselines3")
+    torch.set_num_threads(1)
+    first = read_log(tmp_path, train(0, 1024, tmp_path, 1).num_timesteps)
+    second = read_log(tmp_path, train(0, 2048, tmp_path, 1).num_timesteps)
+    assert 0 < first["cpu_seconds"] < second["cpu_seconds"]
+    assert 0 < first["seconds"] < second["seconds"]
+    assert second["cpu_seconds"] > 1.5 * first["cpu_seconds"]  # two updates' worth, not one
+
+
 def test_the_report_sets_sb3_beside_our_seeds_of_the_same_budget(tmp_path) -> None:
     """At 100,000 transitions the report reads our committed seven-seed study (seeds 3 and 5
     learned: last windows 21.9 and 21.4 a game); SB3's seeds that learned are counted the same

@@ -149,14 +149,17 @@ def make_envs(seed: int) -> Any:
     return envs
 
 
-def read_log(run: Path, timesteps: int) -> dict[str, list]:
-    """The run's log as of `timesteps` (games that ended after it are dropped)."""
+def read_log(run: Path, timesteps: int) -> dict[str, Any]:
+    """The run's log as of `timesteps` (games that ended after it are dropped), with the wall and
+    CPU seconds of training up to its checkpoint (None in a log written before they were kept:
+    that run's time is unknown)."""
     path = run / "log.json"
     if not path.is_file():
-        return {"games": [], "entropy": []}
+        return {"games": [], "entropy": [], "seconds": 0.0, "cpu_seconds": 0.0}
     log = json.loads(path.read_text())
     return {"games": [g for g in log["games"] if g[0] <= timesteps],
-            "entropy": [e for e in log["entropy"] if e[0] <= timesteps]}
+            "entropy": [e for e in log["entropy"] if e[0] <= timesteps],
+            "seconds": log.get("seconds"), "cpu_seconds": log.get("cpu_seconds")}
 
 
 def train(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> Any:
@@ -182,6 +185,8 @@ def train(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> An
         model = PPO("CnnPolicy", envs, learning_rate=schedule, seed=seed, device="cpu",
                     verbose=0, **sb3_settings(ours))
     log = read_log(run, model.num_timesteps)
+    start, cpu = time.perf_counter(), time.process_time()
+    before = log["seconds"], log["cpu_seconds"]  # up to the checkpoint resumed from
 
     class Log(BaseCallback):
         """Whole games with the transition at which they ended; entropy and checkpoints
@@ -201,7 +206,11 @@ def train(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> An
                 save(self.model)
 
     def save(m: Any) -> None:
-        """The log first, then the model (a log ahead of its model is cut back by `read_log`)."""
+        """The log first, then the model (a log ahead of its model is cut back by `read_log`).
+        The seconds count the training that led to this checkpoint, not work a kill threw away."""
+        if None not in before:
+            log["seconds"] = before[0] + time.perf_counter() - start
+            log["cpu_seconds"] = before[1] + time.process_time() - cpu
         (run / "log.tmp.json").write_text(json.dumps(log))
         os.replace(run / "log.tmp.json", run / "log.json")
         m.save(run / "checkpoint.tmp.zip")
@@ -253,9 +262,7 @@ def worker(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> N
     torch.set_num_threads(1)
     quiet_known_warnings()
     run.mkdir(parents=True, exist_ok=True)
-    start, cpu = time.perf_counter(), time.process_time()
     model = train(seed, transitions, run, checkpoint_updates)
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     rollout = model.n_steps * model.n_envs
     log = read_log(run, model.num_timesteps)
     rows = rows_per_update(log["games"], model.num_timesteps, rollout)
@@ -267,8 +274,8 @@ def worker(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> N
         "auc": area_under_curve(curve, model.num_timesteps), "first_score_at": first_score_at(rows),
         "games": len(log["games"]), "entropy": log["entropy"],
         "final_eval": {k: evaluation[k] for k in ("mean", "std", "returns", "lengths")},
-        # of this call only (a resumed run counts the transitions since its checkpoint)
-        "train_seconds": seconds, "cpu_seconds": cpu_seconds,
+        # the whole training, over every resume; None where a log predates their keeping
+        "train_seconds": log["seconds"], "cpu_seconds": log["cpu_seconds"],
     }
     (run / "result.json").write_text(json.dumps(result))
 
