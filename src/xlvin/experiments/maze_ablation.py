@@ -175,10 +175,8 @@ def executor_contribution(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any
     """Each of `EXECUTOR_ARMS` with a cell ended -> P(XLVIN as committed beats it) on each of
     `STATISTICS`, over the cells that ended (`aggregate`'s per-seed values): what the pre-trained
     maze executor adds over an untrained one, one pre-trained on random graphs, and none."""
-    by_arm = {r["arm"]: r for r in rows}
-    if COMMITTED not in by_arm:
-        return {}
-    beats = {arm: _beats(by_arm[COMMITTED], by_arm[arm]) for arm in EXECUTOR_ARMS if arm in by_arm}
+    by_arm = {r["arm"]: r for r in rows}  # `aggregate` gives every arm a row
+    beats = {arm: _beats(by_arm[COMMITTED], by_arm[arm]) for arm in EXECUTOR_ARMS}
     return {arm: b for arm, b in beats.items() if b}  # arms with no cell ended yet: none
 
 
