@@ -32,7 +32,6 @@ from xlvin.errors import UserError
 #: The 8 actions of VIN's gridworld, (row change, column change): N, S, E, W, NE, NW, SE, SW
 #: (the order of the npz's action labels; row 0 is the top).
 MOVES = np.array([(-1, 0), (1, 0), (0, 1), (0, -1), (-1, 1), (-1, -1), (1, 1), (1, -1)])
-ACTION_NAMES = ("N", "S", "E", "W", "NE", "NW", "SE", "SW")
 SPLITS = ("train", "test")
 
 

@@ -27,7 +27,6 @@ from xlvin.kernels import pinned
 DATA = Path(__file__).parent / "data"
 MANIFEST = "manifest.json"
 FORMAT = "xlvin-shipped/1"
-KINDS = ("executor", "TransE")
 
 
 def config_hash(key: dict[str, Any], reproducible: bool) -> str:
