@@ -9,6 +9,7 @@ match within 1e-5, or names the difference.
 import dataclasses
 import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,8 @@ from xlvin.train.ppo import estimate_advantages, make_optimizer, ppo_update
 from xlvin.train.storage import Rollout
 
 FIXTURES = Path(__file__).parent / "fixtures" / "authors_code"
-STANDIN = (Path(__file__).parents[1] / "benchmarks" / "authors_code" / "torch_scatter_standin"
+ROOT = Path(__file__).parents[1]
+STANDIN = (ROOT / "benchmarks" / "authors_code" / "torch_scatter_standin"
            / "torch_scatter" / "__init__.py")
 TOL = 1e-5
 OBS, HIDDEN, K, H, A = 4, 64, 50, 50, 2  # CartPole-v0 in their code
@@ -197,3 +199,24 @@ def test_ten_ppo_updates_match_theirs_on_the_same_data(fixture, accelerate: bool
                 # seen: 1.5e-7 after 10 updates; with our own negatives ("states") 3.3e-5
                 assert torch.allclose(value, want[key], atol=TOL, rtol=0), (
                     f"after update {u + 1}: {key}")
+
+
+def test_run_sh_refuses_to_start_without_this_projects_venv(tmp_path: Path) -> None:
+    """The harness's last step parses the logs with this project's .venv: a checkout without one
+    is refused in one line before any folder is made, not after hours of their runs."""
+    repo = tmp_path / "checkout"
+    scripts = repo / "benchmarks" / "authors_code"
+    scripts.mkdir(parents=True)
+    for name in ("run.sh", "harness.sh"):
+        (scripts / name).write_text((ROOT / "benchmarks" / "authors_code" / name).read_text())
+    cnap = tmp_path / "CNAP"
+    (cnap / "cnap" / "training").mkdir(parents=True)
+    (cnap / "cnap" / "training" / "classic_control.py").write_text("")
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", str(scripts / "run.sh"), "--cnap", str(cnap), "--out", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"run.sh: {repo}/.venv is missing: the last step parses the logs with this project's "
+        ".venv (bash scripts/setup.sh makes it)"]
+    assert not out.exists()
