@@ -2,13 +2,14 @@
 # it writes into a run's log are the ones harness_log.py reads.
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ours_python="$repo/.venv/bin/python"  # this project's .venv: run.sh checks it before any run
 
 # ours_parser MODULE ARGS...: our parser benchmarks/authors_code/MODULE.py over their logs, with
 # this project's .venv (bash scripts/test.sh sets it up), as a module of this checkout (-P: never
 # one of the working folder).
 ours_parser() {
   PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" \
-    "$repo/.venv/bin/python" -P -m "benchmarks.authors_code.$1" "${@:2}"
+    "$ours_python" -P -m "benchmarks.authors_code.$1" "${@:2}"
 }
 
 # harness_start LOG TITLE FLAGS...: a new LOG.part opened by the harness's lines: TITLE (the run),

@@ -108,7 +108,7 @@ done
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --jobs must be a positive integer, got $jobs" >&2; exit 2; }
 cpu_budget=${cpu_budget:-1200}
 [[ "$cpu_budget" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --cpu-budget must be a positive number of seconds, got $cpu_budget" >&2; exit 2; }
-[ -x "$repo/.venv/bin/python" ] || { echo "run.sh: $repo/.venv is missing: the last step parses the logs with this project's .venv (bash scripts/setup.sh makes it)" >&2; exit 2; }
+[ -x "$ours_python" ] || { echo "run.sh: $repo/.venv is missing: the last step parses the logs with this project's .venv (bash scripts/setup.sh makes it)" >&2; exit 2; }
 mkdir -p "$out/logs"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 
