@@ -141,3 +141,23 @@ def test_kept_rows_of_other_envs_stay_in_the_table(tmp_path: Path) -> None:
         ("MountainCarContinuous-v0", "ppo"), ("MountainCarContinuous-v0", "xlvin-uniform"),
         ("Pendulum-v1", "ppo")]
     assert rows[1]["over_ppo"]["p"] == 1.0
+
+
+def test_cells_recorded_in_the_results_count_as_finished_where_their_run_dirs_are_gone(
+    tmp_path: Path
+) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "results"
+    chosen = continuous.cells_from_options("Pendulum-v1", "ppo", 3, 0, "64")
+    recorded = [{**dataclasses.asdict(c), "final_return": -100.0 * (c.seed + 1), "wall_seconds": 1.0}
+                for c in chosen[:2]]
+    stranger = {**recorded[0], "seed": 7, "final_return": 5.0}  # not chosen: left out
+    continuous.write_results([*recorded, stranger], out)
+    partial = json.loads((out / "continuous.json").read_text())
+    continuous.table(chosen, runs, out, include_running=True)
+    data = json.loads((out / "continuous.json").read_text())
+    assert data["runs"] == recorded and partial["rows"][0]["seeds"] == [0, 1, 7]
+    row = data["rows"][0]
+    assert row["seeds"] == [0, 1] and row["unfinished"] == {"2": "pending"}
+    assert row["final"]["per_seed"] == [-100.0, -200.0]
+    with pytest.raises(UserError, match="1 cells have not finished"):
+        continuous.table(chosen, runs, out)

@@ -366,12 +366,30 @@ def write_results(records: list[dict[str, Any]], results: Path,
     return md
 
 
+def kept_runs(results: Path, cells: list[Cell]) -> list[dict[str, Any]]:
+    """The records an earlier RESULTS/continuous.json holds of `cells` (finished elsewhere, or
+    on a machine whose run directories are gone), so that results gathered over several
+    machines add up."""
+    path = results / "continuous.json"
+    if not path.is_file():
+        return []
+    wanted = set(cells)
+    with reading_results(path):
+        return [r for r in read_json(path)["runs"]
+                if Cell(r["env"], r["agent"], r["seed"], r["steps"]) in wanted]
+
+
 def table(chosen: list[Cell], runs: Path, results: Path, include_running: bool = False,
           wall_seconds: float | None = None) -> str:
-    """`write_results` of the cells' finished records under `runs`, the others named by their
-    status (refused unless `include_running`); returns the markdown."""
-    records = [cell_record(c, runs) for c in chosen if is_finished(c, runs)]
-    unfinished = {c: state for c in chosen if (state := status(c, runs)) != "finished"}
+    """`write_results` of the cells' finished records under `runs`, and of the records
+    RESULTS/continuous.json already holds of the others (`kept_runs`); the rest are named by
+    their status (refused unless `include_running`); returns the markdown."""
+    here = [c for c in chosen if is_finished(c, runs)]
+    records = [cell_record(c, runs) for c in here]
+    records += kept_runs(results, [c for c in chosen if c not in here])
+    recorded = {Cell(r["env"], r["agent"], r["seed"], r["steps"]) for r in records}
+    unfinished = {c: state for c in chosen
+                  if c not in recorded and (state := status(c, runs)) != "finished"}
     return write_results(records, results, unfinished, include_running, wall_seconds)
 
 
