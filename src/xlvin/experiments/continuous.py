@@ -20,7 +20,9 @@ finished (summary.json and eval.json). Its statistic: the final greedy policy's 
 `EVAL_EPISODES` fresh episodes (seeds 1,000,000 on, never used in training). Per (env, agent):
 the IQM over seeds with its 95 % bootstrap interval and P(agent > PPO) with its interval
 (`xlvin.stats`); RESULTS/continuous.{md,json,png}, one panel per env. A table of unfinished cells
-is refused unless asked for (`include_running`), and then names every cell still to finish.
+is refused unless asked for (`include_running`), and then names every cell still to finish. A
+cell whose run directory is missing but whose record an earlier RESULTS/continuous.json holds
+counts as finished (`kept_runs`): cells gathered over several machines add up.
 """
 
 import dataclasses
