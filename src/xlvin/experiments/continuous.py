@@ -131,6 +131,11 @@ class Cell:
     def run_dir(self, root: Path) -> Path:
         return Path(root) / f"{self.steps}-steps" / self.env / self.agent / f"seed{self.seed}"
 
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> "Cell":
+        """The cell a record (`cell_record`) is of."""
+        return cls(record["env"], record["agent"], record["seed"], record["steps"])
+
     def config(self) -> RunConfig:
         setting = ENVS[self.env]
         ppo = dataclasses.replace(setting.ppo, total_steps=self.steps)
@@ -177,10 +182,6 @@ def cells_from_options(envs: str, agents: str, seeds: int, first_seed: int,
     if any(ENVS[c.env].mujoco for c in chosen) and importlib.util.find_spec("mujoco") is None:
         raise UserError("the MuJoCo envs need the mujoco package: pip install 'gymnasium[mujoco]'")
     return chosen
-
-
-def is_finished(cell: Cell, root: Path) -> bool:
-    return table1.is_finished(cell.run_dir(root))
 
 
 def status(cell: Cell, root: Path) -> str:
@@ -378,7 +379,7 @@ def kept_runs(results: Path, cells: list[Cell]) -> list[dict[str, Any]]:
     wanted = set(cells)
     with reading_results(path):
         return [r for r in read_json(path)["runs"]
-                if Cell(r["env"], r["agent"], r["seed"], r["steps"]) in wanted]
+                if Cell.of(r) in wanted]
 
 
 def table(chosen: list[Cell], runs: Path, results: Path, include_running: bool = False,
@@ -386,12 +387,11 @@ def table(chosen: list[Cell], runs: Path, results: Path, include_running: bool =
     """`write_results` of the cells' finished records under `runs`, and of the records
     RESULTS/continuous.json already holds of the others (`kept_runs`); the rest are named by
     their status (refused unless `include_running`); returns the markdown."""
-    here = [c for c in chosen if is_finished(c, runs)]
-    records = [cell_record(c, runs) for c in here]
-    records += kept_runs(results, [c for c in chosen if c not in here])
-    recorded = {Cell(r["env"], r["agent"], r["seed"], r["steps"]) for r in records}
-    unfinished = {c: state for c in chosen
-                  if c not in recorded and (state := status(c, runs)) != "finished"}
+    states = {c: status(c, runs) for c in chosen}
+    records = [cell_record(c, runs) for c, state in states.items() if state == "finished"]
+    records += kept_runs(results, [c for c, state in states.items() if state != "finished"])
+    recorded = {Cell.of(r) for r in records}
+    unfinished = {c: state for c, state in states.items() if c not in recorded}
     return write_results(records, results, unfinished, include_running, wall_seconds)
 
 
