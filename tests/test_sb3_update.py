@@ -195,3 +195,42 @@ def test_the_unclipped_variant_is_our_atari_ppo_cell_with_sb3s_value_loss(tmp_pa
     assert ours.ppo == dataclasses.replace(base.ppo, clip_value_loss=False)
     assert base.ppo.clip_value_loss and ours.train == base.train
     assert cell.run_dir(tmp_path) == tmp_path / "ours-unclipped-value" / "seed3"
+
+
+def test_a_branch_starts_our_ppo_from_sb3s_weights_and_adam_moments(tmp_path) -> None:
+    """`benchmarks.parity.atari_branch` continues an SB3 checkpoint with our update: SB3's
+    weights and Adam moments (step count included) in our network and FlatAdam, so that one
+    Adam step on the same gradient moves both to the same weights. Needs SB3 (not in CI): one
+    update of 1,024 transitions."""
+    pytest.importorskip("stable_baselines3")
+    from benchmarks.parity.atari import atari_ppo, ours_from_sb3, our_network, train
+    from benchmarks.parity.atari_branch import load_sb3, our_state
+    from xlvin.train.ppo import PPOConfig, make_optimizer, set_learning_rate
+
+    torch.set_num_threads(1)
+    train(0, 1024, tmp_path, 1)
+    start = tmp_path / "checkpoint.zip"
+    weights, adam, done = our_state(start)
+    assert done == 1 and adam["state"][0]["step"] == 16  # 4 epochs x 4 minibatches
+    policy = load_sb3(start, 0).policy
+    agent = our_network()
+    agent.load_state_dict(weights)
+    optimizer = make_optimizer(agent, PPOConfig(**atari_ppo()))
+    optimizer.load_state_dict(adam)
+
+    g = torch.Generator().manual_seed(0)
+    grads = {n: torch.randn(p.shape, generator=g) * 1e-3 for n, p in policy.named_parameters()}
+    for name, p in policy.named_parameters():
+        p.grad = grads[name].clone()
+    for group in policy.optimizer.param_groups:
+        group["lr"] = 1e-4
+    policy.optimizer.step()
+    optimizer.zero_grad()
+    for name, p in agent.named_parameters():
+        p.grad.copy_(ours_from_sb3(grads)[name])
+    set_learning_rate(optimizer, 1e-4)
+    optimizer.step()
+    theirs = ours_from_sb3(policy.state_dict())
+    for name, p in agent.named_parameters():
+        assert (theirs[name] - weights[name]).abs().max() > 1e-6, name  # the step moved it
+        assert torch.allclose(p.detach(), theirs[name], atol=1e-7), name
