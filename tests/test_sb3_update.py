@@ -234,3 +234,31 @@ def test_a_branch_starts_our_ppo_from_sb3s_weights_and_adam_moments(tmp_path) ->
     for name, p in agent.named_parameters():
         assert (theirs[name] - weights[name]).abs().max() > 1e-6, name  # the step moved it
         assert torch.allclose(p.detach(), theirs[name], atol=1e-7), name
+
+
+def test_a_second_process_on_an_sb3_seed_is_refused_before_any_work(tmp_path) -> None:
+    """Two workers on one seed would train into one checkpoint: the second is one UserError
+    while the first holds the run directory, and nothing in it is touched."""
+    import subprocess
+    import sys
+
+    from benchmarks.parity.atari import worker
+    from xlvin.errors import UserError
+
+    run = tmp_path / "seed0"
+    run.mkdir()
+    (run / "log.json").write_text("{}")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time; "
+         f"fd = os.open({str(run / '.lock')!r}, os.O_RDONLY | os.O_CREAT); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UserError, match="in use by another"):
+            worker(0, 1024, run, 1)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert sorted(p.name for p in run.iterdir()) == [".lock", "log.json"]
+    assert (run / "log.json").read_text() == "{}"

@@ -255,14 +255,22 @@ def rows_per_update(games: list[list[float]], timesteps: int, rollout: int) -> l
 
 
 def worker(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> None:
-    """Train and evaluate one seed in this process; RUN/result.json."""
-    from xlvin.experiments.atari import area_under_curve, first_score_at, training_curve
+    """Train and evaluate one seed in this process; RUN/result.json. The run directory is
+    claimed (`xlvin.io.run_dir.claim_run_dir`) for the whole of it."""
+    from xlvin.io.run_dir import claim_run_dir
     from xlvin.process import quiet_known_warnings
 
     torch.set_num_threads(1)
     quiet_known_warnings()
-    run.mkdir(parents=True, exist_ok=True)
-    model = train(seed, transitions, run, checkpoint_updates)
+    with claim_run_dir(run):  # a second process on this seed is one error, before any work
+        model = train(seed, transitions, run, checkpoint_updates)
+        write_result(model, seed, transitions, run)
+
+
+def write_result(model: Any, seed: int, transitions: int, run: Path) -> None:
+    """Evaluate the trained `model` and write RUN/result.json."""
+    from xlvin.experiments.atari import area_under_curve, first_score_at, training_curve
+
     rollout = model.n_steps * model.n_envs
     log = read_log(run, model.num_timesteps)
     rows = rows_per_update(log["games"], model.num_timesteps, rollout)
