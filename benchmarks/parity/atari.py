@@ -162,28 +162,48 @@ def read_log(run: Path, timesteps: int) -> dict[str, Any]:
             "seconds": log.get("seconds"), "cpu_seconds": log.get("cpu_seconds")}
 
 
+def rollout_size() -> int:
+    """Transitions per rollout of our Atari PPO (8 envs x 128 steps)."""
+    return atari_ppo()["num_envs"] * atari_ppo()["num_steps"]
+
+
+def new_model(seed: int, updates: int) -> Any:
+    """SB3's PPO at our settings (`sb3_settings`), seeded, on fresh envs (`make_envs`), its
+    learning rate decaying over `updates` updates (`LinearToZero`)."""
+    from stable_baselines3 import PPO
+
+    return PPO("CnnPolicy", make_envs(seed), learning_rate=LinearToZero(atari_ppo()["lr"], updates),
+               seed=seed, device="cpu", verbose=0, **sb3_settings(atari_ppo()))
+
+
+def load_model(path: Path, updates: int, envs: Any = None) -> Any:
+    """SB3's PPO saved at `path` (weights, Adam state, timestep count) with our schedule over
+    `updates` updates; on `envs`, where every env starts a new game, if given."""
+    from stable_baselines3 import PPO
+
+    schedule = LinearToZero(atari_ppo()["lr"], updates)
+    model = PPO.load(path, env=envs, device="cpu",
+                     custom_objects={"learning_rate": schedule, "lr_schedule": schedule})
+    model._last_obs = None  # the envs are fresh: every one starts a new game
+    return model
+
+
 def train(seed: int, transitions: int, run: Path, checkpoint_updates: int) -> Any:
     """Train (or resume) SB3's PPO in `run`; the trained model."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.utils import set_random_seed
 
-    ours = atari_ppo()
-    rollout = ours["num_envs"] * ours["num_steps"]
+    rollout = rollout_size()
     updates = max(1, transitions // rollout)  # as ours: PPOConfig.num_updates
-    schedule = LinearToZero(ours["lr"], updates)
-    envs = make_envs(seed)
     checkpoint = run / "checkpoint.zip"
     if checkpoint.is_file():
-        model = PPO.load(checkpoint, env=envs, device="cpu",
-                         custom_objects={"learning_rate": schedule, "lr_schedule": schedule})
-        model._last_obs = None  # the envs are fresh: every one starts a new game
+        envs = make_envs(seed)
+        model = load_model(checkpoint, updates, envs)
         resumed = seed * 100_003 + model.num_timesteps // rollout
         set_random_seed(resumed)
         envs.seed(resumed)
     else:
-        model = PPO("CnnPolicy", envs, learning_rate=schedule, seed=seed, device="cpu",
-                    verbose=0, **sb3_settings(ours))
+        model = new_model(seed, updates)
     log = read_log(run, model.num_timesteps)
     start, cpu = time.perf_counter(), time.process_time()
     before = log["seconds"], log["cpu_seconds"]  # up to the checkpoint resumed from

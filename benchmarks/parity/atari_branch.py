@@ -35,16 +35,20 @@ import numpy as np
 import torch
 
 from benchmarks.parity.atari import (
-    LinearToZero,
+    BUDGET,
+    ROOT,
     atari_ppo,
+    load_model,
     make_envs,
+    new_model,
     our_network,
     ours_from_sb3,
+    rollout_size,
 )
 
 LEARNERS = ("sb3", "ours", "ours-unclipped")
-ROOT = Path(__file__).resolve().parents[2]
-BUDGET_UPDATES = 1_000_000 // 1024
+#: Updates of the 1M-transition run whose learning-rate schedule every branch keeps (976).
+BUDGET_UPDATES = BUDGET // rollout_size()
 
 
 def branch_seed(branch: int) -> int:
@@ -53,17 +57,20 @@ def branch_seed(branch: int) -> int:
 
 def load_sb3(start: Path, seed: int) -> Any:
     """SB3's model at the checkpoint, on fresh envs seeded with `seed`, with the 1M schedule."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.utils import set_random_seed
 
-    schedule = LinearToZero(atari_ppo()["lr"], BUDGET_UPDATES)
     envs = make_envs(seed)
-    model = PPO.load(start, env=envs, device="cpu",
-                     custom_objects={"learning_rate": schedule, "lr_schedule": schedule})
-    model._last_obs = None  # every env starts a new game
+    model = load_model(start, BUDGET_UPDATES, envs)
     set_random_seed(seed)
     envs.seed(seed)
     return model
+
+
+def sb3_losses(model: Any) -> dict[str, float]:
+    """Entropy and value loss (ours: 1/2 MSE) of SB3's last update, from its logger."""
+    values = model.logger.name_to_value
+    return {"entropy": -float(values["train/entropy_loss"]),
+            "value_loss": float(values["train/value_loss"]) / 2}
 
 
 def run_sb3(start: Path, seed: int, updates: int) -> list[dict[str, float]]:
@@ -75,43 +82,39 @@ def run_sb3(start: Path, seed: int, updates: int) -> list[dict[str, float]]:
 
     class Record(BaseCallback):
         def _on_step(self) -> bool:
-            return len(rows) < updates
+            return len(rows) < updates  # stops at the first step after the last update
 
         def _on_rollout_start(self) -> None:
-            values = self.model.logger.name_to_value
-            if rows and "train/entropy_loss" in values:  # the update that followed rows[-1]
-                rows[-1].update(entropy=-float(values["train/entropy_loss"]),
-                                value_loss=float(values["train/value_loss"]) / 2)
+            if rows:  # the update that followed rows[-1]
+                rows[-1].update(sb3_losses(self.model))
 
         def _on_rollout_end(self) -> None:
             rows.append({"reward": float(self.model.rollout_buffer.rewards.sum())})
 
-    left = BUDGET_UPDATES * 1024 - model.num_timesteps
-    model.learn(left, callback=Record(), reset_num_timesteps=False)
-    values = model.logger.name_to_value
-    rows[-1].update(entropy=-float(values["train/entropy_loss"]),
-                    value_loss=float(values["train/value_loss"]) / 2)
-    return rows[:updates]
+    model.learn(BUDGET_UPDATES * rollout_size() - model.num_timesteps, callback=Record(),
+                reset_num_timesteps=False)
+    if "entropy" not in rows[-1]:  # the budget ended first: no rollout started after the update
+        rows[-1].update(sb3_losses(model))
+    return rows
 
 
 def our_state(start: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], int]:
     """SB3's weights (our names), Adam state (our FlatAdam's layout) and update count."""
-    model = load_sb3(start, 0)
+    model = load_model(start, BUDGET_UPDATES)  # no envs: only its state is read
     policy = model.policy
     weights = ours_from_sb3(policy.state_dict())
     names = {id(p): n for n, p in policy.named_parameters()}
     sb3_state = policy.optimizer.state_dict()["state"]
     by_name = {names[id(p)]: sb3_state[i] for i, p in enumerate(policy.parameters())}
-    ours = our_network()
     moments = {}
     for key in ("exp_avg", "exp_avg_sq"):
         theirs = ours_from_sb3({n: s[key] for n, s in by_name.items()})
-        moments[key] = torch.cat([theirs[n].reshape(-1) for n, _ in ours.named_parameters()])
+        moments[key] = torch.cat([theirs[n].reshape(-1) for n in weights])  # FlatAdam's order
     step = next(iter(by_name.values()))["step"]
     adam = {"state": {0: {"step": torch.as_tensor(step, dtype=torch.float32), **moments}},
             "param_groups": [{"lr": atari_ppo()["lr"], "betas": (0.9, 0.999),
                               "eps": atari_ppo()["adam_eps"], "params": [0]}]}
-    return weights, adam, model.num_timesteps // 1024
+    return weights, adam, model.num_timesteps // rollout_size()
 
 
 def run_ours(start: Path, seed: int, updates: int, clip_value_loss: bool) -> list[dict[str, float]]:
@@ -121,7 +124,7 @@ def run_ours(start: Path, seed: int, updates: int, clip_value_loss: bool) -> lis
     from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
 
     weights, adam, done = our_state(start)
-    cfg = PPOConfig(total_steps=BUDGET_UPDATES * 1024, clip_value_loss=clip_value_loss,
+    cfg = PPOConfig(total_steps=BUDGET, clip_value_loss=clip_value_loss,
                     **atari_ppo())
     agent = our_network()
     agent.load_state_dict(weights)
@@ -148,15 +151,10 @@ def make_start(seed: int, points: int, path: Path) -> None:
     """Train SB3's PPO from scratch (the 1M run's settings and schedule, `seed`) until the first
     update that learned from a rollout in which the training games' points so far reached
     `points`; save that model (weights and Adam state) to `path`."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from benchmarks.parity.atari import sb3_settings
-
     torch.set_num_threads(1)
-    schedule = LinearToZero(atari_ppo()["lr"], BUDGET_UPDATES)
-    model = PPO("CnnPolicy", make_envs(seed), learning_rate=schedule, seed=seed, device="cpu",
-                verbose=0, **sb3_settings(atari_ppo()))
+    model = new_model(seed, BUDGET_UPDATES)
     scored = []
 
     class UntilPoints(BaseCallback):
@@ -166,7 +164,7 @@ def make_start(seed: int, points: int, path: Path) -> None:
         def _on_rollout_end(self) -> None:
             scored.append(float(self.model.rollout_buffer.rewards.sum()))
 
-    model.learn(BUDGET_UPDATES * 1024, callback=UntilPoints())
+    model.learn(BUDGET_UPDATES * rollout_size(), callback=UntilPoints())
     path.parent.mkdir(parents=True, exist_ok=True)
     model.save(path)
     print(f"start: seed {seed}, {model.num_timesteps:,} transitions, {len(scored)} updates, "
@@ -255,13 +253,16 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "freeway-branches")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "parity" / "freeway-branches")
     args = parser.parse_args()
+    learners = args.learners.split(",")
+    if not set(learners) <= set(LEARNERS):
+        parser.error(f"--learners: each of {', '.join(LEARNERS)}, got {args.learners!r}")
     if args.mode == "start":
         make_start(args.seed, args.points, args.start)
     elif args.mode == "run":
         if args.start is None or not args.start.is_file():
             parser.error("run needs --start, an SB3 checkpoint of benchmarks.parity.atari")
         branches = range(args.first_branch, args.first_branch + args.branches)
-        run(args.start, branches, args.updates, args.runs, args.learners.split(","))
+        run(args.start, branches, args.updates, args.runs, learners)
     else:
         report(args.runs, args.out)
 
