@@ -649,7 +649,11 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) 
         bottom.set_xlabel("PPO updates")
         bottom.set_ylabel(f"greedy return ({PROGRESS_EPISODES} episodes), IQM over seeds")
         bottom.grid(alpha=0.3)
-        bottom.legend(fontsize=7)
+        if bottom.lines:
+            bottom.legend(fontsize=7)
+        else:  # records written before learning curves were kept
+            bottom.text(0.5, 0.5, "no evaluations during training recorded", ha="center",
+                        va="center", transform=bottom.transAxes, fontsize=8)
     protocol = rows[0]["protocol"] if rows else ""
     fig.suptitle(f"Table 1, protocol {protocol}: {len(rows[0]['seeds']) if rows else 0} seeds")
     fig.tight_layout()
