@@ -3,6 +3,10 @@
     python -m benchmarks.parity.atari_branch start --seed 1 --points 2 --start START.zip
     python -m benchmarks.parity.atari_branch run --start START.zip --branches 8 --updates 30
     python -m benchmarks.parity.atari_branch report --out results/parity/freeway-branches/sb3-seed1
+    python -m benchmarks.parity.atari_branch clipping --seed 1 --updates 8
+
+`clipping` checks the premise below on our own run from scratch: it makes each update twice from
+one state, with the value loss clipped and unclipped, and compares the weights.
 
 Before Freeway's first point the two updates are the same (every reward is 0); the seeds part
 after it. This experiment starts three learners from the same state just after the first points
@@ -117,21 +121,34 @@ def our_state(start: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], int
     return weights, adam, model.num_timesteps // rollout_size()
 
 
+def our_learner(clip_value_loss: bool) -> tuple[Any, torch.nn.Module, Any]:
+    """Our Atari PPO's config (the 1M budget), fresh network (`our_network`) and optimizer."""
+    from xlvin.train.ppo import PPOConfig, make_optimizer
+
+    cfg = PPOConfig(total_steps=BUDGET, clip_value_loss=clip_value_loss, **atari_ppo())
+    agent = our_network()
+    return cfg, agent, make_optimizer(agent, cfg)
+
+
+def our_envs(seed: int) -> tuple[Any, Any]:
+    """Our 8 training envs of Freeway, reset with seed + i, and their state."""
+    from xlvin.envs.atari import atari_train_id
+    from xlvin.train.collect import make_vector_env, reset_envs
+
+    envs = make_vector_env(atari_train_id("Freeway"), atari_ppo()["num_envs"])
+    return envs, reset_envs(envs, seed)
+
+
 def run_ours(start: Path, seed: int, updates: int, clip_value_loss: bool) -> list[dict[str, float]]:
     """Our PPO update from SB3's state for `updates` updates (production path: accelerated)."""
-    from xlvin.envs.atari import atari_train_id
-    from xlvin.train.collect import collect_rollout, make_vector_env, reset_envs
-    from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
+    from xlvin.train.collect import collect_rollout
+    from xlvin.train.ppo import ppo_update, set_learning_rate
 
     weights, adam, done = our_state(start)
-    cfg = PPOConfig(total_steps=BUDGET, clip_value_loss=clip_value_loss,
-                    **atari_ppo())
-    agent = our_network()
+    cfg, agent, optimizer = our_learner(clip_value_loss)
     agent.load_state_dict(weights)
-    optimizer = make_optimizer(agent, cfg)
     optimizer.load_state_dict(adam)
-    envs = make_vector_env(atari_train_id("Freeway"), cfg.num_envs)
-    state = reset_envs(envs, seed)
+    envs, state = our_envs(seed)
     generator = torch.Generator().manual_seed(seed)
     rows = []
     try:
@@ -145,6 +162,46 @@ def run_ours(start: Path, seed: int, updates: int, clip_value_loss: bool) -> lis
     finally:
         envs.close()
     return rows
+
+
+def clipping(seed: int, updates: int, out: Path) -> None:
+    """Does the value loss's clipping change our update before Freeway's first point? From our
+    fresh network, each of the first `updates` updates is made twice from the same weights, Adam
+    state, rollout and minibatch order, once with the value loss clipped (ours) and once
+    unclipped (SB3's), and the two results compared weight by weight; training goes on along the
+    clipped one. OUT/clipping-seed<S>.json."""
+    from xlvin.train.collect import collect_rollout
+    from xlvin.train.ppo import ppo_update, set_learning_rate
+
+    torch.set_num_threads(1)
+    cfg, agent, optimizer = our_learner(clip_value_loss=True)
+    unclipped_cfg, other, other_optimizer = our_learner(clip_value_loss=False)
+    envs, state = our_envs(seed)
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    try:
+        for u in range(updates):
+            lr = cfg.lr * (1.0 - u / BUDGET_UPDATES)
+            set_learning_rate(optimizer, lr)
+            rollout = collect_rollout(envs, agent, cfg.num_steps, state, generator, cfg.accelerate)
+            other.load_state_dict(agent.state_dict())
+            other_optimizer.load_state_dict(optimizer.state_dict())
+            set_learning_rate(other_optimizer, lr)
+            other_generator = torch.Generator()
+            other_generator.set_state(generator.get_state())
+            metrics = ppo_update(agent, optimizer, rollout, cfg, generator)
+            ppo_update(other, other_optimizer, rollout, unclipped_cfg, other_generator)
+            apart = max(float((a - b).abs().max()) for a, b in
+                        zip(agent.state_dict().values(), other.state_dict().values()))
+            rows.append({"update": u, "reward": float(rollout.rewards.sum()),
+                         "value_loss": metrics["losses/value_loss"],
+                         "entropy": metrics["losses/entropy"], "max_weight_apart": apart})
+            print(" ".join(f"{k} {v:.3g}" for k, v in rows[-1].items()), flush=True)
+    finally:
+        envs.close()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"clipping-seed{seed}.json").write_text(json.dumps({"seed": seed, "rows": rows},
+                                                              indent=1))
 
 
 def make_start(seed: int, points: int, path: Path) -> None:
@@ -241,8 +298,9 @@ def report(runs: Path, out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("start", "run", "report"))
-    parser.add_argument("--seed", type=int, default=1, help="start: SB3's seed")
+    parser.add_argument("mode", choices=("start", "run", "report", "clipping"))
+    parser.add_argument("--seed", type=int, default=1,
+                        help="start: SB3's seed; clipping: our envs' and sampling seed")
     parser.add_argument("--points", type=int, default=2, help="start: points scored so far")
     parser.add_argument("--start", type=Path)
     parser.add_argument("--branches", type=int, default=3)
@@ -263,6 +321,8 @@ def main() -> None:
             parser.error("run needs --start, an SB3 checkpoint of benchmarks.parity.atari")
         branches = range(args.first_branch, args.first_branch + args.branches)
         run(args.start, branches, args.updates, args.runs, learners)
+    elif args.mode == "clipping":
+        clipping(args.seed, args.updates, args.out)
     else:
         report(args.runs, args.out)
 
