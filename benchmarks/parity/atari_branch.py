@@ -130,6 +130,11 @@ def our_learner(clip_value_loss: bool) -> tuple[Any, torch.nn.Module, Any]:
     return cfg, agent, make_optimizer(agent, cfg)
 
 
+def our_lr(cfg: Any, update: int) -> float:
+    """The 1M run's learning rate at `update`: lr (1 - u / N)."""
+    return cfg.lr * (1.0 - update / BUDGET_UPDATES)
+
+
 def our_envs(seed: int) -> tuple[Any, Any]:
     """Our 8 training envs of Freeway, reset with seed + i, and their state."""
     from xlvin.envs.atari import atari_train_id
@@ -153,7 +158,7 @@ def run_ours(start: Path, seed: int, updates: int, clip_value_loss: bool) -> lis
     rows = []
     try:
         for u in range(done, done + updates):
-            set_learning_rate(optimizer, cfg.lr * (1.0 - u / BUDGET_UPDATES))
+            set_learning_rate(optimizer, our_lr(cfg, u))
             rollout = collect_rollout(envs, agent, cfg.num_steps, state, generator, cfg.accelerate)
             metrics = ppo_update(agent, optimizer, rollout, cfg, generator)
             rows.append({"reward": float(rollout.rewards.sum()),
@@ -181,7 +186,7 @@ def clipping(seed: int, updates: int, out: Path) -> None:
     rows = []
     try:
         for u in range(updates):
-            lr = cfg.lr * (1.0 - u / BUDGET_UPDATES)
+            lr = our_lr(cfg, u)
             set_learning_rate(optimizer, lr)
             rollout = collect_rollout(envs, agent, cfg.num_steps, state, generator, cfg.accelerate)
             other.load_state_dict(agent.state_dict())
