@@ -222,8 +222,8 @@ def test_a_bad_env_wrapper_is_one_line_before_anything_is_made(
 
 
 def test_a_wrapper_that_fails_is_named_in_one_line() -> None:
-    with pytest.raises(UserError, match="json:dumps failed on CartPole-v1: Object of type"):
-        PPO("CartPole-v1", env_wrappers=["json:dumps"])
+    with pytest.raises(UserError, match="ResizeObservation failed on CartPole-v1: .* 'shape'"):
+        PPO("CartPole-v1", env_wrappers=["gymnasium.wrappers:ResizeObservation"])
 
 
 

@@ -276,8 +276,9 @@ class Model:
         """env: an id, a `gym.Env`, a callable that makes one, or a vector env (its number of
         envs becomes `num_envs`); env_kwargs: the env's keyword arguments; gym_packages: modules
         to import that register envs (recorded in the run); env_wrappers: wrappers put around
-        the env, in order, each 'module:Class' or a class or function defined at the top level
-        of a module (recorded as module:Class, its module imported); config: a `RunConfig` or a
+        the env, in order, each a `gymnasium.Wrapper` subclass defined at the top level of a
+        module or its 'module:Class' (recorded as module:Class, its module imported; a wrapper
+        a file names, config= or a run's, is applied only if named here); config: a `RunConfig` or a
         JSON file as `xlvin train --config` reads; options: any option of `xlvin train`, by its
         name."""
         source = f"{type(self).__name__}()"
@@ -624,8 +625,9 @@ class Model:
         observation and action spaces. `evaluate` and `learn` make the run's env: one from
         modules the run names needs `gym_packages=` (or those modules imported first); one the
         API registered from a callable or an instance in the training process needs `env=`
-        here (the env, or a callable that makes it); one trained in wrappers needs their modules
-        imported (`env_wrappers=`, as the run records them)."""
+        here (the env, or a callable that makes it); one trained in wrappers needs them named
+        (`env_wrappers=`, as the run records them, or given so earlier in this process): a
+        wrapper is never applied because the run's files name it."""
         import_gym_packages(list(gym_packages))
         import_env_wrappers([wrapper_spec(w) for w in env_wrappers])
         path = Path(path)

@@ -1,10 +1,12 @@
 """A user's environment wrappers: `--env-wrapper module:Class` (repeatable, applied in the order
-given; `env_wrappers=[...]` in Python), each a class or function that takes an env and returns
-the wrapped env, as gymnasium's wrappers do.
+given; `env_wrappers=[...]` in Python), each a `gymnasium.Wrapper` subclass.
 
 As with `--gym-packages`, only a module the user names on the command line or in Python is
-imported, by its name. A run records its wrappers; loading it checks that their modules are
-imported and otherwise says which flag is missing, without importing anything a file names.
+imported, by its name. A run records its wrappers, but a file never names code that is called:
+a wrapper is applied only if the user named it in this process (`import_env_wrappers`: the
+command line's flags, the API's `env_wrappers=`) and it is a `gymnasium.Wrapper` subclass. A
+wrapper that a run's config.json, a weights header or a --config file names and the user did not
+is refused in one line saying which flag to pass (`require_env_wrappers`), before any env is made.
 
 Every path that makes a run's env (training, TransE's random-policy data, evaluation,
 `Model.env`) makes it by the id `wrapped_env_id` returns: the run's env with its wrappers
@@ -40,8 +42,9 @@ def check_wrapper_specs(specs: Sequence[str]) -> None:
 
 
 def wrapper_spec(wrapper: str | Callable[..., gym.Env]) -> str:
-    """The module:Class of a wrapper given in Python: as written, or a class's (or function's)
-    own module and name; one UserError for one that could not be found again by name."""
+    """The module:Class of a wrapper given in Python: as written, or a class's own module and
+    name; one UserError for one that could not be found again by name (`import_env_wrappers`
+    then checks that it is a `gymnasium.Wrapper` subclass)."""
     if isinstance(wrapper, str):
         return wrapper
     name = getattr(wrapper, "__qualname__", "")
@@ -52,36 +55,50 @@ def wrapper_spec(wrapper: str | Callable[..., gym.Env]) -> str:
     return f"{module}:{name}"
 
 
+#: The wrappers the user named in this process (`import_env_wrappers`), module:Class: the only
+#: ones ever applied.
+_NAMED: set[str] = set()
+
+
 def import_env_wrappers(specs: Sequence[str]) -> None:
-    """Import the module of each wrapper (from the current directory too, as `python -m` would)
-    and check that it has the wrapper; one UserError if one fails."""
+    """Import the module of each wrapper the user named (from the current directory too, as
+    `python -m` would), check that it is a `gymnasium.Wrapper` subclass and allow it in this
+    process; one UserError if one fails. Only the user's own words come here (flags, the API's
+    arguments), never a file's."""
     check_wrapper_specs(specs)
     for spec in specs:
         import_named(spec.partition(":")[0], f"--env-wrapper {spec}")
         wrapper_class(spec)
+    _NAMED.update(specs)
 
 
 def require_env_wrappers(specs: Sequence[str]) -> None:
-    """Refuse, in one line naming the flag, a run whose wrappers' modules are not imported (they
-    are never imported because a file names them)."""
+    """Refuse, in one line naming the flag, wrappers the user did not name in this process (a
+    run's, a --config file's): a file's are never imported or called."""
     check_wrapper_specs(specs)
-    missing = [spec for spec in specs if spec.partition(":")[0] not in sys.modules]
-    if missing:
+    unnamed = [spec for spec in specs
+               if spec not in _NAMED or spec.partition(":")[0] not in sys.modules]
+    if unnamed:
         flags = " ".join(f"--env-wrapper {spec}" for spec in specs)
-        raise UserError(f"the run wraps its environment in {', '.join(missing)}: pass {flags} "
-                        "(in Python: env_wrappers=[...] or import the module)")
+        raise UserError(f"the run wraps its environment in {', '.join(unnamed)}, which you did "
+                        f"not name (a file never names code to run): pass {flags} if it is your "
+                        "gymnasium.Wrapper (in Python: env_wrappers=[...])")
     for spec in specs:
         wrapper_class(spec)
 
 
-def wrapper_class(spec: str) -> Callable[..., gym.Env]:
-    """The wrapper `spec` names, from its module as imported; one UserError if it has none."""
+def wrapper_class(spec: str) -> type[gym.Wrapper]:
+    """The wrapper class `spec` names, from its module as imported; one UserError if the module
+    has none, or what it has is not a `gymnasium.Wrapper` subclass."""
     module, _, name = spec.partition(":")
     found: Any = sys.modules[module]
     for attribute in name.split("."):
         found = getattr(found, attribute, None)
-    if not callable(found):
+    if found is None:
         raise UserError(f"--env-wrapper {spec}: module {module} has no class or function {name}")
+    if not (isinstance(found, type) and issubclass(found, gym.Wrapper)):
+        raise UserError(f"--env-wrapper {spec}: {name} is not a gymnasium.Wrapper subclass (a "
+                        "class that takes the env); only wrapper classes are applied")
     return found
 
 
@@ -99,8 +116,9 @@ def _make_wrapped(env_id: str, specs: tuple[str, ...], **kwargs: Any) -> gym.Env
 
 def wrapped_env_id(env_id: str, specs: Sequence[str]) -> str:
     """The id that makes `env_id` in the wrappers `specs` (`env_id` itself without any),
-    registered with gymnasium in this process on first use: xlvin-wrapped/<env>-<hash>. Its
-    modules must be imported (`import_env_wrappers` or `require_env_wrappers`)."""
+    registered with gymnasium in this process on first use: xlvin-wrapped/<env>-<hash>. Each
+    wrapper must be one the user named (`import_env_wrappers`); others are refused
+    (`require_env_wrappers`) before anything is made."""
     if not specs:
         return env_id
     require_env_wrappers(specs)

@@ -88,10 +88,10 @@ class TrainConfig:
         "recorded in the run, and `xlvin evaluate` asks for them rather than importing them"
     ))
     env_wrappers: list[str] = field(default_factory=list, metadata=described(
-        "a wrapper to put around the environment, module:Class (a gymnasium wrapper: a class or "
-        "function taking the env); repeat the flag for more, applied in order; the module is "
-        "imported by its name, as --gym-packages; recorded in the run, and `xlvin evaluate` "
-        "asks for them", repeated="env-wrapper",
+        "a wrapper to put around the environment, module:Class (a gymnasium.Wrapper "
+        "subclass); repeat the flag for more, applied in order; the module is imported by its "
+        "name, as --gym-packages; recorded in the run, and `xlvin evaluate` and --resume ask "
+        "for them (a wrapper a file names is never applied)", repeated="env-wrapper",
     ))
     agent: str = option(
         "xlvin", "agent to train: ppo, xlvin-r, xlvin-cp, atreec, the maze planners vin, "
