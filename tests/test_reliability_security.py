@@ -1,7 +1,8 @@
 """No file names code that we call (issue: Reliability 5, F5): a wrapper is applied only when it is
 a `gymnasium.Wrapper` subclass the user named (`--env-wrapper` on the command line,
 `env_wrappers=` in Python), never because a run's config.json, a weights header or a --config
-file names it. A refusal is one line (one UserError in
+file names it; an env id a file names is made only if it is in gymnasium's registry already
+(gymnasium imports the module of a `module:Env` id). A refusal is one line (one UserError in
 Python), before any env is made, and changes no byte of the run directory."""
 
 import builtins
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from test_faults import TINY, one_error_line, snapshot
+from test_faults import TINY, header, one_error_line, snapshot
 
 from tests.tiny_runs import unfinished_run
 from xlvin import PPO, Model
@@ -21,6 +22,7 @@ from xlvin.envs import wrappers
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, MODEL
 from xlvin.io.weights import atomic_save_tensors, load_weights
+from xlvin.train.run import evaluate_run
 
 #: Functions in modules every process has imported: a file naming one as a wrapper must not
 #: get it called with the env.
@@ -98,6 +100,17 @@ def set_config(run: Path, **train: object) -> None:
         tensors, meta = load_weights(run / MODEL)
         meta["config"]["train"].update(train)
         atomic_save_tensors(run / MODEL, tensors, meta)
+
+
+def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A module `xlvin_planted` on sys.path that leaves the file IMPORTED when imported."""
+    folder = tmp_path / "planted"
+    folder.mkdir()
+    (folder / "xlvin_planted.py").write_text(
+        f"open({str(tmp_path / 'IMPORTED')!r}, 'w').close()\nclass Env: pass\n")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "xlvin_planted", raising=False)
+    return tmp_path / "IMPORTED"
 
 
 # ------------------------------------------------- wrappers a run's files name are never called
@@ -180,3 +193,20 @@ def test_a_named_wrapper_must_be_a_gymnasium_wrapper_class(
         PPO("CartPole-v1", env_wrappers=[spec])
     assert (calls, made) == ([], [])
     assert not (tmp_path / "r").exists()
+
+
+# --------------------------------------------- env ids a run's files name are never imported
+
+def test_reproduces_evaluation_of_a_run_whose_header_names_a_module_imports_nothing(
+    finished: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """`xlvin reproduce` evaluates a cell that has a summary but no eval.json with
+    `evaluate_run`, which reads the weights' header: an env id naming a module there is
+    refused as not registered, not handed to gym.make (which would import the module)."""
+    imported = planted(tmp_path, monkeypatch)
+    run = copy_run(finished, tmp_path / "run")
+    set_config(run, env="xlvin_planted:Env")
+    assert header(run / MODEL)["config"]["train"]["env"] == "xlvin_planted:Env"
+    with pytest.raises(UserError, match="not in gymnasium's registry"):
+        evaluate_run(run, 1, 0)
+    assert not imported.exists() and "xlvin_planted" not in sys.modules

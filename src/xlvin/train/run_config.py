@@ -37,7 +37,7 @@ from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.progress import duration
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import LowDataConfig
-from xlvin.train.spaces import MIN_IMAGE_SIZE, Spaces, env_spaces
+from xlvin.train.spaces import MIN_IMAGE_SIZE, Spaces, env_spaces, require_registered
 
 PROTOCOLS = ("online", "low_data", "curriculum")
 #: The executor of an XLVIN run that names none (XLVIN-R's).
@@ -636,9 +636,10 @@ def whole_rollouts(cfg: RunConfig) -> tuple[RunConfig, str | None]:
 
 
 def made_env(cfg: TrainConfig) -> str:
-    """The id every path that makes the run's env makes: its env in its wrappers
-    (`xlvin.envs.wrappers.wrapped_env_id`)."""
-    return wrapped_env_id(cfg.env, cfg.env_wrappers)
+    """The id every path that makes the run's env makes: its env, registered already
+    (`require_registered`: a weights header's id is never handed to gym.make to import), in its
+    wrappers, each named by the user (`xlvin.envs.wrappers.wrapped_env_id`)."""
+    return wrapped_env_id(require_registered(cfg.env), cfg.env_wrappers)
 
 
 def on_cpu(cfg: RunConfig) -> RunConfig:

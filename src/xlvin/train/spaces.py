@@ -268,6 +268,18 @@ def registry_hint(env_id: str) -> str:
     return "not in gymnasium's registry"
 
 
+def require_registered(env_id: str) -> str:
+    """`env_id`, once it is in gymnasium's registry (ALE's and MiniGrid's registered on first
+    use), else one UserError: an id naming a module to import (`module:Env`, which `gym.make`
+    would import) is refused, never made."""
+    ensure_registered(env_id)
+    if env_id not in gym.registry:
+        refused = (" (ids that name a module to import, module:Env, are refused; register it in a "
+                   "module and pass --gym-packages MODULE)") if ":" in env_id else ""
+        raise UserError(f"unknown environment {env_id!r}: {registry_hint(env_id)}{refused}")
+    return env_id
+
+
 def env_spaces(
     env_id: str, env_kwargs: dict[str, Any] | None = None, wrappers: Sequence[str] = ()
 ) -> Spaces:
@@ -275,11 +287,7 @@ def env_spaces(
     checked for support (`classify`). Only ids in gymnasium's registry are made: an id naming a
     module to import (`module:Env`) is refused, so a config file never runs code (a user's own
     envs come from `--gym-packages`, their wrappers from `--env-wrapper`)."""
-    ensure_registered(env_id)
-    if env_id not in gym.registry:
-        refused = (" (ids that name a module to import, module:Env, are refused; register it in a "
-                   "module and pass --gym-packages MODULE)") if ":" in env_id else ""
-        raise UserError(f"unknown environment {env_id!r}: {registry_hint(env_id)}{refused}")
+    require_registered(env_id)
     try:
         env = gym.make(wrapped_env_id(env_id, wrappers), **(env_kwargs or {}))
     except (gym.error.Error, TypeError) as err:
