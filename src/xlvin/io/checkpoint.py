@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from xlvin.errors import UserError, one_line
-from xlvin.io.weights import atomic_save_tensors, load_weights, read_metadata
+from xlvin.io.weights import atomic_save_tensors, check_tensors, load_weights, read_metadata
 
 FORMAT = "xlvin-checkpoint/3"
 CHECKPOINT = "checkpoint.safetensors"
@@ -117,6 +117,7 @@ class Checkpointer:
             saved = self.normalize(saved)
         if None not in (saved, self.run) and saved != self.run:
             raise UserError(f"checkpoint {self.path} was saved by another run; not resuming")
+        check_tensors(policy, section(tensors, "model/"), Path(self.path))
         try:
             policy.load_state_dict(section(tensors, "model/"), strict=True)
             _load_optimizer(optimizer, section(tensors, "optim/"), meta["param_groups"])

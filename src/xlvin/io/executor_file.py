@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from xlvin.errors import UserError, one_line
-from xlvin.io.weights import load_weights, save_weights
+from xlvin.io.weights import check_tensors, load_weights, save_weights
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, VIExecutor
 
 FORMAT = "xlvin-executor/2"
@@ -71,6 +71,7 @@ def load_executor(path: Path) -> VIExecutor:
     """
     tensors, header = _read(path)
     executor = VIExecutor(**executor_architecture(header, path))
+    check_tensors(executor, tensors, path)
     try:
         executor.load_state_dict(tensors)
     except RuntimeError as err:

@@ -103,8 +103,24 @@ def weights_digest(path: Path) -> str:
     return header[DIGEST_KEY]
 
 
+def check_tensors(module: nn.Module, tensors: dict[str, torch.Tensor], source: Path) -> None:
+    """Refuse, in one UserError naming the tensor, one whose dtype is not the module's own (which
+    `load_state_dict` would cast in silence) or a floating-point one holding NaN or inf: a file
+    re-saved with a valid digest is not trusted to hold weights a policy can act with."""
+    own = module.state_dict()
+    for name, tensor in tensors.items():
+        expected = own[name].dtype if name in own else None
+        if expected is not None and tensor.dtype != expected:
+            raise UserError(f"weights in {source} do not fit this model: {name} is "
+                            f"{tensor.dtype}, the model's is {expected}")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise UserError(f"weights in {source} are damaged: {name} holds NaN or inf")
+
+
 def load_state(module: nn.Module, tensors: dict[str, torch.Tensor], source: Path) -> None:
-    """Copy tensors into `module`, with one clear error if names or shapes do not match."""
+    """Copy tensors into `module`, with one clear error if names, shapes or dtypes do not match
+    or a value is not finite (`check_tensors`)."""
+    check_tensors(module, tensors, source)
     try:
         module.load_state_dict(tensors, strict=True)
     except RuntimeError as err:
