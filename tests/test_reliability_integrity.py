@@ -1,9 +1,12 @@
-"""What a table says is what ran (issue: Reliability 5, F6): weights re-saved with a valid digest
+"""What a table says is what ran (issue: Reliability 5). F6: weights re-saved with a valid digest
 after one entry was set to NaN or inf, or a tensor cast to another dtype, are refused on load in
-one line naming the tensor (`xlvin evaluate`, `Model.load`, `--resume` from a checkpoint), and
-the refusal changes no byte of the run directory."""
+one line naming the tensor (`xlvin evaluate`, `Model.load`, `--resume` from a checkpoint). F9: a
+Table 1 cell whose directory holds another cell's run (copied, swapped) is not tabled. Each
+refusal changes no byte of the run directory."""
 
+import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from tests.tiny_runs import unfinished_run
 from xlvin import Model
 from xlvin.cli import main
 from xlvin.errors import UserError
+from xlvin.experiments import table1
 from xlvin.io.checkpoint import CHECKPOINT
 from xlvin.io.executor_file import load_executor
 from xlvin.io.run_dir import CONFIG, MODEL
@@ -107,3 +111,125 @@ def test_an_executor_file_whose_weights_are_damaged_is_refused(
     with pytest.raises(UserError, match=f"{name} .*{DAMAGE[damage][1]}"):
         load_executor(path)
     load_executor(executor_path)  # the undamaged file loads
+
+
+# ------------------------------------- F9: a cell is tabled only with its own run's numbers
+
+def tiny_cell_config(real):
+    """Cell.config made tiny (2 PPO updates, one 2-episode progress evaluation): the config a
+    cell is trained with, and what its tabling checks the run against."""
+
+    def config(cell: table1.Cell):
+        cfg = real(cell)
+        return dataclasses.replace(cfg, low_data=dataclasses.replace(
+            cfg.low_data, updates=2, eval_points=1, eval_episodes=2))
+
+    return config
+
+
+@pytest.fixture
+def tiny_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(table1.Cell, "config", tiny_cell_config(table1.Cell.config))
+
+
+CLASSIC = ["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0", "--agents",
+           "ppo", "--seeds", "2"]
+
+
+@pytest.fixture(scope="module")
+def two_seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs root with cells CartPole-v0 PPO seeds 0 and 1 of the paper protocol, finished."""
+    root = tmp_path_factory.mktemp("cells") / "runs"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(table1.Cell, "config", tiny_cell_config(table1.Cell.config))
+        for seed in (0, 1):
+            cell = table1.Cell("paper", "CartPole-v0", "ppo", seed)
+            table1.run_cell(cell, root)
+    return root
+
+
+def seed_dir(root: Path, seed: int) -> Path:
+    return table1.Cell("paper", "CartPole-v0", "ppo", seed).run_dir(root)
+
+
+def swap(a: Path, b: Path, names: list[str]) -> None:
+    for name in names:
+        data = (a / name).read_bytes()
+        (a / name).write_bytes((b / name).read_bytes())
+        (b / name).write_bytes(data)
+
+
+def keep_digest_new_seed(run: Path) -> None:
+    """The weights' header says seed 1, its SHA-256 left as it was (the one summary.json and
+    eval.json are sealed to)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(run / MODEL), framework="pt") as f:
+        header = f.metadata()
+    meta = json.loads(header["xlvin"])
+    meta["config"]["train"]["seed"] = 1
+    save_file(load_file(str(run / MODEL)), str(run / MODEL),
+              metadata={**header, "xlvin": json.dumps(meta)})
+
+
+#: How a cell comes to hold another's run, and the words of the line that refuses it.
+COPIES = {
+    "cp -a seed0 seed1": (
+        lambda s0, s1: (shutil.rmtree(s1), shutil.copytree(s0, s1)),
+        ["seed1/config.json records another run (train.seed is 0, the cell's is 1)"]),
+    "seeds swapped": (
+        lambda s0, s1: swap(s0, s1, [CONFIG, MODEL, "summary.json", "eval.json",
+                                     "metrics.jsonl"]),
+        ["seed0/config.json records another run (train.seed is 1, the cell's is 0)"]),
+    "model, eval and summary swapped": (
+        lambda s0, s1: swap(s0, s1, [MODEL, "summary.json", "eval.json"]),
+        ["seed0/model.safetensors records another run (train.seed is 1, the cell's is 0)"]),
+    "seed 0's files, its header edited": (
+        lambda s0, s1: (shutil.rmtree(s1), shutil.copytree(s0, s1), set_seed(s1 / CONFIG, 1),
+                        keep_digest_new_seed(s1)),
+        ["seed1/model.safetensors", "SHA-256 mismatch"]),
+}
+
+
+def set_seed(path: Path, seed: int) -> None:
+    config = json.loads(path.read_text())
+    config["train"]["seed"] = seed
+    path.write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize("copy", COPIES)
+def test_a_cell_holding_another_cells_run_is_not_tabled(
+    copy: str, two_seeds: Path, tmp_path: Path, tiny_cells: None, capsys
+) -> None:
+    root = tmp_path / "runs"
+    shutil.copytree(two_seeds, root, symlinks=True)
+    results = tmp_path / "results"
+    assert main([*CLASSIC, "--finished-only", "--runs", str(root), "--results",
+                 str(results)]) == 0  # the intact cells table
+    shutil.rmtree(results)
+    change, words = COPIES[copy]
+    change(seed_dir(root, 0), seed_dir(root, 1))
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main([*CLASSIC, "--finished-only", "--runs", str(root), "--results",
+                 str(results)]) == 2
+    err = one_error_line(capsys)
+    assert all(word in err for word in words), err
+    assert snapshot(tmp_path) == before and not results.exists()
+
+
+def test_a_cell_of_a_variant_holding_the_plain_protocols_run_is_not_tabled(
+    two_seeds: Path, tmp_path: Path, tiny_cells: None, capsys
+) -> None:
+    root = tmp_path / "runs"
+    variant = table1.Cell("paper", "CartPole-v0", "ppo", 0, variant="kl-0.01").run_dir(root)
+    shutil.copytree(seed_dir(two_seeds, 0), variant)
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main(["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0",
+                 "--agents", "ppo", "--seeds", "1", "--variant", "kl-0.01", "--finished-only",
+                 "--runs", str(root), "--results", str(tmp_path / "results")]) == 2
+    assert ("config.json records another run (ppo.target_kl is 0.0, the cell's is 0.01)"
+            in one_error_line(capsys))
+    assert snapshot(tmp_path) == before

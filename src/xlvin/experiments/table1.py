@@ -61,7 +61,7 @@ from xlvin.pretrain.files import (
 from xlvin.pretrain.shipped import find
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
-from xlvin.train.run import evaluate_run, shared_transe_file, train_run
+from xlvin.train.run import check_holds_run, evaluate_run, shared_transe_file, train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_run, transe_key
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
@@ -315,7 +315,7 @@ def run_cell(cell: Cell, root: Path, config: RunConfig | None = None) -> dict[st
     record."""
     run_dir = cell.run_dir(root)
     finish_run(run_dir, config or cell.config(), EVAL_EPISODES, EVAL_SEED)
-    return cell_record(cell, run_dir)
+    return cell_record(cell, run_dir, config)
 
 
 def finish_run(run_dir: Path, config: RunConfig, episodes: int, seed: int) -> None:
@@ -332,8 +332,28 @@ def finish_run(run_dir: Path, config: RunConfig, episodes: int, seed: int) -> No
             write_sealed(run_dir / EVAL_FILE, evaluate_run(run_dir, episodes, seed), run_dir)
 
 
-def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
-    """The cell's three statistics, its progress curve and its data counts."""
+#: The fields of a run's config that say which cell it is: its seed, env, agent (and executor)
+#: and TransE data (`identity_fields` adds the variant's).
+CELL_IDENTITY = (("train", "seed"), ("train", "env"), ("train", "agent"), ("train", "executor"),
+                 ("low_data", "strict_transe"))
+
+
+def identity_fields(cell: Cell, config: RunConfig) -> list[tuple[str, str]]:
+    """CELL_IDENTITY and the fields the cell's variant sets: those in which its `config` differs
+    from its protocol's without the variant."""
+    own, base = config.to_json(), dataclasses.replace(cell, variant="").config().to_json()
+    changed = [(section, name) for section, values in own.items()
+               for name, value in values.items() if base[section].get(name) != value]
+    return [*CELL_IDENTITY, *(field for field in changed if field not in CELL_IDENTITY)]
+
+
+def cell_record(cell: Cell, run_dir: Path, config: RunConfig | None = None) -> dict[str, Any]:
+    """The cell's three statistics, its progress curve and its data counts, once its directory
+    is known to hold the cell's own run: its recorded seed, env, agent and variant those of
+    `config` (default the cell's; `check_holds_run`). Another cell's run, copied or swapped in,
+    is one UserError, never tabled."""
+    config = config or cell.config()
+    check_holds_run(run_dir, config, identity_fields(cell, config))
     with reading_results(run_dir):
         return _cell_record(cell, run_dir)
 

@@ -89,6 +89,30 @@ def checkpoint_config(cfg: RunConfig) -> Callable[[dict[str, Any]], dict[str, An
     return lambda data: with_total(saved_config(data), cfg.ppo.total_steps)
 
 
+def check_holds_run(run_dir: Path, cfg: RunConfig, fields: list[tuple[str, str]]) -> None:
+    """Refuse, in one UserError, a run directory that holds another run than `cfg`'s (copied or
+    swapped in from another cell) before its numbers are read: its config.json and its weights'
+    header must both record `cfg`'s value of each of `fields` (section, name), and the weights
+    must match their SHA-256, which summary.json and eval.json are sealed to. A directory with
+    neither file (results written by hand, or before runs wrote them) is left to the digests'
+    legacy reading."""
+    expected = saved_config(cfg.to_json())
+    recorded = []
+    if (run_dir / CONFIG).is_file():
+        recorded.append((run_dir / CONFIG, read_json_object(run_dir / CONFIG)))
+    if (run_dir / MODEL).is_file():
+        recorded.append((run_dir / MODEL, load_weights(run_dir / MODEL)[1].get("config")))
+    for path, data in recorded:
+        config = saved_config(data)
+        for section, name in fields:
+            ours, theirs = config[section].get(name), expected[section].get(name)
+            if ours != theirs:
+                raise UserError(
+                    f"{path} records another run ({section}.{name} is {json.dumps(ours)}, the "
+                    f"cell's is {json.dumps(theirs)}): a run copied or moved from another cell "
+                    "is not tabled; move its directory away and run the cell again")
+
+
 def steps_done(out: Path) -> int:
     """The env steps the run in `out` has trained, at its last checkpoint (0 without one)."""
     if not (out / CHECKPOINT).is_file():
