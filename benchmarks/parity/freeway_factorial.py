@@ -3,6 +3,7 @@
     python -m benchmarks.parity.freeway_factorial run --worker 0 --workers 2 --runs RUNS
     python -m benchmarks.parity.freeway_factorial report --runs RUNS
     python -m benchmarks.parity.freeway_factorial run --transitions 2048 --branches 1 --runs /tmp/f  # smoke
+    python -m benchmarks.parity.freeway_factorial production --seed 0 --transitions 3072
 
 Whole runs mix the draw of the initial weights, the learner, the env seeds and luck. Here they
 are crossed (the design, fixed before the first run, is in `DESIGN`):
@@ -25,8 +26,10 @@ last 10 rollouts above `LEARNED_SCORE` points a game, as `benchmarks.parity.atar
 One JSON per branch, RUNS/<family>-start<S>/<learner>/branch<B>.json, written when it ends; a
 branch on file is not rerun, and `--done` names a second folder of finished branches (the
 committed ones) to skip. Jobs are ordered branch-major (every cell's branch 0 first), and worker
-k of n takes jobs k, k + n, ... `report` writes OUT/factorial.{json,md,png}. Requires the `bench`
-extra (stable-baselines3); not part of the tests.
+k of n takes jobs k, k + n, ... `report` writes OUT/factorial.{json,md,png}. `production` checks
+that the `ours` learner is our production path: `xlvin reproduce atari`'s PPO cell of seed S
+(its `run_cell`) and `run_ours` from `our_network(S)` on game seed S must end with the same
+weights to the bit. Requires the `bench` extra (stable-baselines3); not part of the tests.
 """
 
 import argparse
@@ -200,6 +203,36 @@ def run(worker: int, workers: int, branches: int, transitions: int, runs: Path,
               f"{record['cpu_seconds']:.0f} CPU s", flush=True)
 
 
+def production(seed: int, transitions: int, runs: Path) -> float:
+    """The largest weight difference between `xlvin reproduce atari`'s PPO cell of `seed`
+    trained for `transitions` and `run_ours` from the same untrained network and game seed."""
+    from safetensors.torch import load_file
+
+    from xlvin.experiments.atari import Cell, run_cell
+    from xlvin.train import ppo
+
+    torch.set_num_threads(1)
+    cell = Cell("Freeway", "ppo", seed, transitions)
+    run_cell(cell, runs, eval_games=1)
+    theirs = load_file(str(cell.run_dir(runs) / "model.safetensors"))
+    trained: list[torch.nn.Module] = []
+    update = ppo.ppo_update
+
+    def keep(agent: torch.nn.Module, *args: Any) -> dict[str, float]:
+        trained[:] = [agent]
+        return update(agent, *args)
+
+    ppo.ppo_update = keep  # run_ours imports it at call time
+    try:
+        run_ours(start_weights("ours", seed), seed, transitions // rollout_size(), True)
+    finally:
+        ppo.ppo_update = update
+    ours = trained[0].state_dict()
+    apart = max(float((ours[k] - theirs[k]).abs().max()) for k in ours)
+    print(f"seed {seed}, {transitions:,} transitions: largest weight difference {apart:.3g}")
+    return apart
+
+
 def proportion(k: int, n: int) -> str:
     """k of n with Wilson's 95 % interval."""
     if n == 0:
@@ -295,7 +328,8 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("run", "report"))
+    parser.add_argument("mode", choices=("run", "report", "production"))
+    parser.add_argument("--seed", type=int, default=0, help="production: the cell's seed")
     parser.add_argument("--worker", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--branches", type=int, default=BRANCHES)
@@ -308,7 +342,9 @@ def main() -> None:
     args = parser.parse_args()
     if not 0 <= args.worker < args.workers:
         parser.error(f"--worker: 0 .. {args.workers - 1}, got {args.worker}")
-    if args.mode == "run":
+    if args.mode == "production":
+        production(args.seed, args.transitions, args.runs)
+    elif args.mode == "run":
         run(args.worker, args.workers, args.branches, args.transitions, args.runs, args.done)
     else:
         report(args.runs, args.out)
