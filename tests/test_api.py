@@ -91,7 +91,8 @@ def test_env_forms_resolve_to_the_env_the_run_remakes() -> None:
     assert own == f"api/{__name__}.ChannelsLast" and own in gym.registry
     fns = PPO(gym.vector.SyncVectorEnv([ChannelsLast, ChannelsLast])).config
     assert (fns.train.env, fns.ppo.num_envs) == (own, 2)
-    assert PPO(ChannelsLast()).config.train.env == own
+    instance = PPO(ChannelsLast()).config.train.env  # copies of it: its own id, not the class's
+    assert instance.startswith(own + "-") and instance in gym.registry
     with pytest.raises(UserError, match="num_envs=4 but the vector env has 3"):
         PPO(gym.make_vec("CartPole-v1", 3), num_envs=4)
     with pytest.raises(UserError, match="env must be an id"):

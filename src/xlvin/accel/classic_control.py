@@ -39,13 +39,15 @@ _PLAIN_WRAPPERS = (TimeLimit, OrderEnforcing, PassiveEnvChecker)
 
 
 def time_limit(env: gym.Env) -> int | None:
-    """The env's `TimeLimit` in steps when it is wrapped only by `_PLAIN_WRAPPERS` (else None)."""
+    """The env's `TimeLimit` in steps when it is wrapped only by `_PLAIN_WRAPPERS` (else None):
+    the least of its limits where it has several (`TimeLimit(gym.make(id), 7)`)."""
     limit = None
     while isinstance(env, gym.Wrapper):
         if not isinstance(env, _PLAIN_WRAPPERS):
             return None
         if isinstance(env, TimeLimit):
-            limit = env._max_episode_steps
+            steps = env._max_episode_steps
+            limit = steps if limit is None else min(limit, steps)
         env = env.env
     return limit
 

@@ -21,7 +21,8 @@ import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with g
 from xlvin.envs.atari import make_ale_vector_env
 from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
-from xlvin.errors import UserError
+from xlvin.envs.given import given_env
+from xlvin.errors import UserError, one_line
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.spaces import read_observations
 from xlvin.train.storage import Rollout, concat_rollouts
@@ -124,6 +125,7 @@ def make_vector_env(
     record_stats: bool = True,
     vectorization: Literal["sync", "async", "ale"] = "sync",
     env_kwargs: dict[str, Any] | None = None,
+    lend: bool = False,
 ) -> VectorEnv:
     """`gym.make_vec(env_id, num_envs, vectorization, **env_kwargs)` with episode statistics
     (`EpisodeStatistics` unless the sub-envs record their own: `records_own_episodes`), each
@@ -138,6 +140,11 @@ def make_vector_env(
     faster on a 2-core machine (benchmarks/notes.md). "ale" makes Atari envs with ale-py's own
     vector env (`xlvin.envs.atari.make_ale_vector_env`: other no-op draws, no resume), which
     records its own games' statistics.
+
+    An env the user passed to the API as an object (`xlvin.envs.given.GivenEnv`: an instance, a
+    vector env of different or asynchronous sub-envs) is built from its own makers instead, in
+    its own vectorisation; with `lend` (the training env), its first sub-env is the user's
+    instance itself.
     """
     if record_stats and autoreset_mode != AutoresetMode.NEXT_STEP:
         raise UserError("episode statistics are kept for NEXT_STEP autoreset only")
@@ -145,7 +152,13 @@ def make_vector_env(
         if env_kwargs or autoreset_mode != AutoresetMode.NEXT_STEP:
             raise UserError("--atari-vector ale takes no env options and autoresets at the next step")
         return make_ale_vector_env(env_id, num_envs)
+    given = given_env(env_id)
     try:
+        if given is not None and given.own_vector and vectorization != "ale":
+            vector = gym.vector.AsyncVectorEnv if given.mode == "async" else gym.vector.SyncVectorEnv
+            envs = vector(given.env_fns(num_envs, dict(env_kwargs or {}), read_observations, lend),
+                          autoreset_mode=autoreset_mode, copy=False)
+            return EpisodeStatistics(envs) if record_stats and not records_own_episodes(envs) else envs
         envs = gym.make_vec(
             env_id,
             num_envs,
@@ -155,8 +168,8 @@ def make_vector_env(
             wrappers=[read_observations],
             **(env_kwargs or {}),
         )
-    except gym.error.Error as err:
-        raise UserError(f"cannot make environment {env_id!r}: {err}") from None
+    except (gym.error.Error, RuntimeError, AssertionError) as err:  # sub-envs of other spaces
+        raise UserError(f"cannot make environment {env_id!r}: {one_line(err)}") from None
     return EpisodeStatistics(envs) if record_stats and not records_own_episodes(envs) else envs
 
 

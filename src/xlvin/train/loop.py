@@ -167,7 +167,7 @@ class OnlineData:
         self.rounds = cfg.num_updates
         self.vectorization = "ale" if cfg.atari_vector == "ale" else "sync"
         self.envs = make_vector_env(env_id, cfg.num_envs, env_kwargs=env_kwargs,
-                                    vectorization=self.vectorization)
+                                    vectorization=self.vectorization, lend=True)
         self.exact = restorable(self.envs)
         self.state = reset_envs(self.envs, seed)
         self.next_round = 0
