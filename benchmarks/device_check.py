@@ -47,7 +47,7 @@ def gsde_cuda():
         m.learn(8192, out=Path(tmp) / "run", progress=False)
         wall = time.perf_counter() - t
         params_device = str(next(m.policy.parameters()).device)
-        a, _ = m.predict(np.zeros((2, 3), np.float32))
+        a, _ = m.predict(np.zeros((2, 3), np.float32), deterministic=True)
         loaded = PPO.load(Path(tmp) / "run")
         ev = loaded.evaluate(episodes=2)
     return {"wall": wall, "device": params_device, "action_shape": list(a.shape),
@@ -67,7 +67,7 @@ def binned_cuda():
                       transe_episodes=20, **options)
             t = time.perf_counter()
             m.learn(1024, out=Path(tmp) / "run", progress=False)
-            a, _ = m.predict(np.zeros((2, 3), np.float32))
+            a, _ = m.predict(np.zeros((2, 3), np.float32), deterministic=True)
             loaded = XLVIN.load(Path(tmp) / "run")
             out[method] = {"wall": time.perf_counter() - t, "action_shape": list(a.shape),
                            "eval_mean": loaded.evaluate(episodes=1)["mean"]}

@@ -24,7 +24,8 @@ model.learn(total_steps=256 if args.tiny else 50_000)
 model.save(args.out)
 
 obs, _ = gym.make("CartPole-v1").reset(seed=0)
-action, value = model.predict(obs, deterministic=True)
+action, _ = model.predict(obs, deterministic=True)  # (action, state), as in SB3
+value = model.predict_values(obs)
 print(f"in the first state: action {action}, V(s) = {value:.2f}")
 
 model = XLVIN.load(args.out)

@@ -109,14 +109,17 @@ def test_unsupported_spaces_are_one_line_errors() -> None:
 def test_predict_takes_one_observation_or_a_batch_numpy_or_torch() -> None:
     model = PPO("CartPole-v1", seed=0)
     batch = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
-    actions, values = model.predict(batch)
+    actions, state = model.predict(batch, deterministic=True)
+    values = model.predict_values(batch)
+    assert state is None  # (action, state), as Stable-Baselines3's predict
     assert actions.shape == (5,) and values.shape == (5,) and actions.dtype == np.int64
     logits, expected = model.policy(torch.from_numpy(batch))
     np.testing.assert_array_equal(actions, logits.argmax(-1).numpy())
     np.testing.assert_allclose(values, expected.detach().numpy())
-    action, value = model.predict(batch[2])
+    action, _ = model.predict(batch[2], deterministic=True)
+    value = model.predict_values(batch[2])
     assert action.shape == () and action == actions[2] and value == pytest.approx(values[2])
-    torch_actions, _ = model.predict(torch.from_numpy(batch))
+    torch_actions, _ = model.predict(torch.from_numpy(batch), deterministic=True)
     np.testing.assert_array_equal(torch_actions, actions)
     sampled = {int(model.predict(batch[0], deterministic=False)[0]) for _ in range(50)}
     assert sampled == {0, 1}  # a near-uniform initial policy samples both actions
@@ -136,7 +139,8 @@ def test_api_save_and_cli_evaluate_agree_and_the_reverse(
     assert main(["evaluate", str(saved), "--episodes", "5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == model.evaluate(episodes=5)
     loaded = XLVIN.load(saved)
-    (actions, values), (trained_actions, trained_values) = loaded.predict(obs), model.predict(obs)
+    actions, trained_actions = (m.predict(obs, deterministic=True)[0] for m in (loaded, model))
+    values, trained_values = loaded.predict_values(obs), model.predict_values(obs)
     np.testing.assert_array_equal(actions, trained_actions)
     np.testing.assert_array_equal(values, trained_values)
     # the command line trains; the API loads and evaluates
@@ -150,7 +154,7 @@ def test_api_save_and_cli_evaluate_agree_and_the_reverse(
     agent, _ = load_run(tmp_path / "cli")
     with torch.no_grad():
         greedy = agent(torch.from_numpy(obs))[0].argmax(-1).numpy()
-    np.testing.assert_array_equal(from_cli.predict(obs)[0], greedy)
+    np.testing.assert_array_equal(from_cli.predict(obs, deterministic=True)[0], greedy)
     # the same seed and config train the same weights through either door
     api_weights = load_file(saved / "model.safetensors")
     cli_weights = load_file(tmp_path / "cli" / "model.safetensors")
@@ -202,7 +206,7 @@ def test_discrete_observations_train_one_hot(tmp_path: Path, capsys) -> None:
     model = PPO.load(out)
     assert isinstance(model.policy.encoder[0], OneHot) and model.spaces.states == 16
     assert isinstance(model.policy.encoder[1], MLPEncoder)
-    actions, _ = model.predict(np.arange(16))
+    actions, _ = model.predict(np.arange(16), deterministic=True)
     assert actions.shape == (16,) and set(actions) <= {0, 1, 2, 3}
     assert model.evaluate(episodes=3)["episodes"] == 3
 
@@ -218,7 +222,7 @@ def test_channels_last_images_train_channels_first(tmp_path: Path, executor_path
         direct = cnn(torch.from_numpy(frames).permute(0, 3, 1, 2))
         adapted = model.policy.encoder(torch.from_numpy(frames))
     torch.testing.assert_close(adapted, direct, rtol=0, atol=0)
-    assert model.predict(frames)[0].shape == (4,)
+    assert model.predict(frames, deterministic=True)[0].shape == (4,)
 
 
 def test_gym_packages_are_recorded_and_asked_for_never_imported(
@@ -268,3 +272,15 @@ def test_an_untrained_model_saves_a_run_the_command_line_evaluates(tmp_path: Pat
     assert json.loads(capsys.readouterr().out) == model.evaluate(episodes=3)
     with pytest.raises(UserError, match="not to a ChannelsLast instance"):
         PPO(ChannelsLast(), env_kwargs={"size": 3})
+
+
+def test_predict_is_stable_baselines3s() -> None:
+    """predict(observation, state=None, episode_start=None, deterministic=False) -> (action,
+    state): sampled by default, greedy with deterministic=True; the value in predict_values."""
+    model = PPO("CartPole-v1", seed=0)
+    obs = np.random.default_rng(0).normal(size=(4,)).astype(np.float32)
+    action, state = model.predict(obs, None, np.array([True]), True)  # SB3's positional order
+    assert state is None and action == model.predict(obs, deterministic=True)[0]
+    assert {int(model.predict(obs)[0]) for _ in range(50)} == {0, 1}  # sampled by default
+    assert model.predict(obs, state="kept")[1] == "kept"
+    assert model.predict_values(obs).shape == ()

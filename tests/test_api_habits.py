@@ -53,12 +53,12 @@ def files(run: Path) -> dict[str, bytes]:
 def test_a_run_of_a_callable_env_loads_and_predicts_in_a_new_process(tmp_path: Path) -> None:
     model = PPO(make_flat, seed=0, **TINY).learn(ROLLOUT, out=tmp_path / "run", progress=False)
     assert model.config.train.env.startswith("api/")
-    expected = model.predict(OBS)[0].tolist()
+    expected = model.predict(OBS, deterministic=True)[0].tolist()
     script = (
         "import json, sys, numpy as np\n"
         "from xlvin import PPO, UserError\n"
         "model = PPO.load(sys.argv[1])\n"
-        f"actions = model.predict(np.array({OBS.tolist()}, dtype=np.float32))[0].tolist()\n"
+        f"actions = model.predict(np.array({OBS.tolist()}, dtype=np.float32), deterministic=True)[0].tolist()\n"
         "try:\n"
         "    model.evaluate(episodes=2)\n"
         "    refusal = None\n"
@@ -238,8 +238,8 @@ def test_eval_callback_evaluates_a_separate_env_saves_the_best_and_changes_nothi
     score = best.evaluate(episodes=3, seed=2_000_000, env=short_cartpole)["mean"]
     assert score == evaluation.best_mean == max(e["mean"] for e in evaluation.evaluations)
     assert sorted(p.name for p in (tmp_path / "saves").iterdir()) == ["steps-192", "steps-96"]
-    np.testing.assert_array_equal(PPO.load(tmp_path / "saves" / "steps-192").predict(OBS)[0],
-                                  plain.predict(OBS)[0])
+    np.testing.assert_array_equal(PPO.load(tmp_path / "saves" / "steps-192").predict(OBS, deterministic=True)[0],
+                                  plain.predict(OBS, deterministic=True)[0])
     with pytest.raises(UserError, match="EvalCallback: .* already holds files"):
         EvalCallback(every=10, best_model_path=tmp_path / "saves")
     with pytest.raises(UserError, match=r"env 'Acrobot-v1' has observations \[6\]"):

@@ -315,11 +315,11 @@ def test_pendulum_from_the_api_saves_and_applies_frozen_statistics(tmp_path: Pat
     norm = model.policy.encoder[0]
     assert isinstance(norm, RunningNorm) and norm.count.item() > 256  # on by default for Box
     obs = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, -8.0]], np.float32)
-    actions, values = model.predict(obs)
+    actions, values = model.predict(obs, deterministic=True)[0], model.predict_values(obs)
     assert actions.shape == (2, 1) and (np.abs(actions) <= 2).all()
     loaded = PPO.load(tmp_path / "run")
     assert torch.equal(loaded.policy.encoder[0].mean, norm.mean)
-    again, values_again = loaded.predict(obs)
+    again, values_again = loaded.predict(obs, deterministic=True)[0], loaded.predict_values(obs)
     np.testing.assert_allclose(again, actions, **TOL)
     np.testing.assert_allclose(values_again, values, **TOL)
     count = norm.count.item()

@@ -195,7 +195,7 @@ def test_xlvin_on_box_actions_bins_them_by_default() -> None:
     uniformly per node; Discrete actions keep the full tree unless asked; PPO keeps its
     Gaussian unless asked for bins."""
     model = XLVIN("Pendulum-v1")
-    actions, _ = model.predict(np.zeros(3, np.float32))
+    actions, _ = model.predict(np.zeros(3, np.float32), deterministic=True)
     assert actions.shape == (1,) and -2 <= actions[0] <= 2
     policy = model.policy
     assert isinstance(policy.distribution, BinnedCategorical) and policy.distribution.bins == 11

@@ -150,13 +150,14 @@ def test_a_dict_env_learns_and_predict_takes_its_dicts(tmp_path: Path) -> None:
     assert result["mean"] >= 7.5, result["returns"]  # greedy and right: 8
     env = DictEnv()
     obs, _ = env.reset(seed=3)
-    action, _ = model.predict(obs)
+    action, _ = model.predict(obs, deterministic=True)
     assert action == env.lit ^ env.flag
     batch = {"flag": np.array([0, 1]), "image": np.stack([obs["image"]] * 2)}
     model.save(tmp_path / "m")
     loaded = Model.load(tmp_path / "m")
-    np.testing.assert_array_equal(loaded.predict(batch)[0], model.predict(batch)[0])
-    assert loaded.predict(batch)[0].tolist() == [env.lit, 1 - env.lit]
+    np.testing.assert_array_equal(loaded.predict(batch, deterministic=True)[0],
+                                  model.predict(batch, deterministic=True)[0])
+    assert loaded.predict(batch, deterministic=True)[0].tolist() == [env.lit, 1 - env.lit]
     with pytest.raises(UserError, match="reads Dict observations with parts flag, image"):
         loaded.predict(obs["image"])
 
@@ -281,5 +282,5 @@ def test_minigrid_trains_from_its_id_with_no_wrapper() -> None:
     assert len(result["lengths"]) == 2 and all(0 < n <= 250 for n in result["lengths"])
     env = gym.make("MiniGrid-DoorKey-5x5-v0")
     obs, _ = env.reset(seed=0)
-    action, _ = model.predict(obs)
+    action, _ = model.predict(obs, deterministic=True)
     assert 0 <= int(action) < 7

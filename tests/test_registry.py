@@ -113,7 +113,7 @@ def test_a_registered_encoder_replaces_the_built_in_one(monkeypatch: pytest.Monk
     monkeypatch.setitem(ENCODERS, "flat", ENCODERS["flat"])  # the built-in one comes back after
     register_encoder("flat", lambda a, s: nn.Linear(s.flat_size, a.embedding_dim))
     model = PPO("CartPole-v1", embedding_dim=7)
-    assert model.predict(torch.zeros(3, 4))[0].shape == (3,)
+    assert model.predict(torch.zeros(3, 4), deterministic=True)[0].shape == (3,)
     assert isinstance(model.policy.encoder, nn.Linear) and model.policy.encoder.out_features == 7
     with pytest.raises(UserError, match="unknown observation kind 'graph'"):
         register_encoder("graph", lambda a, s: nn.Identity())

@@ -4,7 +4,7 @@
     model = XLVIN("CartPole-v1", depth=2, seed=0)
     model.learn(total_steps=50_000)
     model.save("runs/cp")
-    action, value = model.predict(obs, deterministic=True)
+    action, _ = model.predict(obs, deterministic=True)   # (action, state), as in SB3
     model = XLVIN.load("runs/cp")
     model.evaluate(episodes=100)
 
@@ -504,12 +504,29 @@ class Model:
         return self.policy
 
     @_python_errors
-    def predict(self, obs: Any, deterministic: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """(action, value) of one observation, or (actions [N], values [N]) of a batch [N, ...],
-        NumPy or torch: the greedy action (the mode of pi(.|s)) when `deterministic`, else one
-        sampled from pi(.|s); Box actions clipped to the bounds, observations normalised with the
-        model's frozen statistics where it has them; Dict observations as the env gives them (a
-        dict of arrays [N, ...] for a batch). Needs no env: a loaded model knows its spaces."""
+    def predict(
+        self, observation: Any, state: Any = None, episode_start: Any = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, None]:
+        """(action, state) of one observation, or (actions [N], state) of a batch [N, ...], NumPy
+        or torch, as Stable-Baselines3's `predict`: an action sampled from pi(.|s) by default,
+        the greedy one (the mode of pi(.|s)) with `deterministic=True`; Box actions clipped to
+        the bounds, observations normalised with the model's frozen statistics where it has
+        them; Dict observations as the env gives them (a dict of arrays [N, ...] for a batch).
+        The policies have no recurrent state: `state` is returned as given (None), and
+        `episode_start` is accepted and unused. The value of an observation: `predict_values`.
+        Needs no env: a loaded model knows its spaces."""
+        actions, _ = self._act(observation, deterministic, "predict")
+        return actions, state
+
+    @_python_errors
+    def predict_values(self, observation: Any) -> np.ndarray:
+        """The critic's value V(s) of one observation (a 0-d array), or values [N] of a batch,
+        as `predict` reads them (what `predict` returned second before; CHANGELOG.md)."""
+        return self._act(observation, True, "predict_values")[1]
+
+    def _act(self, obs: Any, deterministic: bool, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(actions, values) of an observation or a batch (`predict`)."""
         policy = self._policy()
         if self.spaces.parts:
             obs = self._flat_dict(obs)
@@ -517,7 +534,7 @@ class Model:
         shape = self.spaces.obs_shape
         single = tuple(x.shape) == shape
         if not single and tuple(x.shape[1:]) != shape:
-            raise UserError(f"predict: an observation has shape {list(shape)} (a batch [N, "
+            raise UserError(f"{name}: an observation has shape {list(shape)} (a batch [N, "
                             f"{', '.join(map(str, shape))}]), got {list(x.shape)}")
         batch = x.unsqueeze(0) if single else x
         training = policy.training
