@@ -10,18 +10,12 @@ from xlvin.nn.distributions import (
     StateDependentGaussian,
 )
 from xlvin.nn.executor import MessagePassing
-from xlvin.nn.expansion import LEARNED, Expansion, expand_sampled_tree
+from xlvin.nn.expansion import LEARNED, Expansion
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transe import energy, transe_objective, weighted_transe_loss
 from xlvin.nn.transition import TransitionModel, joint_actions, one_hots
-from xlvin.nn.tree import (
-    execute_levels,
-    execute_tree,
-    expand_projected_tree,
-    expand_pruned_tree,
-    expand_tree,
-)
+from xlvin.nn.planners import planner
 from xlvin.nn.vae import VAEWorldModel
 
 #: Weight of the rollout policy's distillation loss (a pruned tree only). Its input and target
@@ -172,6 +166,7 @@ class XLVINAgent(ActorCritic):
         learned = expansion is not None and expansion.method in LEARNED
         self.rollout_policy = nn.Linear(embedding_dim, num_actions) if prune or learned else None
         self.world_model = world_model  # None: a plain attribute, no weights (TransE's keys kept)
+        self.planner = planner(depth, prune, expansion)  # holds no weights
         # [one-hot(a), gamma] of every action (not saved: a function of the constructor's
         # arguments); none with a sampled expansion, which embeds the actions it draws
         actions = (torch.zeros(0, transition.action_width) if expansion is not None
@@ -187,48 +182,19 @@ class XLVINAgent(ActorCritic):
         """The embedded edge feature of every action, e_a = Linear([one-hot(a), gamma]): [A, H]."""
         return self.edge_projection(self.edge_input)
 
+    def embed_actions(self, actions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The embedded edge feature of joint actions [N, d] (long): Linear([one-hots, gamma])
+        [N, H] (the edges of a sampled tree)."""
+        return self.edge_projection(self.with_gamma(one_hots(actions, self.factors).to(dtype)))
+
     def plan(self, h: torch.Tensor) -> torch.Tensor:
-        """chi_s [B, H] from h_s [B, k]: expand the latent tree to depth K (paper 3.2, step 3)
-        and run the executor K times over it (step 4), then `chi_projection` if there is one;
-        zeros [B, H] with `zero_chi`."""
+        """chi_s [B, H] from h_s [B, k]: the planner's tree and the executor run over it (paper
+        3.2, steps 3 and 4; `xlvin.nn.planners`), then `chi_projection` if there is one; zeros
+        [B, H] with `zero_chi`."""
         if self.zero_chi:
             return h.new_zeros(h.shape[0], self.edge_projection.out_features)
-        if self.expansion is not None:
-            chi = self.plan_sampled(h, self.expansion)
-        elif self.rollout_policy is None:
-            chi = self.plan_full(h)
-        else:
-            chi = self.plan_pruned(h, self.rollout_policy)
+        chi = self.planner.plan(self, h)
         return chi if self.chi_projection is None else self.chi_projection(chi)
-
-    def plan_full(self, h: torch.Tensor) -> torch.Tensor:
-        """The executor's chi [B, H] over the full tree of h [B, k] (the paper's)."""
-        if self.node_projection is None:
-            levels = expand_tree(h, self.transition, self.depth)
-        else:
-            levels = expand_projected_tree(h, self.transition, self.node_projection, self.depth)
-        return execute_tree(self.processor, levels, self.edge_features(), self.depth)
-
-    def plan_pruned(self, h: torch.Tensor, rollout_policy: nn.Module) -> torch.Tensor:
-        """The executor's chi [B, H] over the pruned tree of h [B, k] (`prune` > 0, ours)."""
-        levels, actions = expand_pruned_tree(
-            h, self.transition, rollout_policy, self.depth, self.prune
-        )
-        if self.node_projection is not None:
-            levels = [self.node_projection(level) for level in levels]
-        edges = self.edge_features()  # [A, H]
-        return execute_levels(self.processor, levels, [edges[a] for a in actions], self.depth)
-
-    def plan_sampled(self, h: torch.Tensor, expansion: Expansion) -> torch.Tensor:
-        """The executor's chi [B, H] over a tree that expands N sampled joint actions per node
-        (`xlvin.nn.expansion`), each edge embedded from its action's one-hots and gamma."""
-        levels, actions = expand_sampled_tree(h, self.transition, expansion, self.rollout_policy,
-                                              self.depth)
-        if self.node_projection is not None:
-            levels = [self.node_projection(level) for level in levels]
-        edges = [self.edge_projection(self.with_gamma(one_hots(a, self.factors).to(h.dtype)))
-                 for a in actions]
-        return execute_levels(self.processor, levels, edges, self.depth)
 
     def distillation_loss(self, h: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
         """{"distillation": weight * CE(pi(.|s), rollout policy(h_s))} with a rollout policy
