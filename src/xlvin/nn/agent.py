@@ -3,6 +3,7 @@
 import torch
 from torch import nn
 
+from xlvin.nn.auxiliary import AuxiliaryLoss, TransE, WorldModel, rollout_distillation
 from xlvin.nn.distributions import (
     ActionDistribution,
     Categorical,
@@ -12,16 +13,10 @@ from xlvin.nn.distributions import (
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.expansion import LEARNED, Expansion
 from xlvin.nn.heads import ActorCriticHeads
-from xlvin.nn.policy import ActorCritic, TransitionBatch
-from xlvin.nn.transe import energy, transe_objective, weighted_transe_loss
-from xlvin.nn.transition import TransitionModel, joint_actions, one_hots
 from xlvin.nn.planners import planner
+from xlvin.nn.policy import ActorCritic, TransitionBatch
+from xlvin.nn.transition import TransitionModel, joint_actions, one_hots
 from xlvin.nn.vae import VAEWorldModel
-
-#: Weight of the rollout policy's distillation loss (a pruned tree only). Its input and target
-#: are detached, so it trains the rollout policy alone; the weight only keeps its gradient small
-#: within PPO's global gradient-norm clip.
-DISTILLATION_WEIGHT = 0.01
 
 
 class PPOAgent(ActorCritic):
@@ -63,8 +58,7 @@ class PPOAgent(ActorCritic):
                                       log_std_init if gaussian else None,
                                       sde=isinstance(self.distribution, StateDependentGaussian))
         self.transition = transition
-        self.transe_weight = transe_weight
-        self.transe_negatives = transe_negatives
+        self.auxiliary = TransE(transe_weight, transe_negatives)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A] (the distribution's parameters), values [B]."""
@@ -76,51 +70,43 @@ class PPOAgent(ActorCritic):
         """The TransE loss (eq. 2) times `transe_weight`, when there is a transition model."""
         if self.transition is None:
             return {}
-        return weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch,
-                                    self.transe_negatives)
+        return self.auxiliary.terms(self, batch)
 
 
 class XLVINAgent(ActorCritic):
-    """XLVIN policy network (paper section 3.2).
+    """The XLVIN policy network (paper section 3.2): encoder -> planner -> heads.
 
-    h_s = z(s); a latent tree of depth K over all actions is grown with h' = h + T(h, a); the
-    frozen pre-trained processor X runs K times over it (messages from child to parent, edge
-    features = a trainable projection of [one-hot(a), gamma]); chi_s is the root's executed
-    embedding and pi(a|s) = A(h_s, chi_s), V(s) = V(h_s, chi_s). The transition model gets the PPO
-    gradient plus the TransE loss (paper eq. 2) with weight `transe_weight` (0.001 in the paper),
-    its negatives drawn as `transe_negatives` says (`xlvin.nn.transe.NEGATIVES`).
+        h_s = z(s)                                      [B, k]   step 1, `encoder`
+        chi_s = planner(h_s)                            [B, H]   steps 2-4, `planner`
+        pi(.|s), V(s) = A(h_s, chi_s), V(h_s, chi_s)    [B, A], [B]   step 5, `heads`
 
-    When the embedding width k differs from the executor's H (pixel encoders, k = 512), or with
-    `projections`, a trainable `node_projection` Linear(k -> H) maps every node of the tree into
-    the executor's width; the tree is then grown directly in that width
-    (`expand_projected_tree`). `projections` also adds a trainable Linear(H -> H) on chi before
-    the heads (`chi_projection`): the authors' code has both layers ("transe2gnn", "gnn_decoder").
-
-    `zero_chi` (an ablation, not the paper's) gives the heads zeros in place of chi_s: the
-    same network without any planning, the transition model trained by the TransE term alone.
-
-    `prune` > 0 (ours, not the paper's) grows a pruned tree instead (`expand_pruned_tree`): below
-    depth 1 each node expands only the `prune` actions that a rollout policy ranks highest. The
-    rollout policy, a Linear(k -> A) on a node's embedding, is distilled from the agent's own
-    policy as I2A distils its rollout policy (Racaniere et al. 2017; the paper's section 3.2
-    suggests it): cross-entropy from pi(.|s) to it at the roots, both detached, added to PPO's
-    loss with weight `DISTILLATION_WEIGHT`.
-
+    The planner (`xlvin.nn.planners`) grows a latent tree of depth K with h' = h + T(h, a)
+    (eq. 5; `transition`) and runs the frozen pre-trained processor X (`processor`) K times
+    over it, messages from child to parent (eq. 3) with edge features e_a = a trainable
+    projection of [one-hot(a), gamma] (`edge_projection`) and updates (eq. 4); chi_s is the
+    roots' executed embedding. The paper's planner expands every action (`FullTree`); ours
+    expand the `prune` actions a rollout policy ranks highest below depth 1 (`PrunedTree`) or N
+    sampled joint actions at every node (`expansion`: `SampledTree`, `xlvin.nn.expansion`).
     Joint actions of several factors (a MultiDiscrete, or a Box binned per dimension: the
     `transition` takes factors `nvec`, `distribution` is their factorised categorical) read as
-    the concatenation of their factors' one-hots, in the transition's input and in the edge
-    features. `expansion` (ours, `xlvin.nn.expansion`) grows a tree in which every node, the
-    roots included, expands N sampled joint actions instead of all of them; its learned methods
-    read the rollout policy, distilled as above (per factor).
+    the concatenation of their factors' one-hots, in the transition's input and in the edges.
 
-    `world_model` (the paper's appendix "world models" variant, figure 10) replaces the TransE
-    term by a VAE's (`xlvin.nn.vae.VAEWorldModel`: reconstruction + KL, the embedding h_s its
-    posterior mean) and trains the transition model, ours, to predict the next state's embedding:
-    d(h_s + T(h_s, a), h_s') with h_s and h_s' detached (TransE's positive energy, no
-    negatives), so only the VAE and PPO shape the encoder. All three terms get `transe_weight`.
-    The accelerators need nothing of it: the fused PPO loss and flat Adam (`xlvin.accel`) take its
-    terms as any auxiliary term, and the NumPy actor reads MLP encoders only, so a VAE agent (on
-    pixels) acts with this readable code.
+    The auxiliary loss (`xlvin.nn.auxiliary`) keeps T a model of the environment: the TransE
+    loss (eq. 2) with weight `transe_weight` (0.001 in the paper), its negatives drawn as
+    `transe_negatives` says; with a `world_model`, the VAE variant of the paper's appendix
+    (figure 10) in its place, every term with weight `transe_weight`. A rollout policy (a
+    Linear(k -> sum(nvec)) on a node's embedding, made for a pruned tree and for the learned
+    expansions) is distilled from the agent's own policy (`rollout_distillation`).
+
+    Widths: where k differs from the executor's H (pixel encoders, k = 512), or with
+    `projections`, a trainable `node_projection` Linear(k -> H) maps the tree's nodes into the
+    executor's width; `projections` also adds a trainable Linear(H -> H) on chi_s before the
+    heads (`chi_projection`): the authors' code has both ("transe2gnn", "gnn_decoder").
+    `zero_chi` (an ablation) gives the heads zeros in place of chi_s.
+
+    The accelerators need nothing of the variants: the fused PPO loss and flat Adam
+    (`xlvin.accel`) take the auxiliary terms as they come, and the NumPy actor acts for a full
+    tree over MLP encoders only (the rest act with this readable code).
     """
 
     def __init__(
@@ -150,8 +136,7 @@ class XLVINAgent(ActorCritic):
         self.zero_chi = zero_chi
         self.prune = prune
         self.gamma = gamma
-        self.transe_weight = transe_weight
-        self.transe_negatives = transe_negatives
+        # the weights, registered in this order (their names and order are the saved runs')
         self.encoder = encoder
         self.transition = transition
         self.processor = processor.requires_grad_(False)
@@ -166,13 +151,36 @@ class XLVINAgent(ActorCritic):
         learned = expansion is not None and expansion.method in LEARNED
         self.rollout_policy = nn.Linear(embedding_dim, num_actions) if prune or learned else None
         self.world_model = world_model  # None: a plain attribute, no weights (TransE's keys kept)
-        self.planner = planner(depth, prune, expansion)  # holds no weights
+        # the parts that hold no weights
+        self.planner = planner(depth, prune, expansion)
+        self.auxiliary: AuxiliaryLoss = (TransE(transe_weight, transe_negatives)
+                                         if world_model is None else WorldModel(transe_weight))
         # [one-hot(a), gamma] of every action (not saved: a function of the constructor's
         # arguments); none with a sampled expansion, which embeds the actions it draws
         actions = (torch.zeros(0, transition.action_width) if expansion is not None
                    else one_hots(joint_actions(transition.nvec), transition.nvec)
                    if transition.nvec else torch.eye(transition.num_actions))
         self.register_buffer("edge_input", self.with_gamma(actions), persistent=False)
+
+    @property
+    def transe_weight(self) -> float:
+        """The auxiliary loss's weight (TransE's, or every world-model term's)."""
+        return self.auxiliary.weight
+
+    @transe_weight.setter
+    def transe_weight(self, weight: float) -> None:
+        self.auxiliary.weight = weight
+
+    @property
+    def transe_negatives(self) -> str | None:
+        """How the TransE loss draws its negatives (None with a world model)."""
+        return getattr(self.auxiliary, "negatives", None)
+
+    @transe_negatives.setter
+    def transe_negatives(self, negatives: str) -> None:
+        if not isinstance(self.auxiliary, TransE):
+            raise ValueError("an agent with a world model has no TransE negatives")
+        self.auxiliary.negatives = negatives
 
     def with_gamma(self, one_hot: torch.Tensor) -> torch.Tensor:
         """[one-hot(a), gamma] [N, width + 1] of actions' one-hots [N, width]."""
@@ -189,86 +197,32 @@ class XLVINAgent(ActorCritic):
 
     def plan(self, h: torch.Tensor) -> torch.Tensor:
         """chi_s [B, H] from h_s [B, k]: the planner's tree and the executor run over it (paper
-        3.2, steps 3 and 4; `xlvin.nn.planners`), then `chi_projection` if there is one; zeros
-        [B, H] with `zero_chi`."""
+        3.2, steps 2-4), then `chi_projection` if there is one; zeros [B, H] with `zero_chi`."""
         if self.zero_chi:
             return h.new_zeros(h.shape[0], self.edge_projection.out_features)
         chi = self.planner.plan(self, h)
         return chi if self.chi_projection is None else self.chi_projection(chi)
 
-    def distillation_loss(self, h: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
-        """{"distillation": weight * CE(pi(.|s), rollout policy(h_s))} with a rollout policy
-        (a pruned tree, a learned expansion), both sides detached (the rollout policy learns,
-        nothing else), summed over the factors of a joint action; {} without one."""
-        if self.rollout_policy is None:
-            return {}
-        parts = zip(logits.detach().split(self.factors, dim=-1),
-                    self.rollout_policy(h.detach()).split(self.factors, dim=-1))  # [B, n_j] each
-        loss = sum(-(torch.softmax(target, -1) * torch.log_softmax(rollout, -1)).sum(-1)
-                   for target, rollout in parts)
-        return {"distillation": DISTILLATION_WEIGHT * loss.mean()}
-
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs [B, ...] -> logits [B, A], values [B] of A(h_s, chi_s), V(h_s, chi_s) (step 5)."""
-        h = self.encoder(obs)
+        h = self.encoder(obs)  # [B, k]
         return self.heads(torch.cat([h, self.plan(h)], dim=-1))
-
-    def world_model_losses(self, h: torch.Tensor, batch: TransitionBatch) -> dict[str, torch.Tensor]:
-        """The VAE variant's terms, each times `transe_weight` ({} at weight 0): reconstruction
-        and KL of the batch's frames from h = h_s [B, k], and the transition model's
-        d(h_s + T(h_s, a), h_s') with h_s and h_s' detached."""
-        if self.transe_weight == 0:
-            return {}
-        assert self.world_model is not None
-        reconstruction, kl = self.world_model(h, batch.obs)
-        with torch.no_grad():
-            target = self.encoder(batch.next_obs)  # [B, k]
-        predicted = self.transition.next_embedding(h.detach(), batch.actions)  # [B, k]
-        transition = energy(predicted, target).mean()
-        w = self.transe_weight
-        return {"vae_reconstruction": w * reconstruction, "vae_kl": w * kl,
-                "transition": w * transition}
-
-    def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
-        """The TransE loss (paper eq. 2) on the batch's transitions, times `transe_weight`, and
-        the rollout policy's distillation loss (a pruned tree only); with a `world_model`, its
-        terms in place of TransE's."""
-        if self.world_model is not None:
-            h = self.encoder(batch.obs)
-            losses = self.world_model_losses(h, batch)
-            if self.rollout_policy is not None:
-                logits, _ = self.heads(torch.cat([h, self.plan(h)], dim=-1))
-                losses.update(self.distillation_loss(h, logits))
-            return losses
-        losses = weighted_transe_loss(self.encoder, self.transition, self.transe_weight, batch,
-                                      self.transe_negatives)
-        if self.rollout_policy is not None:
-            h = self.encoder(batch.obs)
-            logits, _ = self.heads(torch.cat([h, self.plan(h)], dim=-1))
-            losses.update(self.distillation_loss(h, logits))
-        return losses
 
     def forward_with_aux(
         self, batch: TransitionBatch
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """`forward(batch.obs)` and the TransE term with one encoder pass over [obs; next_obs]
-        (the same values as the two calls, up to float rounding); with a `world_model`, one
-        encoder pass over obs and its terms."""
-        if self.world_model is not None:
-            h = self.encoder(batch.obs)  # [B, k]
-            logits, values = self.heads(torch.cat([h, self.plan(h)], dim=-1))
-            return logits, values, {**self.world_model_losses(h, batch),
-                                    **self.distillation_loss(h, logits)}
-        if self.transe_weight == 0:
-            z = self.encoder(batch.obs)
-            logits, values = self.heads(torch.cat([z, self.plan(z)], dim=-1))
-            return logits, values, self.distillation_loss(z, logits)
-        z, z_next = self.encoder(torch.cat([batch.obs, batch.next_obs])).chunk(2)  # [B, k] x2
-        logits, values = self.heads(torch.cat([z, self.plan(z)], dim=-1))
-        predicted = self.transition.next_embedding(z, batch.actions)
-        loss = transe_objective(z, predicted, z_next, negatives=self.transe_negatives)
-        return logits, values, {"transe": self.transe_weight * loss,
-                                **self.distillation_loss(z, logits)}
+        """What a PPO minibatch needs: `forward(batch.obs)`, the auxiliary loss's terms and the
+        rollout policy's distillation, with one encoder pass (over [obs; next_obs] where the
+        auxiliary loss reads the next states' embeddings too)."""
+        h, h_next = self.auxiliary.encode(self.encoder, batch)  # [B, k], [B, k] or None
+        logits, values = self.heads(torch.cat([h, self.plan(h)], dim=-1))  # [B, A], [B]
+        return logits, values, {**self.auxiliary.losses(self, h, h_next, batch),
+                                **rollout_distillation(self.rollout_policy, self.factors, h,
+                                                       logits)}
+
+    def auxiliary_losses(self, batch: TransitionBatch) -> dict[str, torch.Tensor]:
+        """The auxiliary terms of `forward_with_aux` alone."""
+        return self.forward_with_aux(batch)[2]
 
     def train(self, mode: bool = True) -> "XLVINAgent":
         """Like nn.Module.train, but the frozen processor always stays in evaluation mode."""

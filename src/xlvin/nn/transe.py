@@ -3,7 +3,6 @@
 import torch
 from torch import nn
 
-from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transition import TransitionModel
 
 #: Where the TransE loss draws its negatives s~ (paper eq. 2 compares z(s~) with z(s')):
@@ -39,19 +38,6 @@ def transe_loss(
     z, z_next = encoder(torch.cat([obs, next_obs])).chunk(2)  # [B, k] each, one encoder pass
     predicted = z + transition(z, actions)
     return transe_objective(z, predicted, z_next, hinge, sigma, generator, negatives)
-
-
-def weighted_transe_loss(
-    encoder: nn.Module, transition: TransitionModel, weight: float, batch: TransitionBatch,
-    negatives: str = "states",
-) -> dict[str, torch.Tensor]:
-    """{"transe": weight * transe_loss(...)} on a batch of real transitions, or {} at weight 0:
-    the auxiliary term an agent with a transition model adds to PPO's loss (paper section 3.3)."""
-    if weight == 0:
-        return {}
-    loss = transe_loss(encoder, transition, batch.obs, batch.actions, batch.next_obs,
-                       negatives=negatives)
-    return {"transe": weight * loss}
 
 
 def transe_objective(
