@@ -26,12 +26,13 @@ import numpy as np
 
 from xlvin.envs.maze import GOAL_REWARD, MOVE_REWARD, MazeEnv
 from xlvin.envs.maze_data import generated_split
-from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MazeCNN
-from xlvin.nn.gvin import GVINAgent
+from xlvin.nn.baselines.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
-from xlvin.nn.vin import VINAgent
+from xlvin.nn.baselines.vin import VINAgent
 from xlvin.process import prepare_process, seed_everything
 from xlvin.train.loop import OnlineData, train
 from xlvin.train.maze_evaluation import greedy_success

@@ -104,7 +104,7 @@ def _encoder(spec: dict[str, Any], obs_shape: tuple[int, ...]) -> tuple[torch.nn
 
 
 def ppo_ours(a: dict[str, Any]) -> dict[str, Any]:
-    from xlvin.nn.agent import PPOAgent
+    from xlvin.nn.baselines.ppo import PPOAgent
     from xlvin.train.ppo import PPOConfig
 
     seed_everything, evaluate_policy, train_ppo = _seed_everything(), _evaluate_policy(), _train_ppo()
@@ -254,7 +254,8 @@ class SyntheticEnv(_gym.Env):
 
 
 def planning(a: dict[str, Any]) -> dict[str, Any]:
-    from xlvin.nn.agent import PPOAgent, XLVINAgent
+    from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.baselines.ppo import PPOAgent
     from xlvin.nn.executor import MessagePassing
     from xlvin.train.ppo import PPOConfig
 

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from xlvin.accel.numpy_actor import make_actor
-from xlvin.nn.agent import PPOAgent, XLVINAgent
-from xlvin.nn.atreec import ATreeCAgent
+from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.baselines.ppo import PPOAgent
+from xlvin.nn.baselines.atreec import ATreeCAgent
 from xlvin.nn.encoders import MLPEncoder, NatureCNN
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic

@@ -8,7 +8,7 @@ import torch
 
 from xlvin.accel import classic_control
 from xlvin.accel.classic_control import AcrobotSteps, CartPoleSteps
-from xlvin.nn.agent import PPOAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.train import evaluation
 from xlvin.train.evaluation import EnvSteps, Evaluator, make_steps

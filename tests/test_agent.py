@@ -2,7 +2,8 @@
 
 import torch
 
-from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import TransitionBatch

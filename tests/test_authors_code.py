@@ -18,7 +18,8 @@ from safetensors.torch import load_file
 
 from benchmarks.authors_code.convert import MESSAGE_PASSING, TRANSE, policy_state, rename
 from xlvin.experiments import table1
-from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transe import transe_objective

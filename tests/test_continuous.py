@@ -12,7 +12,7 @@ import torch
 from tests.actor_check import assert_actor_matches
 from xlvin import PPO, XLVIN, UserError
 from xlvin.accel.numpy_sampling import mode_actions, sample_actions
-from xlvin.nn.agent import PPOAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.distributions import (
     Categorical,
     DiagGaussian,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import xlvin.envs
-from xlvin.nn.agent import PPOAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder, NatureCNN
 
 

@@ -11,11 +11,11 @@ import torch
 from xlvin.envs.maze import AGENT, GOAL, WALLS
 from xlvin.envs.maze_data import MOVES, MazeSet, bfs_distances, generated_split
 from xlvin.errors import UserError
-from xlvin.nn.agent import PPOAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MazeCNN
-from xlvin.nn.gvin import DirectionalGraphConv, GVINAgent
+from xlvin.nn.baselines.gvin import DirectionalGraphConv, GVINAgent
 from xlvin.nn.policy import ActorCritic
-from xlvin.nn.vin import ValueIteration, VINAgent, paper_iterations
+from xlvin.nn.baselines.vin import ValueIteration, VINAgent, paper_iterations
 from xlvin.train.collect import make_actor
 from xlvin.train.maze_evaluation import greedy_success, maze_observations
 from xlvin.train.ppo import PPOConfig

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from xlvin.errors import UserError
-from xlvin.nn.agent import PPOAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transition import TransitionModel

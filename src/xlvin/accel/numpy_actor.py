@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from xlvin.nn.agent import PPOAgent, XLVINAgent
+from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.heads import SDE_EPS

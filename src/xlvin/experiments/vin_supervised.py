@@ -20,9 +20,9 @@ from torch import nn
 from xlvin.config import option
 from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
-from xlvin.nn.gvin import GVINAgent
+from xlvin.nn.baselines.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic
-from xlvin.nn.vin import VINAgent
+from xlvin.nn.baselines.vin import VINAgent
 from xlvin.process import seed_everything, set_threads
 from xlvin.train.maze_evaluation import maze_observations, success_by_level
 

@@ -32,8 +32,11 @@ from torch import nn
 
 from xlvin.config import choice, csv_choices
 from xlvin.errors import UserError
-from xlvin.nn.agent import PPOAgent, XLVINAgent
-from xlvin.nn.atreec import ATreeCAgent
+from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.baselines.atreec import ATreeCAgent
+from xlvin.nn.baselines.gvin import GVINAgent
+from xlvin.nn.baselines.ppo import PPOAgent
+from xlvin.nn.baselines.vin import VINAgent
 from xlvin.nn.encoders import (
     ChannelsFirst,
     DictEncoder,
@@ -46,12 +49,10 @@ from xlvin.nn.encoders import (
 from xlvin.nn.distributions import ActionDistribution, StateDependentGaussian
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.expansion import Expansion
-from xlvin.nn.gvin import GVINAgent
 from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vae import VAEWorldModel
-from xlvin.nn.vin import VINAgent
 from xlvin.train.spaces import MIN_IMAGE_SIZE, OBSERVATION_KINDS, Spaces, image_shape
 
 

@@ -24,7 +24,7 @@ from xlvin.envs.maze import AGENT, GOAL, WALLS
 from xlvin.envs.maze_data import MOVES
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic
-from xlvin.nn.vin import paper_iterations, read_out
+from xlvin.nn.baselines.vin import paper_iterations, read_out
 
 
 def neighbours(x: torch.Tensor) -> torch.Tensor:
