@@ -262,7 +262,7 @@ def test_stop_on_reward_stops_at_the_first_evaluation_reaching_it(tmp_path: Path
     with pytest.raises(UserError, match="only online runs continue"):
         low.learn(ROLLOUT)
     with pytest.raises(UserError, match="callback must be an xlvin Callback"):
-        PPO("CartPole-v1", **TINY).learn(ROLLOUT, progress=False, callback=print)
+        PPO("CartPole-v1", **TINY).learn(ROLLOUT, progress=False, callback=42)
 
 
 def test_a_refused_continuation_leaves_every_byte_of_the_run(tmp_path: Path) -> None:

@@ -67,6 +67,7 @@ from xlvin.train.run_config import (
     RunConfig,
     check_run,
     made_env,
+    check_device,
     on_cpu,
     option_names,
     whole_rollouts,
@@ -84,6 +85,45 @@ API_PREFIX = "api/"
 VECTOR_KEYS = ("max_episode_steps", "num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
 
 
+#: Stable-Baselines3's policy names: `PPO("MlpPolicy", env)` takes the env second.
+SB3_POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
+#: Stable-Baselines3's constructor names that are ours under another name.
+SB3_OPTIONS = {"learning_rate": "lr"}
+#: Stable-Baselines3's names refused, each with what to use instead.
+SB3_REFUSED = {
+    "tensorboard_log": "TensorBoard is written into the run directory: learn(out=DIR) writes "
+                       "DIR/tb (tensorboard --logdir DIR)",
+    "policy_kwargs": "the network's settings are options by name (hidden=, depth=, ...: those "
+                     "of `xlvin train --help`)",
+    "tb_log_name": "TensorBoard is written into the run directory: learn(out=DIR) writes DIR/tb",
+}
+
+
+def resolve_device(device: str) -> str:
+    """Stable-Baselines3's device="auto": cuda where a GPU is available, else cpu."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def sb3_options(options: dict[str, Any], source: str) -> dict[str, Any]:
+    """`options` with Stable-Baselines3's names as ours (`learning_rate` -> `lr`, device="auto"),
+    or one UserError naming what to use for one we do not take."""
+    for name, hint in SB3_REFUSED.items():
+        if name in options:
+            raise UserError(f"{source}: {name}= is not taken: {hint}")
+    for name, ours in SB3_OPTIONS.items():
+        if name in options:
+            value = options.pop(name)
+            if callable(value):
+                raise UserError(f"{source}: {name}= a schedule is not taken: give a number; "
+                                "anneal_lr=True (the default) decays it linearly to 0")
+            options[ours] = value
+    if "device" in options:
+        options["device"] = resolve_device(options["device"])
+    return options
+
+
 def with_options(cfg: RunConfig, options: dict[str, Any], source: str) -> RunConfig:
     """`cfg` with `options` (Python names of the command line's flags) set, every value checked
     as a config file's is; one UserError for an unknown name or a bad value."""
@@ -91,7 +131,7 @@ def with_options(cfg: RunConfig, options: dict[str, Any], source: str) -> RunCon
     options = expand_agent(options)  # agent="xlvin-cp": agent xlvin, executor cartpole
     unknown = [name for name in options if name not in known]
     if unknown:
-        close = close_match(unknown[0], known)
+        close = close_match(unknown[0], [*known, *SB3_OPTIONS])
         hint = f" (did you mean {close}?)" if close else ""
         raise UserError(f"{source}: unknown option {unknown[0]!r}{hint}; the options are those of "
                         "`xlvin train --help`, dashes as underscores")
@@ -313,7 +353,9 @@ class Model:
     def __init__(
         self,
         env: EnvLike | None = None,
+        sb3_env: EnvLike | None = None,
         *,
+        verbose: int | None = None,
         env_kwargs: dict[str, Any] | None = None,
         gym_packages: Iterable[str] = (),
         env_wrappers: Iterable[str | Callable[..., gym.Env]] = (),
@@ -329,6 +371,13 @@ class Model:
         JSON file as `xlvin train --config` reads; options: any option of `xlvin train`, by its
         name."""
         source = f"{type(self).__name__}()"
+        if isinstance(env, str) and env in SB3_POLICIES:  # PPO("MlpPolicy", env), as SB3
+            env, sb3_env = sb3_env, None
+        if sb3_env is not None:
+            raise UserError(f"{source} takes the env first; a second positional argument is "
+                            f"only for a Stable-Baselines3 policy name ({', '.join(SB3_POLICIES)})"
+                            " before it")
+        options = sb3_options(options, source)
         import_gym_packages(list(gym_packages))
         wrappers = [wrapper_spec(w) for w in env_wrappers]
         import_env_wrappers(wrappers)
@@ -356,6 +405,7 @@ class Model:
                 raise UserError(f"{source}: num_envs={options['num_envs']} but the vector env "
                                     f"has {num_envs}")
         self._setup(with_options(cfg, options, source))
+        self.verbose = verbose
 
     def _setup(self, cfg: RunConfig, spaces: Spaces | None = None) -> None:
         """Check `cfg` as `xlvin train` does (before anything is built or written); `spaces`: a
@@ -369,6 +419,7 @@ class Model:
         self._num_timesteps = 0
         self._env: gym.vector.VectorEnv | None = None
         self._generator = torch.Generator().manual_seed(cfg.train.seed)
+        self.verbose: int | None = getattr(self, "verbose", None)
 
     @classmethod
     def from_config(cls, cfg: RunConfig, spaces: Spaces | None = None) -> "Model":
@@ -413,14 +464,89 @@ class Model:
         return self._env
 
     @_python_errors
+    def set_env(self, env: EnvLike) -> None:
+        """Train on `env` from now on (Stable-Baselines3's `set_env`): it must have the model's
+        spaces. Before `learn`, it becomes the run's env (a vector env's size its num_envs);
+        after `learn` or `load`, the run continues on it as `load(path, env=env)` takes it."""
+        if self.run_dir is not None:
+            self._use_env(env)
+        else:
+            env_id, kwargs, num_envs = resolve_env(env, None)
+            self._check_spaces(env_id, kwargs)
+            train = dataclasses.replace(self.config.train, env=env_id, env_kwargs=kwargs)
+            ppo = self.config.ppo if num_envs is None else dataclasses.replace(
+                self.config.ppo, num_envs=num_envs)
+            self.config = dataclasses.replace(self.config, train=train, ppo=ppo)
+        if self._env is not None:
+            self._env.close()
+        self._env = None
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """The observation space of one env as the model reads it (the env's, where it can be
+        made here; else a Box of the recorded shape)."""
+        env = self.get_env()
+        if env is not None:
+            return env.single_observation_space
+        return gym.spaces.Box(-np.inf, np.inf, self.spaces.obs_shape, np.float32)
+
+    @property
+    def action_space(self) -> gym.Space:
+        """The action space of one env (the env's, where it can be made here; else rebuilt
+        from the recorded spaces)."""
+        env = self.get_env()
+        if env is not None:
+            return env.single_action_space
+        sp = self.spaces
+        if sp.action_kind == "discrete":
+            return gym.spaces.Discrete(sp.num_actions)
+        if sp.action_kind == "multidiscrete":
+            return gym.spaces.MultiDiscrete(list(sp.action_nvec))
+        return gym.spaces.Box(np.array(sp.action_low, np.float32),
+                              np.array(sp.action_high, np.float32))
+
+    def get_parameters(self) -> dict[str, dict[str, torch.Tensor]]:
+        """{"policy": the policy's state_dict}, as Stable-Baselines3's `get_parameters` (no
+        optimizer: a run's checkpoint holds it)."""
+        return {"policy": {k: v.detach().clone() for k, v in self._policy().state_dict().items()}}
+
+    @_python_errors
+    def set_parameters(self, load_path_or_dict: str | Path | dict[str, Any],
+                       exact_match: bool = True, device: str = "auto") -> None:
+        """Load weights: a dict as `get_parameters` gives ({"policy": state_dict}), or a run
+        directory's. `exact_match`: every tensor of the policy and no other (else those that
+        are given); one UserError naming a mismatch. `device` is taken as SB3's and unused
+        (the weights go to the policy's device)."""
+        if isinstance(load_path_or_dict, (str, Path)):
+            state = {"policy": read_run(Path(load_path_or_dict))[0].state_dict()}
+        else:
+            state = dict(load_path_or_dict)
+        if set(state) - {"policy"}:
+            raise UserError(f"set_parameters: takes {{'policy': state_dict}}, got keys "
+                            f"{sorted(state)}")
+        policy = self._policy()
+        ours = policy.state_dict()
+        given = state.get("policy", {})
+        missing, extra = sorted(set(ours) - set(given)), sorted(set(given) - set(ours))
+        if exact_match and (missing or extra):
+            raise UserError(f"set_parameters(exact_match=True): missing {missing[:3]}, "
+                            f"unexpected {extra[:3]}")
+        for name, value in given.items():
+            if name in ours and tuple(value.shape) != tuple(ours[name].shape):
+                raise UserError(f"set_parameters: {name} has shape {list(value.shape)}, the "
+                                f"model's {list(ours[name].shape)}")
+        policy.load_state_dict({k: v for k, v in given.items() if k in ours}, strict=False)
+
+    @_python_errors
     def learn(
         self,
         total_steps: int | None = None,
         *,
         out: str | Path | None = None,
         resume: bool = False,
-        progress: bool = True,
-        callback: Callback | Iterable[Callback] | None = None,
+        progress: bool | None = None,
+        callback: Callback | Iterable[Callback] | Callable[..., Any] | None = None,
+        **sb3: Any,
     ) -> "Model":
         """Train as `xlvin train` does: pre-training (its progress shown even with
         progress=False: it can take minutes), PPO, checkpoints, TensorBoard under `out/tb`, the
@@ -443,7 +569,15 @@ class Model:
 
         `callback`: a `xlvin.callbacks.Callback` (or a list of them) called after each rollout,
         update and evaluation; returning False finishes the run at the next update boundary,
-        with a checkpoint to continue from."""
+        with a checkpoint to continue from; a plain function `callback(locals, globals) -> bool`
+        is called after each rollout, as Stable-Baselines3's.
+
+        Stable-Baselines3's names: `total_timesteps=` is `total_steps`, `progress_bar=` is
+        `progress` (default: on, off with the model's `verbose=0`), `log_interval=` is taken and
+        unused (metrics are logged every update), `reset_num_timesteps=False` is what learning
+        again does; `reset_num_timesteps=True` on a model that has trained is refused (a new
+        model trains a fresh run)."""
+        total_steps, progress = self._sb3_learn(total_steps, progress, sb3)
         self._run_env_available()  # what trains has the spaces the model records
         hooks = None if callback is None else _Hooks(self, as_callback(callback))
         if hooks is not None:
@@ -466,6 +600,34 @@ class Model:
         self._executor_meta = self.summary["executor"]
         self._num_timesteps = self.summary["ppo"]["env_steps"]
         return self
+
+    def _sb3_learn(self, total_steps: int | None, progress: bool | None,
+                   sb3: dict[str, Any]) -> tuple[int | None, bool]:
+        """(total_steps, progress) of `learn` with Stable-Baselines3's names in `sb3`."""
+        if "total_timesteps" in sb3:
+            if total_steps is not None:
+                raise UserError("learn(): total_steps and total_timesteps are one number; give one")
+            total_steps = sb3.pop("total_timesteps")
+        if "progress_bar" in sb3:
+            progress = bool(sb3.pop("progress_bar")) if progress is None else progress
+        sb3.pop("log_interval", None)
+        reset = sb3.pop("reset_num_timesteps", None)
+        if reset and self.run_dir is not None:
+            raise UserError(f"learn(reset_num_timesteps=True): this model has trained "
+                            f"{self.num_timesteps} steps and learn continues its run "
+                            "(reset_num_timesteps=False); a new model trains a fresh run")
+        for name in sb3:
+            hint = SB3_REFUSED.get(name)
+            if hint:
+                raise UserError(f"learn(): {name}= is not taken: {hint}")
+            known = ["total_steps", "total_timesteps", "out", "resume", "progress", "progress_bar",
+                     "callback", "reset_num_timesteps", "log_interval"]
+            close = close_match(name, known)
+            raise UserError(f"learn(): unknown argument {name!r}"
+                            f"{f' (did you mean {close}?)' if close else ''}")
+        if progress is None:
+            progress = self.verbose != 0
+        return total_steps, progress
 
     @staticmethod
     def _whole_rollouts(cfg: RunConfig) -> RunConfig:
@@ -687,8 +849,9 @@ class Model:
     @classmethod
     @_python_errors
     def load(
-        cls, path: str | Path, *, env: EnvLike | None = None, gym_packages: Iterable[str] = (),
-        env_wrappers: Iterable[str | Callable[..., gym.Env]] = (),
+        cls, path: str | Path, env: EnvLike | None = None, device: str = "cpu", *,
+        gym_packages: Iterable[str] = (), env_wrappers: Iterable[str | Callable[..., gym.Env]] = (),
+        **sb3: Any,
     ) -> "Model":
         """The model of a finished run directory (written by `save` or `xlvin train`), on the CPU.
         Nothing in it is imported or run, and no env is needed to `predict`: the run stores its
@@ -697,12 +860,26 @@ class Model:
         API registered from a callable or an instance in the training process needs `env=`
         here (the env, or a callable that makes it); one trained in wrappers needs them named
         (`env_wrappers=`, as the run records them, or given so earlier in this process): a
-        wrapper is never applied because the run's files name it."""
+        wrapper is never applied because the run's files name it. `device`: where the policy
+        goes (cpu, cuda, cuda:N, or "auto" as Stable-Baselines3's); other SB3 keyword arguments
+        (`custom_objects`, `print_system_info`, `force_reset`) are taken and unused."""
+        unknown = set(sb3) - {"custom_objects", "print_system_info", "force_reset"}
+        if unknown:
+            name = sorted(unknown)[0]
+            close = close_match(name, ["env", "device", "gym_packages", "env_wrappers"])
+            raise UserError(f"load(): unknown argument {name!r}"
+                            f"{f' (did you mean {close}?)' if close else ''}")
+        device = resolve_device(device)
+        check_device(device)
         import_gym_packages(list(gym_packages))
         import_env_wrappers([wrapper_spec(w) for w in env_wrappers])
         path = Path(path)
         agent, cfg, spaces = read_run(path)
         model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg), spaces)
+        if device != "cpu":
+            model.config = dataclasses.replace(model.config, train=dataclasses.replace(
+                model.config.train, device=device))
+            agent = agent.to(device)
         model.policy, model.run_dir = agent, path
         model._executor_meta = read_metadata(path / MODEL).get("executor")
         if (path / SUMMARY).is_file():

@@ -59,15 +59,31 @@ class CallbackList(Callback):
         return all([c.on_evaluation(model, result) is not False for c in self.callbacks])
 
 
+class FunctionCallback(Callback):
+    """A plain function as Stable-Baselines3's `learn` takes it, `callback(locals, globals) ->
+    bool`: called after each rollout with locals {"self": model, "num_timesteps": ...} and
+    globals {}; returning False stops the run (None or anything else continues)."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def on_rollout(self, model: Any) -> bool:
+        return self.function({"self": model, "num_timesteps": model.num_timesteps}, {}) is not False
+
+
 def as_callback(callback: Callback | Iterable[Callback] | None) -> Callback | None:
-    """`learn`'s callback argument as one Callback (a list becomes a CallbackList)."""
+    """`learn`'s callback argument as one Callback (a list becomes a CallbackList, a plain
+    function `callback(locals, globals) -> bool` a `FunctionCallback`)."""
     if callback is None or isinstance(callback, Callback):
         return callback
+    if callable(callback) and not isinstance(callback, type):
+        return FunctionCallback(callback)
     if isinstance(callback, Iterable):
         callbacks = list(callback)
         if all(isinstance(c, Callback) for c in callbacks):
             return CallbackList(callbacks)
-    raise UserError(f"callback must be an xlvin Callback or a list of them, got "
+    raise UserError(f"callback must be an xlvin Callback, a list of them or a function "
+                    f"callback(locals, globals) -> bool, got "
                     f"{type(callback).__name__}")
 
 
