@@ -3,10 +3,10 @@ every agent and planner path gives the metrics, summary numbers and weights reco
 tests/fixtures/same-numbers.json, to the bit.
 
 Each run is a command line (`RUNS`: the CLI's flags are public, so they survive the redesign),
-trained in this process in reproducible mode (conftest) with the shipped executors (an empty
-XLVIN_CACHE). What is compared: every metrics.jsonl row and the summary's numbers with the
-wall-clock fields dropped (`WALL_CLOCK`), and the SHA-256 of the final weights' tensors (names,
-dtypes, shapes, bytes: a renamed parameter fails too).
+trained in this process in reproducible mode (conftest) with executor files of its own
+(tests/fixtures/executors) and an empty XLVIN_CACHE. What is compared: every metrics.jsonl row
+and the summary's numbers with the wall-clock fields dropped (`WALL_CLOCK`), and the SHA-256
+of the final weights' tensors (names, dtypes, shapes, bytes: a renamed parameter fails too).
 
 Vendors. Reproducible mode promises these numbers on every x86-64 CPU with AVX2, but that is
 checked across vendors for the tiny CartPole runs of tests/test_kernels.py only, and the
@@ -45,6 +45,12 @@ _SMALL = ["--num-envs", "2", "--num-steps", "16", "--total-steps", "96"]
 _NO_TRANSE = ["--pretrain-transe", "false"]
 _TINY_TRANSE = ["--transe-episodes", "10", "--transe-epochs", "1"]
 _MAZE = ["--env", "xlvin/Maze-v0"]
+#: The executors: copies of the shipped `random` (XLVIN-R's) and `maze` files as they were when
+#: the numbers were recorded, so that re-made shipped files (their own digests are pinned by
+#: tests/test_golden.py and the manifest) leave these numbers alone. `{fixtures}` is this
+#: folder's fixtures/.
+_XLVIN_R = ["--agent", "xlvin", "--executor", "{fixtures}/executors/random.safetensors"]
+_MAZE_XLVIN = ["--agent", "xlvin", "--executor", "{fixtures}/executors/maze.safetensors"]
 _FREEWAY = ["--env", "xlvin/FreewayTrain-v4", "--depth", "1", "--num-envs", "2",
             "--num-steps", "16", "--total-steps", "32", *_NO_TRANSE]
 _PENDULUM = ["--env", "Pendulum-v1", "--num-envs", "2", "--num-steps", "128",
@@ -55,29 +61,29 @@ _PENDULUM = ["--env", "Pendulum-v1", "--num-envs", "2", "--num-steps", "128",
 #: tree (pixels, a Dict observation), its two auxiliary losses (TransE, the VAE world model),
 #: chi = 0, projections, the readable (unaccelerated) path and the three protocols.
 RUNS: dict[str, list[str]] = {
-    "xlvin-r": ["--env", "CartPole-v1", "--agent", "xlvin-r", *_SMALL, *_TINY_TRANSE],
+    "xlvin-r": ["--env", "CartPole-v1", *_XLVIN_R, *_SMALL, *_TINY_TRANSE],
     "ppo": ["--env", "CartPole-v1", "--agent", "ppo", *_SMALL],
     "atreec": ["--env", "CartPole-v1", "--agent", "atreec", *_SMALL],
     "vin": [*_MAZE, "--agent", "vin", *_SMALL],
     "gvin": [*_MAZE, "--agent", "gvin", *_SMALL],
-    "maze-xlvin": [*_MAZE, "--agent", "xlvin", "--executor", "maze", "--depth", "2", *_SMALL,
+    "maze-xlvin": [*_MAZE, *_MAZE_XLVIN, "--depth", "2", *_SMALL,
                    *_NO_TRANSE],
-    "pendulum-xlvin": [*_PENDULUM, "--agent", "xlvin-r", "--action-bins", "5", *_TINY_TRANSE],
+    "pendulum-xlvin": [*_PENDULUM, *_XLVIN_R, "--action-bins", "5", *_TINY_TRANSE],
     # the other paths
-    "xlvin-r-readable": ["--env", "CartPole-v1", "--agent", "xlvin-r", "--accelerate", "false",
+    "xlvin-r-readable": ["--env", "CartPole-v1", *_XLVIN_R, "--accelerate", "false",
                          *_SMALL, *_NO_TRANSE],
-    "xlvin-r-paper": ["--env", "CartPole-v0", "--agent", "xlvin-r", "--protocol", "low_data",
+    "xlvin-r-paper": ["--env", "CartPole-v0", *_XLVIN_R, "--protocol", "low_data",
                       "--low-data-episodes", "4", "--low-data-num-envs", "2",
                       "--low-data-updates", "2", "--low-data-eval-points", "2",
                       "--low-data-eval-episodes", "2", *_TINY_TRANSE],
-    "xlvin-zero-chi": ["--env", "CartPole-v1", "--agent", "xlvin-r", "--zero-chi", "true",
+    "xlvin-zero-chi": ["--env", "CartPole-v1", *_XLVIN_R, "--zero-chi", "true",
                        *_SMALL, *_NO_TRANSE],
-    "xlvin-projections": ["--env", "Acrobot-v1", "--agent", "xlvin-r",
+    "xlvin-projections": ["--env", "Acrobot-v1", *_XLVIN_R,
                           "--executor-projections", "true", "--transe-negatives", "next_states",
                           *_SMALL, *_NO_TRANSE],
     "ppo-transe": ["--env", "CartPole-v1", "--agent", "ppo", "--ppo-transe", "true", *_SMALL,
                    *_NO_TRANSE],
-    "maze-xlvin-pruned": [*_MAZE, "--agent", "xlvin", "--executor", "maze", "--depth", "3",
+    "maze-xlvin-pruned": [*_MAZE, *_MAZE_XLVIN, "--depth", "3",
                           "--prune", "2", *_SMALL, *_NO_TRANSE],
     "maze-vin-curriculum": [*_MAZE, "--agent", "vin", "--protocol", "curriculum",
                             "--anneal-lr", "false", "--curriculum-last-level", "2",
@@ -88,16 +94,16 @@ RUNS: dict[str, list[str]] = {
     "pendulum-ppo-sde": [*_PENDULUM, "--agent", "ppo", "--separate-critic", "true",
                          "--activation", "tanh", "--use-sde", "true", "--sde-sample-freq", "4",
                          "--gamma", "0.9"],
-    "pendulum-xlvin-gaussian": [*_PENDULUM, "--agent", "xlvin-r", "--action-bins", "7",
+    "pendulum-xlvin-gaussian": [*_PENDULUM, *_XLVIN_R, "--action-bins", "7",
                                 "--expansion", "gaussian", "--expand", "4", *_NO_TRANSE],
-    "pendulum-xlvin-policy": [*_PENDULUM, "--agent", "xlvin-r", "--expansion", "policy",
+    "pendulum-xlvin-policy": [*_PENDULUM, *_XLVIN_R, "--expansion", "policy",
                               "--expand", "3", *_NO_TRANSE],
-    "cartpole-xlvin-uniform": ["--env", "CartPole-v1", "--agent", "xlvin-r", "--expansion",
+    "cartpole-xlvin-uniform": ["--env", "CartPole-v1", *_XLVIN_R, "--expansion",
                                "uniform", "--expand", "2", "--depth", "3", *_SMALL, *_NO_TRANSE],
-    "minigrid-xlvin": ["--env", "MiniGrid-DoorKey-5x5-v0", "--agent", "xlvin-r", *_SMALL,
+    "minigrid-xlvin": ["--env", "MiniGrid-DoorKey-5x5-v0", *_XLVIN_R, *_SMALL,
                        *_NO_TRANSE],
-    "freeway-xlvin": [*_FREEWAY, "--agent", "xlvin-r"],
-    "freeway-xlvin-vae": [*_FREEWAY, "--agent", "xlvin-r", "--transition-loss", "vae"],
+    "freeway-xlvin": [*_FREEWAY, *_XLVIN_R],
+    "freeway-xlvin-vae": [*_FREEWAY, *_XLVIN_R, "--transition-loss", "vae"],
 }
 #: What may differ across vendors, as far as is known (recorded in the fixture beside each run).
 _PIXELS = ("convolutions (oneDNN, which may block by cache size: docs/determinism.md), not "
@@ -144,7 +150,9 @@ def numbers(name: str, root: Path) -> dict[str, Any]:
     """What run `name` gives: its metrics rows, its summary's numbers (both without wall-clock
     fields) and the digest of its final weights."""
     run = root / name
-    assert main(["train", *RUNS[name], *COMMON, "--out", str(run)]) == 0
+    fixtures = str(FIXTURE.parent)
+    argv = [word.replace("{fixtures}", fixtures) for word in RUNS[name]]
+    assert main(["train", *argv, *COMMON, "--out", str(run)]) == 0
     summary = json.loads((run / "summary.json").read_text())
     kept = {k: v for k, v in summary.items() if k not in ("kernels", "executor", "resumed")}
     return {"metrics": without_wall_clock(read_metrics(run)),
@@ -197,7 +205,7 @@ def first_difference(want: Any, got: Any, where: str = "") -> str:
 def test_a_short_run_gives_the_recorded_numbers(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path / "cache"))  # the shipped executors
+    monkeypatch.setenv("XLVIN_CACHE", str(tmp_path / "cache"))  # nothing pre-trained
     got = numbers(name, tmp_path)
     if RECORD:
         record(name, got)
