@@ -61,8 +61,10 @@ def wrapped_in(envs: gym.vector.VectorEnv, wrapper: type) -> list[bool]:
 
 
 def learn(env, tmp_path, **options) -> PPO:
-    return PPO(env, seed=0, **{**TINY, **options}).learn(ROLLOUT, out=tmp_path / "run",
-                                                         progress=False)
+    """One rollout of every env the model has (its own or the vector env's count)."""
+    model = PPO(env, seed=0, **{**TINY, **options})
+    ppo = model.config.ppo
+    return model.learn(ppo.num_envs * ppo.num_steps, out=tmp_path / "run", progress=False)
 
 
 @pytest.mark.parametrize("make", [
