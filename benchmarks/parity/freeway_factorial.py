@@ -134,8 +134,9 @@ def run_sb3(weights: dict[str, torch.Tensor], seed: int, updates: int) -> list[d
 
 
 def run_ours(weights: dict[str, torch.Tensor], seed: int, updates: int,
-             clip_value_loss: bool) -> list[dict[str, Any]]:
-    """Our PPO (the production path) from `weights` (fresh FlatAdam) on fresh games seeded `seed`."""
+             clip_value_loss: bool) -> tuple[list[dict[str, Any]], torch.nn.Module]:
+    """Our PPO (the production path) from `weights` (fresh FlatAdam) on fresh games seeded `seed`:
+    its rows and the trained network."""
     from xlvin.envs.atari import atari_train_id
     from xlvin.train.collect import collect_rollout, make_actor, make_vector_env, reset_envs
     from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
@@ -160,7 +161,7 @@ def run_ours(weights: dict[str, torch.Tensor], seed: int, updates: int,
             ppo_update(agent, optimizer, rollout, cfg, generator)
     finally:
         envs.close()
-    return rows
+    return rows, agent
 
 
 def branch_path(root: Path, family: str, seed: int, learner: str, branch: int) -> Path:
@@ -190,7 +191,7 @@ def run(worker: int, workers: int, branches: int, transitions: int, runs: Path,
         game_seed = branch_seed(branch)
         began, cpu = time.perf_counter(), time.process_time()
         rows = (run_sb3(weights, game_seed, updates) if learner == "sb3"
-                else run_ours(weights, game_seed, updates, clip_value_loss=learner == "ours"))
+                else run_ours(weights, game_seed, updates, clip_value_loss=learner == "ours")[0])
         record = {"family": family, "start_seed": seed, "learner": learner, "branch": branch,
                   "game_seed": game_seed, "transitions": updates * rollout_size(),
                   "wall_seconds": time.perf_counter() - began,
@@ -209,25 +210,13 @@ def production(seed: int, transitions: int, runs: Path) -> float:
     from safetensors.torch import load_file
 
     from xlvin.experiments.atari import Cell, run_cell
-    from xlvin.train import ppo
 
     torch.set_num_threads(1)
     cell = Cell("Freeway", "ppo", seed, transitions)
     run_cell(cell, runs, eval_games=1)
     theirs = load_file(str(cell.run_dir(runs) / "model.safetensors"))
-    trained: list[torch.nn.Module] = []
-    update = ppo.ppo_update
-
-    def keep(agent: torch.nn.Module, *args: Any) -> dict[str, float]:
-        trained[:] = [agent]
-        return update(agent, *args)
-
-    ppo.ppo_update = keep  # run_ours imports it at call time
-    try:
-        run_ours(start_weights("ours", seed), seed, transitions // rollout_size(), True)
-    finally:
-        ppo.ppo_update = update
-    ours = trained[0].state_dict()
+    _, agent = run_ours(start_weights("ours", seed), seed, transitions // rollout_size(), True)
+    ours = agent.state_dict()
     apart = max(float((ours[k] - theirs[k]).abs().max()) for k in ours)
     print(f"seed {seed}, {transitions:,} transitions: largest weight difference {apart:.3g}")
     return apart
