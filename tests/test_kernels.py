@@ -126,3 +126,58 @@ def test_pretrained_files_of_the_two_modes_are_cached_apart(
     reproducible = cached_executor_path(executor, tmp_path)
     monkeypatch.delenv("MKL_CBWR")
     assert cached_executor_path(executor, tmp_path) != reproducible
+
+
+#: A few Adam steps of executor pre-training's readable path (`_optimiser`, accelerate off) on
+#: seeded gradients of every size from 1e-20 to 10 (no forward pass: no matrix product), and
+#: torch.sqrt of their squares; prints both digests.
+ADAM_STEPS = """
+import hashlib, json, torch
+from xlvin.nn.executor import VIExecutor
+from xlvin.pretrain.executor import DEFAULT_EXECUTORS, _optimiser
+cfg = DEFAULT_EXECUTORS["authors-random"]
+torch.manual_seed(0)
+executor = VIExecutor(cfg.hidden, cfg.aggregation, cfg.layer_norm, cfg.messages)
+optimiser = _optimiser(executor, cfg, 10, accelerate=False)
+generator, squares = torch.Generator().manual_seed(1), []
+for _ in range(5):
+    optimiser.zero_grad()
+    for p in executor.parameters():
+        p.grad = torch.randn(p.shape, generator=generator) * 10.0 ** torch.randint(
+            -20, 2, p.shape, generator=generator)
+        squares.append(p.grad.square())
+    optimiser.step()
+weights, roots = hashlib.sha256(), hashlib.sha256()
+for name, value in sorted(executor.state_dict().items()):
+    weights.update(name.encode() + value.numpy().tobytes())
+roots.update(torch.cat([s.flatten() for s in squares]).sqrt().numpy().tobytes())
+print(json.dumps({"weights": weights.hexdigest(), "sqrt": roots.hexdigest()}))
+"""
+
+
+def test_executor_pretraining_adam_does_not_follow_mkls_vector_maths_kernel() -> None:
+    """torch.sqrt on float tensors is MKL's vector maths (VML), which picks its kernel for the
+    CPU: in reproducible mode (`MKL_CBWR=COMPATIBLE`) an SSE2 one that starts from the
+    approximate `rsqrtps`, whose results differ between Intel and AMD. The default per-tensor
+    torch.optim.Adam took its `exp_avg_sq.sqrt()` from it, so executor pre-training gave other
+    weights on an AMD EPYC than on an Intel Xeon (issue 55). Other MKL branches pick other VML
+    kernels on an Intel CPU (`COMPATIBLE`: SSE2 with rsqrtps, `AVX2`, `AUTO`: AVX-512): the
+    readable path's Adam steps must give the same weights under each. (On another vendor MKL
+    may run one kernel for all three, and the test checks less: test_golden.py's digests are
+    that check.)"""
+    runs = {
+        branch: json.loads(subprocess.run(
+            [sys.executable, "-c", ADAM_STEPS],
+            env={k: v for k, v in os.environ.items() if k not in pins()} | pins()
+            | {"MKL_CBWR": branch}, capture_output=True, text=True, check=True,
+        ).stdout.splitlines()[-1])
+        for branch in ("COMPATIBLE", "AVX2", "AUTO")
+    }
+    assert len({r["weights"] for r in runs.values()}) == 1, runs
+    if "GenuineIntel" in _cpuinfo():  # the branches reach different kernels: the test has teeth
+        assert len({r["sqrt"] for r in runs.values()}) > 1, runs
+
+
+def _cpuinfo() -> str:
+    path = Path("/proc/cpuinfo")
+    return path.read_text() if path.exists() else ""

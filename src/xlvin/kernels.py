@@ -7,9 +7,12 @@ xlvin computes with to one kernel path that every x86-64 CPU with AVX2 runs:
 
 - torch's matrix products (Intel MKL): `MKL_CBWR=COMPATIBLE`, MKL's conditional numerical
   reproducibility branch. MKL honours its ISA branches (AVX2, ...) on Intel processors only; on
-  others it falls back to its automatic choice, so COMPATIBLE (SSE2 without the approximate
-  rcpps/rsqrtps instructions, whose results differ between vendors) is the one branch that is
-  the same on both (Intel's oneMKL developer guide, "Specifying Code Branches").
+  others it falls back to its automatic choice, so COMPATIBLE is the one branch that both run
+  (Intel's oneMKL developer guide, "Specifying Code Branches"). It does not pin MKL's vector
+  maths, which torch uses for `sqrt` (`exp`, `log`, `tanh`, ...) of float tensors: COMPATIBLE's
+  `sqrt` kernel starts from the approximate `rsqrtps`, whose results differ between vendors, so
+  reproducible code takes no square root from it (executor pre-training runs torch's fused Adam:
+  docs/determinism.md).
 - torch's own vectorised kernels (element-wise maths, reductions): `ATEN_CPU_CAPABILITY=avx2`.
 - torch's convolutions (oneDNN, the pixel encoders): `ONEDNN_MAX_CPU_ISA=AVX2`.
 - NumPy's matrix products (OpenBLAS, the NumPy actor): `OPENBLAS_CORETYPE=Haswell`, OpenBLAS's

@@ -180,10 +180,15 @@ class _FlatAdamOnSchedule(FlatAdam):
 
 class _AdamOnSchedule:
     """torch.optim.Adam and its learning-rate scheduler (CosineAnnealingLR or ConstantLR),
-    stepped together."""
+    stepped together.
+
+    Adam runs torch's fused kernel (`fused=True`), as `FlatAdam` does: its square root is the
+    vector unit's, exact on every CPU. The default per-tensor Adam takes `exp_avg_sq.sqrt()`
+    from MKL's vector maths, whose reproducible-mode kernel starts from the approximate
+    `rsqrtps` and so rounds otherwise on AMD than on Intel (docs/determinism.md)."""
 
     def __init__(self, executor: VIExecutor, lr: float, total: int, cosine: bool) -> None:
-        self.adam = torch.optim.Adam(executor.parameters(), lr=lr)
+        self.adam = torch.optim.Adam(executor.parameters(), lr=lr, fused=True)
         self.schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(self.adam, total) if cosine
                          else torch.optim.lr_scheduler.ConstantLR(self.adam, 1.0))
 

@@ -130,7 +130,10 @@ def pretrain_transe(
     before = transe_metrics(encoder, transition, held_out, eval_batch, cfg.sigma)
     params = list(encoder.parameters()) + list(transition.parameters())
     on_cpu = all(p.device.type == "cpu" for p in params)
-    optimizer = FlatAdam(params, lr=cfg.lr) if accelerate and on_cpu else torch.optim.Adam(params, lr=cfg.lr)
+    # On CPU torch's fused Adam, as FlatAdam: the per-tensor one's sqrt is MKL's vector maths,
+    # which rounds otherwise on AMD than on Intel (xlvin.pretrain.executor._AdamOnSchedule).
+    optimizer = (FlatAdam(params, lr=cfg.lr) if accelerate and on_cpu
+                 else torch.optim.Adam(params, lr=cfg.lr, fused=on_cpu))
     n = len(train.obs)
     steps = cfg.epochs * max(1, n // cfg.batch_size)
     pair = nn.ModuleDict({"encoder": encoder, "transition": transition})
