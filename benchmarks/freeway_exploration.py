@@ -28,7 +28,7 @@ from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.pretrain.random_data import random_transitions
 from xlvin.train.run import load_run
 from xlvin.train.run_config import agent_of
-from xlvin.train.spaces import Spaces
+from xlvin.envs.spaces import Spaces
 
 UP_PROBABILITIES = (1 / 3, 0.37, 0.40, 0.45)
 

@@ -83,7 +83,7 @@ def _build(cfg, obs_dim: int, actions: int, processor):
     `build_agent` with the observation shape or size (older code)."""
     try:
         from xlvin.train.run_config import RunConfig, agent_of
-        from xlvin.train.spaces import Spaces
+        from xlvin.envs.spaces import Spaces
 
         return agent_of(RunConfig(train=cfg), Spaces((obs_dim,), "flat", actions), processor)
     except ImportError:

@@ -19,7 +19,7 @@ from xlvin.train.loop import train_ppo
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.run import load_run
 from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
-from xlvin.train.spaces import Spaces
+from xlvin.envs.spaces import Spaces
 
 
 class ImageEnv(BrightChannel):

@@ -20,7 +20,7 @@ from xlvin.io.digests import sealed
 from xlvin.io.run_dir import read_metrics
 from xlvin.stats import iqm
 from xlvin.train.collect import make_vector_env, reset_envs
-from xlvin.train.env_state import env_state, restorable, restore_env_state
+from xlvin.envs.env_state import env_state, restorable, restore_env_state
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.run import train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device

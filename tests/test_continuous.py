@@ -18,6 +18,7 @@ from xlvin.nn.distributions import (
     DiagGaussian,
     MultiCategorical,
     StateDependentGaussian,
+    for_spaces,
 )
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.normalization import RunningNorm
@@ -25,7 +26,7 @@ from xlvin.train.collect import collect_rollout, make_vector_env, reset_envs
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import OnlineData, scale_rewards, train
 from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
-from xlvin.train.spaces import env_spaces, spaces_from_json, spaces_to_json
+from xlvin.envs.spaces import env_spaces, spaces_from_json, spaces_to_json
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -227,7 +228,7 @@ def test_multi_discrete_rollout_and_update_shapes() -> None:
     assert (spaces.action_kind, spaces.num_actions, spaces.action_nvec) == ("multi_discrete", 5, (3, 2))
     assert spaces_from_json(spaces_to_json(spaces), "test") == spaces
     torch.manual_seed(0)
-    policy = PPOAgent(MLPEncoder(2, 8, 8), 8, 5, distribution=spaces.action_distribution())
+    policy = PPOAgent(MLPEncoder(2, 8, 8), 8, 5, distribution=for_spaces(spaces))
     cfg = PPOConfig(num_envs=2, num_steps=8, num_minibatches=2, update_epochs=1)
     envs = make_vector_env(BUTTONS, 2)
     rollout = collect_rollout(envs, policy, 8, reset_envs(envs, 0), torch.Generator().manual_seed(0))

@@ -28,7 +28,7 @@ from xlvin.io import run_dir as run_dir_module
 from xlvin.io import weights as weights_module
 from xlvin.io.checkpoint import CHECKPOINT
 from xlvin.io.run_dir import claim_run_dir, read_metrics
-from xlvin.train.spaces import Spaces, env_spaces
+from xlvin.envs.spaces import Spaces, env_spaces
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

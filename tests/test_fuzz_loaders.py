@@ -17,7 +17,7 @@ from xlvin.io.run_dir import CONFIG, MODEL
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.run import load_run
 from xlvin.train.run_config import RunConfig, TrainConfig, agent_of, check_run
-from xlvin.train.spaces import Spaces
+from xlvin.envs.spaces import Spaces
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -34,7 +34,7 @@ LAYERS = (
     ("io", ("xlvin.io",)),
     ("accel", ("xlvin.accel",)),
     # train's progress bars and spaces serve pre-training too, which train calls: below both
-    ("process", ("xlvin.process", "xlvin.signals", "xlvin.train.progress", "xlvin.train.spaces")),
+    ("process", ("xlvin.process", "xlvin.signals", "xlvin.progress", "xlvin.envs.spaces")),
     ("pretrain", ("xlvin.pretrain",)),
     ("train", ("xlvin.train",)),
     ("api", ("xlvin.api", "xlvin.callbacks")),

@@ -174,11 +174,11 @@ def test_envs_pass_gymnasiums_checker_render_and_vectorise(env_id: str, kwargs: 
 
 
 def test_vector_maze_state_restores_exactly_and_stays_small() -> None:
-    """A checkpoint's env state (xlvin.train.env_state) continues a contextual maze run exactly."""
+    """A checkpoint's env state (xlvin.envs.env_state) continues a contextual maze run exactly."""
     import json
 
     from xlvin.train.collect import make_vector_env, reset_envs
-    from xlvin.train.env_state import env_state, restorable, restore_env_state
+    from xlvin.envs.env_state import env_state, restorable, restore_env_state
 
     rng = np.random.default_rng(0)
     envs = make_vector_env("xlvin/ContextualMaze-v0", 3)

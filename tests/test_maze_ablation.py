@@ -20,7 +20,7 @@ from xlvin.nn.executor import VIExecutor
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.pretrain.executor import DEFAULT_EXECUTORS, pretrain_executor
 from xlvin.train.run_config import check_run
-from xlvin.train.spaces import Spaces
+from xlvin.envs.spaces import Spaces
 
 
 def test_each_arm_differs_from_the_committed_xlvin_in_exactly_what_it_ablates() -> None:

@@ -29,7 +29,7 @@ from xlvin.pretrain.transe import TransEConfig
 from xlvin.pretrain.files import load_executor_processor
 from xlvin.train.run import level_weights_saver
 from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
-from xlvin.train.spaces import Spaces
+from xlvin.envs.spaces import Spaces
 
 
 def test_rank_correlation_hand_cases() -> None:

@@ -24,7 +24,7 @@ from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import execute_levels, execute_tree, expand_pruned_tree, expand_tree
 from xlvin.pretrain.executor import immediate_reward_baseline
 from xlvin.train.run_config import RunConfig, TrainConfig, check_run
-from xlvin.train.spaces import Spaces
+from xlvin.envs.spaces import Spaces
 
 #   0 1 2 3 4
 # 0 # # # # #

@@ -18,7 +18,7 @@ from xlvin.errors import UserError
 from xlvin.nn.encoders import DictEncoder, NatureCNN, SmallCNN
 from xlvin.train.agents import image_encoder
 from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
-from xlvin.train.spaces import (
+from xlvin.envs.spaces import (
     Part,
     classify,
     flatten_parts,

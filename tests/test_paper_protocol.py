@@ -21,7 +21,7 @@ from xlvin.train.ppo import estimate_advantages, normalise_over_batch
 from xlvin.train.protocols import LowDataConfig
 from xlvin.train.run import train_run
 from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
-from xlvin.train.spaces import Spaces
+from xlvin.envs.spaces import Spaces
 from xlvin.train.storage import Rollout
 
 

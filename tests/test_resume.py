@@ -196,7 +196,7 @@ def test_env_state_restored_into_a_fresh_env_steps_identically(env_id: str) -> N
     import numpy as np
 
     from xlvin.train.collect import make_vector_env, reset_envs
-    from xlvin.train.env_state import env_state, restorable, restore_env_state
+    from xlvin.envs.env_state import env_state, restorable, restore_env_state
 
     rng = np.random.default_rng(0)
     original = make_vector_env(env_id, 3)
@@ -271,7 +271,7 @@ def test_env_state_restore_refuses_undeclared_attributes_and_non_numeric_dtypes(
     """A checkpoint's env state may only set what the env's own state holds, with numbers:
     nothing is written when one attribute is refused."""
     from xlvin.train.collect import make_vector_env, reset_envs
-    from xlvin.train.env_state import env_state, restore_env_state
+    from xlvin.envs.env_state import env_state, restore_env_state
 
     envs = make_vector_env("CartPole-v1", 2)
     reset_envs(envs, 0)

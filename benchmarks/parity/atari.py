@@ -129,7 +129,7 @@ def our_network(seed: int = 0) -> torch.nn.Module:
     """Our PPO network for Freeway, as `xlvin reproduce atari` builds it, seeded."""
     from xlvin.experiments.atari import Cell
     from xlvin.train.run_config import agent_of
-    from xlvin.train.spaces import Spaces
+    from xlvin.envs.spaces import Spaces
 
     torch.manual_seed(seed)
     return agent_of(Cell(GAME, "ppo", seed).config(), Spaces((4, 84, 84), "image", 3))

@@ -23,7 +23,7 @@ _EXPORTS = {
         ("Callback", "CallbackList", "EvalCallback", "CheckpointCallback", "StopOnReward"),
         "xlvin.callbacks",
     ),
-    "Spaces": "xlvin.train.spaces",
+    "Spaces": "xlvin.envs.spaces",
     "RunConfig": "xlvin.train.run_config",
     "UserError": "xlvin.errors",
 }

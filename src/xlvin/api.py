@@ -72,7 +72,7 @@ from xlvin.train.run_config import (
     option_names,
     whole_rollouts,
 )
-from xlvin.train.spaces import Spaces, env_spaces, flatten_parts
+from xlvin.envs.spaces import Spaces, env_spaces, flatten_parts
 
 #: The first seed of `evaluate` (and `xlvin evaluate`): far from every training seed.
 EVAL_SEED = 1_000_000

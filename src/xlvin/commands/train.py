@@ -12,7 +12,7 @@ from xlvin.envs.packages import import_gym_packages
 from xlvin.envs.wrappers import import_env_wrappers
 from xlvin.io.run_dir import CONFIG
 from xlvin.train.agents import expand_agent
-from xlvin.train.progress import duration
+from xlvin.progress import duration
 from xlvin.train.run_config import SECTIONS, RunConfig, whole_rollouts
 
 

@@ -30,6 +30,7 @@ names the actions' dtype (for the NumPy arrays acting fills).
 """
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -163,3 +164,16 @@ class StateDependentGaussian(DiagGaussian):
 
 
 ActionDistribution = Categorical | MultiCategorical | BinnedCategorical | DiagGaussian
+
+
+def for_spaces(spaces: Any, bins: int = 0) -> ActionDistribution:
+    """The distribution a policy's action head parameterises for an env's actions
+    (`xlvin.envs.spaces.Spaces`); Box actions binned into `bins` per dimension (0: a Gaussian)
+    are a factorised categorical."""
+    if spaces.action_kind == "box":
+        if bins:
+            return BinnedCategorical(spaces.action_low, spaces.action_high, bins)
+        return DiagGaussian(spaces.action_low, spaces.action_high)
+    if spaces.action_kind == "multi_discrete":
+        return MultiCategorical(spaces.action_nvec)
+    return Categorical(spaces.num_actions)

@@ -126,7 +126,7 @@ class SmallCNN(nn.Module):
 
 class DictEncoder(nn.Module):
     """The encoder of Dict observations, read as their flat vector [B, D] (the parts one after
-    the other: `xlvin.train.spaces.flatten_parts`) -> h_s [B, k].
+    the other: `xlvin.envs.spaces.flatten_parts`) -> h_s [B, k].
 
     Each image part is cut out, reshaped and read by its own CNN (`images`: part index -> a module
     from the part's numbers [B, size] to features); the other parts, vectors as they are and

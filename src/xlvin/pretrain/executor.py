@@ -36,7 +36,7 @@ from xlvin.mdp.maze_graphs import MAZE_FAMILY, maze_mdps
 from xlvin.mdp.value_iteration import MDP, VIResult, q_values, value_iteration
 from xlvin.nn.executor import AGGREGATIONS, MESSAGES, VIExecutor
 from xlvin.process import seed_everything
-from xlvin.train.progress import Progress
+from xlvin.progress import Progress
 
 TRAIN_STREAM = 0
 EVAL_STREAM = 1
@@ -215,7 +215,7 @@ def pretrain_executor(
 ) -> tuple[VIExecutor, dict[str, Any]]:
     """Train a `VIExecutor` on `cfg.train_graphs` MDPs, teacher-forced on every VI step (MSE on
     V_{t+1} - V_t), Adam with its learning rate annealed from `cfg.lr` to 0 along a cosine (or
-    constant: `cfg.lr_schedule`); `progress` shows its optimiser steps (`xlvin.train.progress`,
+    constant: `cfg.lr_schedule`); `progress` shows its optimiser steps (`xlvin.progress`,
     on line `position`). `accelerate` computes each step by hand in NumPy
     (`xlvin.accel.numpy_executor`) where that applies (ReLU messages, no LayerNorm, one in-edge
     per node: XLVIN-R's random deterministic MDPs), else the forward and backward with

@@ -10,8 +10,8 @@ import torch
 from xlvin.accel.numpy_sampling import env_actions
 from xlvin.nn.distributions import BinnedCategorical
 from xlvin.nn.policy import TransitionBatch
-from xlvin.train.progress import Progress
-from xlvin.train.spaces import read_observations
+from xlvin.progress import Progress
+from xlvin.envs.spaces import read_observations
 
 
 def random_transitions(
@@ -22,7 +22,7 @@ def random_transitions(
     """Run up to `episodes` episodes with uniformly random actions in `gym.make(env_id,
     **env_kwargs)` (as the agent reads it: `read_observations`) and return every (s, a, s'),
     stopping early once `max_transitions` pairs are collected (every pair stays a real step).
-    `progress` shows the episodes (`xlvin.train.progress`, on line `position`), their number
+    `progress` shows the episodes (`xlvin.progress`, on line `position`), their number
     re-estimated after each one when `max_transitions` will end the collection first.
 
     The environment is reset by hand between episodes, so a terminal step is paired with its

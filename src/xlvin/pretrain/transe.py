@@ -15,7 +15,7 @@ from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transe import energy, hits_at_1, transe_loss
 from xlvin.nn.transition import TransitionModel
-from xlvin.train.progress import Progress
+from xlvin.progress import Progress
 
 
 @dataclass
@@ -120,7 +120,7 @@ def pretrain_transe(
 
     `checkpoint`: saved after every epoch; when its file exists, pre-training continues after
     the epoch it holds and ends as an uninterrupted pre-training would (a run killed every few
-    seconds still gets through it). `progress` shows its steps (`xlvin.train.progress`, on line
+    seconds still gets through it). `progress` shows its steps (`xlvin.progress`, on line
     `position`)."""
     device = next(encoder.parameters()).device  # the data is collected on the CPU
     data = TransitionBatch(data.obs.to(device), data.actions.to(device), data.next_obs.to(device))

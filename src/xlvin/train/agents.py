@@ -12,7 +12,7 @@ themselves below exactly as a user's would:
                                                                    spaces.num_actions))
 
 An encoder builder maps (Architecture, Spaces) to a module from observations [B, ...] to
-[B, k]; one is registered per observation kind (`xlvin.train.spaces.OBSERVATION_KINDS`),
+[B, k]; one is registered per observation kind (`xlvin.envs.spaces.OBSERVATION_KINDS`),
 adapters (one-hot, channels first) included.
 
 Every built-in agent has one canonical name, lowercase and hyphenated (`AGENT_NAMES`): ppo,
@@ -46,14 +46,14 @@ from xlvin.nn.encoders import (
     OneHot,
     SmallCNN,
 )
-from xlvin.nn.distributions import ActionDistribution, StateDependentGaussian
+from xlvin.nn.distributions import ActionDistribution, StateDependentGaussian, for_spaces
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.expansion import Expansion
 from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vae import VAEWorldModel
-from xlvin.train.spaces import MIN_IMAGE_SIZE, OBSERVATION_KINDS, Spaces, image_shape
+from xlvin.envs.spaces import MIN_IMAGE_SIZE, OBSERVATION_KINDS, Spaces, image_shape
 
 
 @dataclass(frozen=True)
@@ -322,13 +322,13 @@ def head_width(arch: Architecture, spaces: Spaces) -> int:
 
 # The built-in agents, registered as a user's would be.
 def action_distribution(arch: Architecture, spaces: Spaces) -> ActionDistribution:
-    """The distribution an agent's actor parameterises: the spaces' (`Spaces.action_distribution`,
+    """The distribution an agent's actor parameterises: the spaces' (`for_spaces`,
     Box actions binned with `arch.action_bins`), or for Box actions with `arch.sde_sample_freq`
     gSDE's, over the k features PPO's actor reads (XLVIN takes Box actions in bins)."""
     if arch.sde_sample_freq is not None:
         return StateDependentGaussian(spaces.action_low, spaces.action_high, arch.embedding_dim,
                                       arch.sde_sample_freq)
-    return spaces.action_distribution(arch.action_bins)
+    return for_spaces(spaces, arch.action_bins)
 
 
 def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:

@@ -24,7 +24,7 @@ from xlvin.accel.numpy_sampling import env_actions, sample_actions
 from xlvin.envs.given import given_env
 from xlvin.errors import UserError, one_line
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.spaces import read_observations
+from xlvin.envs.spaces import read_observations
 from xlvin.train.storage import Rollout, concat_rollouts
 
 #: observations [B, ...] -> (logits [B, A], values [B]), NumPy in and out

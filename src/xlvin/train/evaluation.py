@@ -11,7 +11,7 @@ from xlvin.errors import UserError
 from xlvin.nn.distributions import ActionDistribution, DiagGaussian
 from xlvin.nn.policy import ActorCritic
 from xlvin.train.collect import make_actor
-from xlvin.train.spaces import read_observations
+from xlvin.envs.spaces import read_observations
 
 
 def _make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:

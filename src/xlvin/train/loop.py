@@ -37,7 +37,7 @@ from xlvin.train.collect import (
     policy_device,
     reset_envs,
 )
-from xlvin.train.env_state import env_state, restorable, restore_env_state
+from xlvin.envs.env_state import env_state, restorable, restore_env_state
 from xlvin.train.evaluation import Evaluator
 from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
 from xlvin.train.storage import Rollout
@@ -145,7 +145,7 @@ class OnlineData:
     continuing where the previous one stopped, followed by one update.
 
     Env i is reset with seed `seed + i`. Checkpoints hold every env's state, exact for envs whose
-    state `xlvin.train.env_state` restores (classic control, Atari); other envs are reset with seed
+    state `xlvin.envs.env_state` restores (classic control, Atari); other envs are reset with seed
     `seed + round` on resume instead.
 
     Normalisation (`cfg.normalises`, on by default for Box actions): a policy with observation
@@ -288,7 +288,7 @@ def train(
 
     `checkpoint`: saved before the first update and every `checkpoint.every` updates (with the
     round's data when it falls inside a round); when its file exists the loop continues from it
-    and ends exactly as an uninterrupted run (for envs `xlvin.train.env_state` can restore).
+    and ends exactly as an uninterrupted run (for envs `xlvin.envs.env_state` can restore).
 
     `deadline` (a `time.time()` value): once it has passed, training stops before the next
     update, saves `checkpoint` there (so a resumed run ends exactly as an uninterrupted one) and

@@ -66,7 +66,7 @@ from xlvin.train.run_config import (
     transe_key,
     with_transe_pretraining,
 )
-from xlvin.train.spaces import Spaces, spaces_from_json, spaces_to_json
+from xlvin.envs.spaces import Spaces, spaces_from_json, spaces_to_json
 
 
 def saved_config(data: dict[str, Any]) -> dict[str, Any]:
@@ -202,7 +202,7 @@ def train_run(
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train one agent and write the run directory `out`; return the agent and the summary.
     `progress`: PPO's progress bar; `pretrain_progress`: the pre-trainings' progress
-    (`xlvin.train.progress`), which can take minutes before the first update.
+    (`xlvin.progress`), which can take minutes before the first update.
 
     Data counts in the summary: `transe_transitions` (random-policy steps for TransE
     pre-training, 0 in the strict setting) and, for the low-data protocol, the exact episodes and

@@ -34,10 +34,10 @@ from xlvin.train.agents import (
     is_agent_name,
 )
 from xlvin.train.curriculum import CurriculumConfig
-from xlvin.train.progress import duration
+from xlvin.progress import duration
 from xlvin.train.ppo import PPOConfig
 from xlvin.train.protocols import LowDataConfig
-from xlvin.train.spaces import MIN_IMAGE_SIZE, Spaces, env_spaces, require_registered
+from xlvin.envs.spaces import MIN_IMAGE_SIZE, Spaces, env_spaces, require_registered
 
 PROTOCOLS = ("online", "low_data", "curriculum")
 #: The executor of an XLVIN run that names none (XLVIN-R's).

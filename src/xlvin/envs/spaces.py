@@ -1,6 +1,6 @@
 """An environment's spaces, probed once and classified: how its observations are read (the
 observation adapter and encoder that fit them) and its actions (Discrete, MultiDiscrete or Box,
-`ACTION_KINDS`), with the action distribution that fits them (`action_distribution`)."""
+`ACTION_KINDS`); the action distribution that fits them is `xlvin.nn.distributions.for_spaces`."""
 
 import warnings
 from collections.abc import Mapping, Sequence
@@ -14,13 +14,6 @@ from xlvin.envs import ensure_registered
 from xlvin.envs.maze import is_maze_env
 from xlvin.envs.wrappers import wrapped_env_id
 from xlvin.errors import UserError, one_line
-from xlvin.nn.distributions import (
-    ActionDistribution,
-    BinnedCategorical,
-    Categorical,
-    DiagGaussian,
-    MultiCategorical,
-)
 
 #: How observations are read, by observation space (the encoder registry's keys):
 #: flat      Box of up to 2 axes, flattened          -> MLP encoder
@@ -112,16 +105,6 @@ class Spaces:
             return (bins,) * self.num_actions
         return self.action_nvec or (self.num_actions,)
 
-    def action_distribution(self, bins: int = 0) -> ActionDistribution:
-        """The distribution a policy's action head parameterises for these actions; Box actions
-        binned into `bins` per dimension (0: a Gaussian) are a factorised categorical."""
-        if self.action_kind == "box":
-            if bins:
-                return BinnedCategorical(self.action_low, self.action_high, bins)
-            return DiagGaussian(self.action_low, self.action_high)
-        if self.action_kind == "multi_discrete":
-            return MultiCategorical(self.action_nvec)
-        return Categorical(self.num_actions)
 
 
 def _read_as(env_id: str, space: gym.Space, supported: str) -> tuple[str, tuple[int, ...], int]:
