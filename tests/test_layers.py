@@ -3,14 +3,15 @@ have no cycle.
 
 The layers, lowest first (a module may import its own layer and those below):
 
-  base         errors, config, stats, kernels, checked file reads and writes: no model, no env
-  envs         environments added to gymnasium's registry, the user's env modules
+  base         errors, config, stats, kernels, checked file reads and writes, progress bars: no
+               model, no env
+  envs         environments added to gymnasium's registry, the user's env modules, an env's
+               spaces (how its observations are read) and its state (exact resume)
   mdp          MDPs and value iteration (the executor's training data)
   nn           the model, plain PyTorch, and the losses on its outputs (TransE, PPO)
   io           files: weights, executors, checkpoints, run directories
   accel        fast paths of nn and of the loss; train calls them, they never call train
-  process      threads, seeds, signals, warnings of a training process; its progress bars and
-               spaces, which pre-training shares
+  process      threads, seeds, signals, warnings of a training process
   pretrain     executor and TransE pre-training, their data and the shipped files
   train        learning: configs, the agent registry, the loop, a run
   api          the Python API (XLVIN, PPO, ATreeC) and its callbacks, over train
@@ -27,14 +28,15 @@ import xlvin
 SRC = Path(xlvin.__file__).parent
 LAYERS = (
     # xlvin.io.files (checked reads, whole writes) needs only xlvin.errors, and config reads with it
-    ("base", ("xlvin.errors", "xlvin.config", "xlvin.stats", "xlvin.kernels", "xlvin.io.files")),
+    # xlvin.progress (the progress bars of training, pre-training and collection) needs only tqdm
+    ("base", ("xlvin.errors", "xlvin.config", "xlvin.stats", "xlvin.kernels", "xlvin.io.files",
+              "xlvin.progress")),
     ("envs", ("xlvin.envs",)),
     ("mdp", ("xlvin.mdp",)),
     ("nn", ("xlvin.nn",)),
     ("io", ("xlvin.io",)),
     ("accel", ("xlvin.accel",)),
-    # train's progress bars and spaces serve pre-training too, which train calls: below both
-    ("process", ("xlvin.process", "xlvin.signals", "xlvin.progress", "xlvin.envs.spaces")),
+    ("process", ("xlvin.process", "xlvin.signals")),
     ("pretrain", ("xlvin.pretrain",)),
     ("train", ("xlvin.train",)),
     ("api", ("xlvin.api", "xlvin.callbacks")),
