@@ -248,6 +248,31 @@ def test_eval_callback_evaluates_a_separate_env_saves_the_best_and_changes_nothi
     assert not (tmp_path / "new").exists()  # refused before anything was created
 
 
+def test_the_callbacks_script_runs_twice_and_the_best_model_keeps_its_steps(
+    tmp_path: Path,
+) -> None:
+    """As Stable-Baselines3's callbacks, EvalCallback and CheckpointCallback overwrite their
+    own earlier saves (the README's example runs twice), and refuse a folder holding anything
+    else; the best model loads with the env steps it was saved at."""
+    for attempt in range(2):
+        evaluation = EvalCallback("CartPole-v1", every=2 * ROLLOUT, episodes=2,
+                                  best_model_path=tmp_path / "best")
+        saves = CheckpointCallback(every=2 * ROLLOUT, directory=tmp_path / "saves")
+        PPO("CartPole-v1", seed=attempt, **TINY).learn(
+            4 * ROLLOUT, out=tmp_path / f"run{attempt}", progress=False,
+            callback=[evaluation, saves])
+        best = max(evaluation.evaluations, key=lambda e: e["mean"])  # the first of the best
+        assert PPO.load(tmp_path / "best").num_timesteps == best["num_timesteps"]
+        assert PPO.load(tmp_path / "saves" / "steps-128").num_timesteps == 128
+    (tmp_path / "best" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="EvalCallback: .* already holds files that it did not"):
+        EvalCallback(every=10, best_model_path=tmp_path / "best")
+    (tmp_path / "saves" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="CheckpointCallback: .* already holds files"):
+        CheckpointCallback(every=10, directory=tmp_path / "saves")
+    assert (tmp_path / "best" / "notes.txt").read_text() == "mine"
+
+
 def test_stop_on_reward_stops_at_the_first_evaluation_reaching_it(tmp_path: Path) -> None:
     stop = EvalCallback("CartPole-v1", every=ROLLOUT, episodes=2, callback=StopOnReward(1.0))
     model = PPO("CartPole-v1", seed=0, **TINY).learn(8 * ROLLOUT, progress=False, callback=stop)

@@ -5,10 +5,12 @@ import json
 import re
 import runpy
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
+import xlvin
 from xlvin.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,18 +75,24 @@ def readme_python_block() -> str:
 
 @pytest.mark.usefixtures("tiny_default_executors")
 def test_readme_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """The block itself, with its 50,000 and 10,000 steps cut to 256 and 64, its evaluations
-    every 128 steps (and the pre-training to a few episodes): the only edits made to it."""
+    """The block itself, with its 51,200 and 10,240 steps cut to 256 and 64, its evaluations
+    every 128 steps (and the pre-training to a few episodes): the only edits made to it. Its
+    totals are whole rollouts: it runs without a warning."""
     code = readme_python_block()
-    assert "total_steps=50_000" in code and "depth=2, seed=0)" in code
-    assert "total_steps=10_000" in code and "every=10_000" in code
-    code = code.replace("total_steps=50_000", "total_steps=256").replace(
-        "total_steps=10_000", "total_steps=64").replace("every=10_000", "every=128").replace(
+    assert "total_steps=51_200" in code and "depth=2, seed=0)" in code
+    assert "total_steps=10_240" in code and "every=10_000" in code
+    assert "num_timesteps 61,440" in code  # its comment: 51,200 + 10,240, whole rollouts of 512
+    model = xlvin.XLVIN("CartPole-v1", depth=2, seed=0)
+    assert 51_200 % model.config.ppo.batch_size == 0 and 10_240 % model.config.ppo.batch_size == 0
+    code = code.replace("total_steps=51_200", "total_steps=256").replace(
+        "total_steps=10_240", "total_steps=64").replace("every=10_000", "every=128").replace(
         "depth=2, seed=0)", "depth=2, seed=0, num_envs=2, num_steps=32, transe_episodes=5, "
         "transe_epochs=1)")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "readme.py").write_text(code)
-    runpy.run_path(str(tmp_path / "readme.py"), run_name="__main__")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runpy.run_path(str(tmp_path / "readme.py"), run_name="__main__")
     assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0
     assert (tmp_path / "runs" / "cp" / "model.safetensors").is_file()
     assert (tmp_path / "runs" / "best" / "model.safetensors").is_file()

@@ -49,6 +49,7 @@ from xlvin.io.run_dir import (
     SUMMARY,
     check_new_run_dir,
     claim_run_dir,
+    is_saved_policy,
     read_json_object,
     reading_results,
     write_json,
@@ -827,16 +828,18 @@ class Model:
     @_python_errors
     def save_policy(self, path: str | Path) -> Path:
         """Write the current policy (mid-training too: the callbacks' saves) as a run directory
-        `Model.load` and `xlvin evaluate` read: its config and weights only. `path`: a new or
+        `Model.load` and `xlvin evaluate` read: its config and weights (with `num_timesteps`) only.
+        `path`: a new or
         empty folder, or one `save_policy` wrote before (overwritten)."""
         path = Path(path)
-        if not (path.is_dir() and {p.name for p in path.iterdir()} <= {CONFIG, MODEL, LOCK}):
+        if not is_saved_policy(path):
             check_new_run_dir(path)
         policy = self._policy()
         with claim_run_dir(path) as run_dir:
             write_json(run_dir / CONFIG, self.config.to_json())
             save_weights(run_dir / MODEL, policy, weights_metadata(
-                self.config, self._executor_metadata(), self.spaces))
+                self.config, self._executor_metadata(), self.spaces,
+                num_timesteps=self.num_timesteps))
         return path
 
     def _executor_metadata(self) -> dict[str, Any] | None:
@@ -881,7 +884,11 @@ class Model:
                 model.config.train, device=device))
             agent = agent.to(device)
         model.policy, model.run_dir = agent, path
-        model._executor_meta = read_metadata(path / MODEL).get("executor")
+        metadata = read_metadata(path / MODEL)
+        model._executor_meta = metadata.get("executor")
+        steps = metadata.get("num_timesteps")  # a `save_policy` save, which has no summary
+        if type(steps) is int and steps >= 0:
+            model._num_timesteps = steps
         if (path / SUMMARY).is_file():
             model.summary = read_sealed(path / SUMMARY, path)
             with reading_results(path / SUMMARY):

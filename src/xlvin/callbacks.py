@@ -16,11 +16,12 @@ generator of training saved and restored around them, so a callback that only ob
 evaluation, a save) leaves the run's numbers as they are without it.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from xlvin.errors import UserError
+from xlvin.io.run_dir import is_saved_policy
 
 
 class Callback:
@@ -87,11 +88,20 @@ def as_callback(callback: Callback | Iterable[Callback] | None) -> Callback | No
                     f"{type(callback).__name__}")
 
 
-def _check_new_folder(path: Path, what: str) -> Path:
-    """Refuse, before training starts, a folder a callback would write into that holds files."""
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UserError(f"{what}: {path} already holds files; give a new or empty folder")
+def _check_new_folder(path: Path, what: str, saved: Callable[[Path], bool]) -> Path:
+    """Refuse, before training starts, a folder a callback would write into that holds files
+    other than its own earlier saves (`saved`), which it overwrites as Stable-Baselines3's
+    callbacks do: so the same script runs twice."""
+    if path.exists() and (not path.is_dir() or not saved(path)):
+        raise UserError(f"{what}: {path} already holds files that it did not save; give a new or "
+                        "empty folder")
     return path
+
+
+def _is_checkpoints(path: Path) -> bool:
+    """A folder of `CheckpointCallback`'s saves only: `steps-N` policies."""
+    return all(p.name.startswith("steps-") and p.name[6:].isdigit() and is_saved_policy(p)
+               for p in path.iterdir())
 
 
 def _check_every(every: int, what: str) -> int:
@@ -122,8 +132,8 @@ class EvalCallback(_Periodic):
     `env` (an id, an env or a callable that makes one: a separate env; None: the run's), seeded
     `seed` onwards as `Model.evaluate` does. Each result (mean, std, returns, `num_timesteps`) is
     appended to `evaluations`; with `best_model_path`, the best policy so far (highest mean) is
-    saved there as a run directory (`Model.load` reads it; a new or empty folder, overwritten
-    at each new best). `callback` (e.g. `StopOnReward`) gets `on_evaluation` after each
+    saved there as a run directory (`Model.load` reads it, with its `num_timesteps`; a new or
+    empty folder, or an earlier best model, overwritten at each new best). `callback` (e.g. `StopOnReward`) gets `on_evaluation` after each
     evaluation; returning False stops the run."""
 
     def __init__(
@@ -136,7 +146,7 @@ class EvalCallback(_Periodic):
             raise UserError(f"EvalCallback: episodes must be > 0, got {episodes!r}")
         self.env, self.episodes, self.seed, self.callback = env, episodes, seed, callback
         self.best_model_path = None if best_model_path is None else _check_new_folder(
-            Path(best_model_path), "EvalCallback")
+            Path(best_model_path), "EvalCallback", is_saved_policy)
         self.evaluations: list[dict[str, Any]] = []
         self.best_mean = float("-inf")
 
@@ -160,11 +170,12 @@ class EvalCallback(_Periodic):
 
 class CheckpointCallback(_Periodic):
     """Every `every` env steps, save the policy as a run directory `directory/steps-N` (N: the
-    env steps so far), which `Model.load` reads."""
+    env steps so far), which `Model.load` reads; a new or empty folder, or one of earlier saves
+    (a save of the same N is overwritten)."""
 
     def __init__(self, every: int, directory: str | Path) -> None:
         super().__init__(every, "CheckpointCallback")
-        self.directory = _check_new_folder(Path(directory), "CheckpointCallback")
+        self.directory = _check_new_folder(Path(directory), "CheckpointCallback", _is_checkpoints)
         self.saved: list[Path] = []
 
     def on_update(self, model: Any, metrics: dict[str, float]) -> bool:
