@@ -1,6 +1,8 @@
 """Bad input: one clear line on stderr, a non-zero exit, and existing run directories untouched."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,6 +133,15 @@ def test_version(capsys: pytest.CaptureFixture) -> None:
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"xlvin {__version__}"
+
+
+def test_version_answers_without_importing_torch() -> None:
+    """`xlvin --version` in well under a second: nothing heavy is imported for it."""
+    code = ("import sys; from xlvin.cli import main; assert main(['--version']) == 0; "
+            "assert 'torch' not in sys.modules and 'gymnasium' not in sys.modules, 'imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("xlvin ")
 
 
 @pytest.mark.parametrize("argv, guess", [

@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     """Parse the command line and run the command (errors are `main`'s)."""
     words = sys.argv[1:] if argv is None else list(argv)
+    if words == ["--version"]:  # at once: the parser below imports torch (seconds)
+        print(f"xlvin {version('xlvin')}")
+        return 0
     if wanted(words):
         pin()  # before the imports below load NumPy and torch
     from xlvin.process import prepare_process
