@@ -273,6 +273,63 @@ def test_the_callbacks_script_runs_twice_and_the_best_model_keeps_its_steps(
     assert (tmp_path / "best" / "notes.txt").read_text() == "mine"
 
 
+def test_learn_without_out_leaves_no_temporary_folder_behind(tmp_path: Path) -> None:
+    """learn() without out= trains in a temporary folder that goes with the model: removed when
+    the model is garbage-collected, and at exit; save() keeps the run."""
+    code = f"""
+import gc, os, sys
+from xlvin import PPO
+tiny = {TINY!r}
+kept = PPO("CartPole-v1", seed=0, **tiny).learn({ROLLOUT}, progress=False)
+kept.save(sys.argv[1])
+dropped = PPO("CartPole-v1", seed=0, **tiny).learn({ROLLOUT}, progress=False)
+folder = dropped.run_dir.parent
+del dropped
+gc.collect()
+print(folder, os.path.exists(folder), kept.run_dir.parent)
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "saved")],
+                          capture_output=True, text=True, check=True)
+    gone, exists, at_exit = done.stdout.split()
+    assert exists == "False"
+    assert not Path(gone).exists() and not Path(at_exit).exists()
+    assert (tmp_path / "saved" / "summary.json").is_file()
+
+
+class RaiseAt(Callback):
+    """Raises in the `n`-th update's hook, as a user's buggy callback would."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def on_update(self, model, metrics) -> bool:
+        self.seen += 1
+        if self.seen == self.n:
+            raise RuntimeError("a bug in my callback")
+        return True
+
+
+@pytest.mark.parametrize("out", [None, "given"])
+def test_learn_again_after_a_callback_raised_continues_the_run_it_has(
+    tmp_path: Path, out: str | None,
+) -> None:
+    """As Stable-Baselines3's model, the object holds its run after an exception: learn(n)
+    continues that run from its last checkpoint (here the first, at 0 steps, of a run asked
+    for 8 rollouts), not a new run from zero in another folder, and gives the weights of the
+    same run trained for n steps at once."""
+    model = PPO("CartPole-v1", seed=3, anneal_lr=False, **TINY)
+    given = None if out is None else tmp_path / out
+    with pytest.raises(RuntimeError, match="a bug in my callback"):
+        model.learn(8 * ROLLOUT, out=given, progress=False, callback=RaiseAt(3))
+    held = model.run_dir
+    assert held is not None and (given is None or held == given)
+    model.learn(2 * ROLLOUT, progress=False)
+    assert model.run_dir == held and model.num_timesteps == 2 * ROLLOUT
+    once = PPO("CartPole-v1", seed=3, anneal_lr=False, **TINY)
+    once.learn(2 * ROLLOUT, out=tmp_path / "once", progress=False)
+    assert same_weights(held, tmp_path / "once")
+
+
 def test_stop_on_reward_stops_at_the_first_evaluation_reaching_it(tmp_path: Path) -> None:
     stop = EvalCallback("CartPole-v1", every=ROLLOUT, episodes=2, callback=StopOnReward(1.0))
     model = PPO("CartPole-v1", seed=0, **TINY).learn(8 * ROLLOUT, progress=False, callback=stop)

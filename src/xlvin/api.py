@@ -25,6 +25,7 @@ import re
 import shutil
 import tempfile
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,6 +43,7 @@ from xlvin.envs.wrappers import import_env_wrappers, wrapper_spec
 from xlvin.errors import UserError
 from xlvin.io.digests import read_sealed
 from xlvin.io.executor_file import read_executor_meta
+from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import (
     CONFIG,
     LOCK,
@@ -553,9 +555,10 @@ class Model:
         progress=False: it can take minutes), PPO, checkpoints, TensorBoard under `out/tb`, the
         progress bar, then the final weights and summary. `total_steps` sets `total_steps`
         (online protocol), rounded up to whole rollouts (num_envs x num_steps), with a warning
-        unless it is the default; `out` is the run directory (a new temporary folder when None:
-        `model.run_dir`); `resume=True` continues the unfinished run in `out` exactly, or, with
-        a larger `total_steps`, a finished one to that total.
+        unless it is the default; `out` is the run directory (when None, a new temporary folder,
+        `model.run_dir`, removed with the model: `save(path)` keeps it); `resume=True` continues
+        the unfinished run in `out` exactly, or, with a larger `total_steps`, a finished one to
+        that total.
 
         Again (or after `load`), `learn(n)` continues the model's run in place for n more env
         steps (as Stable-Baselines3's `learn(n, reset_num_timesteps=False)`): metrics,
@@ -594,13 +597,33 @@ class Model:
                 if resume:
                     raise UserError("learn(resume=True) needs out=DIR, the run directory to "
                                     "continue")
-                out = Path(tempfile.mkdtemp(prefix="xlvin-")) / "run"
-        self.policy, self.summary = train_run(cfg, Path(out), progress=progress, resume=resume,
-                                              hooks=hooks)
+                out = self._temporary_run_dir()
+        try:
+            self.policy, self.summary = train_run(cfg, Path(out), progress=progress,
+                                                  resume=resume, hooks=hooks)
+        except BaseException:
+            self._hold_stopped_run(cfg, Path(out))
+            raise
         self.config, self.run_dir = cfg, Path(out)
         self._executor_meta = self.summary["executor"]
         self._num_timesteps = self.summary["ppo"]["env_steps"]
         return self
+
+    def _temporary_run_dir(self) -> Path:
+        """A run directory for `learn()` without `out=`, in a new temporary folder that is
+        removed with the model (garbage-collected, or at the latest when Python exits):
+        `save(path)` keeps the run."""
+        folder = tempfile.mkdtemp(prefix="xlvin-")
+        weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+        return Path(folder) / "run"
+
+    def _hold_stopped_run(self, cfg: RunConfig, out: Path) -> None:
+        """After `learn` raised (a callback's error, Ctrl-C) with a checkpoint left in `out`:
+        the model holds that run at its checkpoint, so that `learn(n)` on it continues the run
+        for n more steps from there, as `learn(out=out, resume=True)` resumes it."""
+        if (out / CHECKPOINT).is_file() and not (out / CHECKPOINT).is_symlink():
+            self.config, self.run_dir = cfg, out
+            self._num_timesteps = int(read_loop_state(out / CHECKPOINT)["result"]["env_steps"])
 
     def _sb3_learn(self, total_steps: int | None, progress: bool | None,
                    sb3: dict[str, Any]) -> tuple[int | None, bool]:
