@@ -138,6 +138,12 @@ def test_api_save_and_cli_evaluate_agree_and_the_reverse(
     assert sorted(p.name for p in saved.iterdir()) == sorted(p.name for p in model.run_dir.iterdir())
     assert main(["evaluate", str(saved), "--episodes", "5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == model.evaluate(episodes=5)
+    assert main(["evaluate", str(saved), "--episodes", "5", "--json", "--stochastic"]) == 0
+    sampled = json.loads(capsys.readouterr().out)
+    assert sampled == model.evaluate(episodes=5, deterministic=False)
+    assert sampled["deterministic"] is False and model.evaluate(episodes=5)["deterministic"]
+    assert main(["evaluate", str(saved), "--episodes", "5", "--stochastic"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("sampled actions)")
     loaded = XLVIN.load(saved)
     actions, trained_actions = (m.predict(obs, deterministic=True)[0] for m in (loaded, model))
     values, trained_values = loaded.predict_values(obs), model.predict_values(obs)

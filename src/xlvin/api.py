@@ -761,12 +761,14 @@ class Model:
         env: EnvLike | None = None,
     ) -> dict[str, Any]:
         """Return mean, std and every return over `episodes` fresh episodes seeded seed, seed + 1,
-        ...: the numbers `xlvin evaluate` prints. `env`: evaluate on this env (an id, an env or a
+        ..., greedy or (`deterministic=False`) sampled, and which: the numbers `xlvin evaluate`
+        (`--stochastic`) prints. `env`: evaluate on this env (an id, an env or a
         callable that makes one, with the model's spaces) instead of the run's; needed when the
         run's env was made from a Python object this process has not registered."""
         check_evaluation(episodes, seed)
-        return evaluate_agent(self._policy(), self._evaluation_config(env), episodes, seed,
-                              deterministic)
+        result = evaluate_agent(self._policy(), self._evaluation_config(env), episodes, seed,
+                                deterministic)
+        return {**result, "deterministic": deterministic}
 
     @_python_errors
     def check_evaluation_env(self, env: EnvLike | None = None) -> None:

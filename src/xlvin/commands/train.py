@@ -86,13 +86,15 @@ def _evaluate(args: argparse.Namespace) -> None:
     check_evaluation(args.episodes, args.seed)
     result = Model.load(args.run_dir, gym_packages=args.gym_packages,
                         env_wrappers=args.env_wrappers).evaluate(
-        episodes=args.episodes, seed=args.seed, env=args.env
+        episodes=args.episodes, seed=args.seed, env=args.env, deterministic=not args.stochastic
     )
     if args.json:
         print(json.dumps(result))
     else:
+        acting = "sampled" if args.stochastic else "greedy"
         print(f"{args.run_dir}: return {result['mean']:.2f} +- {result['std']:.2f} "
-              f"over {args.episodes} episodes (seeds {args.seed}..{args.seed + args.episodes - 1})")
+              f"over {args.episodes} episodes (seeds {args.seed}..{args.seed + args.episodes - 1}, "
+              f"{acting} actions)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -128,7 +130,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     evaluate = sub.add_parser(
         "evaluate",
         help="evaluate a saved policy on fresh episodes",
-        description="Load DIR/model.safetensors and report the mean and std return of the policy.",
+        description="Load DIR/model.safetensors and report the mean and std return of the policy, "
+        "greedy (default) or sampled (--stochastic).",
     )
     evaluate.add_argument("run_dir", type=Path, help="run directory written by `xlvin train`")
     evaluate.add_argument("--episodes", type=int, default=100, help="episodes to run (default 100)")
@@ -138,6 +141,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "training seeds)",
     )
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument(
+        "--stochastic", action="store_true",
+        help="sample actions from the policy (the action noise seeded by --seed) instead of the "
+        "greedy action, as predict(deterministic=False) does",
+    )
     evaluate.add_argument(
         "--gym-packages", nargs="+", default=[], metavar="NAME",
         help="modules to import that register the run's environment (the run says which it "
