@@ -4,6 +4,7 @@ agent that uses it."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -11,9 +12,10 @@ from torch import nn
 from xlvin import PPO, Model, UserError, build_encoder, register_agent
 from xlvin.cli import build_parser, main
 from xlvin.commands.train import run_config
+from xlvin.io.weights import read_metadata as load_file_metadata
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.agents import AGENTS, ENCODERS, register_encoder
+from xlvin.train.agents import AGENTS, BUILT_IN_ENCODERS, ENCODERS, register_encoder
 from xlvin.train.run import load_run
 
 
@@ -117,3 +119,31 @@ def test_a_registered_encoder_replaces_the_built_in_one(monkeypatch: pytest.Monk
     assert isinstance(model.policy.encoder, nn.Linear) and model.policy.encoder.out_features == 7
     with pytest.raises(UserError, match="unknown observation kind 'graph'"):
         register_encoder("graph", lambda a, s: nn.Identity())
+
+
+def linear_encoder(arch, spaces) -> nn.Module:
+    return nn.Linear(spaces.flat_size, arch.embedding_dim)
+
+
+def test_a_run_records_its_registered_encoder_and_loading_asks_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run trained with an encoder from register_encoder names it in its weights; loading it
+    where that encoder is not registered is one line saying what to register (the file's name is
+    compared, never imported), not a raw state_dict error; registered again, it loads."""
+    monkeypatch.setitem(ENCODERS, "flat", ENCODERS["flat"])
+    register_encoder("flat", linear_encoder)
+    model = PPO("CartPole-v1", num_envs=2, num_steps=16)
+    model.learn(32, out=tmp_path / "run", progress=False)
+    assert load_file_metadata(tmp_path / "run" / "model.safetensors")["encoder"] == (
+        f"{__name__}.linear_encoder")
+    register_encoder("flat", BUILT_IN_ENCODERS["flat"])
+    with pytest.raises(UserError, match=r"encoded by .*linear_encoder \(added with "
+                       r"register_encoder\), and this process has the built-in one: "
+                       r"register_encoder\('flat', \.\.\.\)"):
+        PPO.load(tmp_path / "run")
+    register_encoder("flat", linear_encoder)
+    loaded = PPO.load(tmp_path / "run")
+    assert isinstance(loaded.policy.encoder, nn.Linear)
+    np.testing.assert_array_equal(loaded.predict(np.zeros((2, 4), np.float32), deterministic=True)[0],
+                                  model.predict(np.zeros((2, 4), np.float32), deterministic=True)[0])

@@ -305,6 +305,30 @@ register_encoder("image_hwc", lambda a, s: image_encoder(s.kind, s.obs_shape, a.
                                                         a.small_image_divisor))
 register_encoder("dict", _dict_encoder)
 register_encoder("maze", lambda a, s: MazeCNN(s.obs_shape[0], a.hidden, a.embedding_dim))
+BUILT_IN_ENCODERS = dict(ENCODERS)
+
+
+def encoder_name(kind: str) -> str | None:
+    """The registered encoder of `kind` as a run records it: None for the built-in one, else its
+    builder's qualified name (`module.name`), which loading compares and never imports."""
+    builder = ENCODERS[kind]
+    if builder is BUILT_IN_ENCODERS.get(kind):
+        return None
+    return f"{getattr(builder, '__module__', '?')}.{getattr(builder, '__qualname__', repr(builder))}"
+
+
+def check_encoder(kind: str, recorded: Any, source: str) -> None:
+    """Refuse, in one line saying what to register, to rebuild a policy whose run recorded
+    (`encoder_name`) another encoder for its `kind` of observations than this process has."""
+    here = encoder_name(kind)
+    if recorded == here:
+        return
+    trained = ("the built-in one" if recorded is None
+               else f"{recorded!s:.200} (added with register_encoder)")
+    now = "the built-in one" if here is None else here
+    raise UserError(f"{source}: its {kind} observations were encoded by {trained}, and this "
+                    f"process has {now}: register_encoder({kind!r}, ...) that encoder before "
+                    "loading (the file names it; nothing it names is imported)")
 
 
 def transition_actions(arch: Architecture, spaces: Spaces) -> int | tuple[int, ...]:

@@ -48,7 +48,15 @@ from xlvin.pretrain.files import (
 from xlvin.pretrain.files import shared_transe_file as cached_transe_file
 from xlvin.pretrain.random_data import random_transitions
 from xlvin.pretrain.transe import pretrain_transe
-from xlvin.train.agents import Architecture, agent_spec, build_agent, pytorch_init, transe_pair
+from xlvin.train.agents import (
+    Architecture,
+    agent_spec,
+    build_agent,
+    check_encoder,
+    encoder_name,
+    pytorch_init,
+    transe_pair,
+)
 from xlvin.train.curriculum import Curriculum
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import Hooks, OnlineData, train
@@ -191,9 +199,11 @@ def weights_metadata(
     cfg: RunConfig, executor_meta: dict[str, Any] | None, spaces: Spaces, **more: Any
 ) -> dict[str, Any]:
     """The header of a policy's weights file: the run's config, its executor's description and
-    the env's spaces, enough to rebuild the policy without the env (`read_run`)."""
+    the env's spaces, enough to rebuild the policy without the env (`read_run`); with an encoder
+    added by `register_encoder`, its name (`encoder_name`), which loading asks to be registered."""
+    encoder = encoder_name(spaces.kind)
     return {"config": cfg.to_json(), "executor": executor_meta, "spaces": spaces_to_json(spaces),
-            **more}
+            **({} if encoder is None else {"encoder": encoder}), **more}
 
 
 def train_run(
@@ -411,6 +421,7 @@ def read_run(
     cfg = RunConfig.from_saved(meta.get("config"), str(source))
     stored = spaces_from_json(meta["spaces"], str(source)) if "spaces" in meta else None
     spaces, arch = check_run(on_cpu(cfg), stored)
+    check_encoder(spaces.kind, meta.get("encoder"), str(source))
     processor = None
     if agent_spec(cfg.train.agent).executor:
         processor = MessagePassing(**executor_architecture(meta.get("executor"), source))
