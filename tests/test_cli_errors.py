@@ -135,6 +135,15 @@ def test_version(capsys: pytest.CaptureFixture) -> None:
     assert capsys.readouterr().out.strip() == f"xlvin {__version__}"
 
 
+def test_train_help_lists_the_common_options_first(capsys: pytest.CaptureFixture) -> None:
+    assert main(["train", "--help"]) == 0
+    text = capsys.readouterr().out
+    common = text[text.index("\ncommon options:"):text.index("\nTrainConfig options:")]
+    for flag in ("--env", "--agent", "--total-steps", "--seed", "--depth", "--executor"):
+        assert f"\n  {flag} " in common
+    assert "--clip-coef" not in common and "--clip-coef" in text
+
+
 def test_version_answers_without_importing_torch() -> None:
     """`xlvin --version` in well under a second: nothing heavy is imported for it."""
     code = ("import sys; from xlvin.cli import main; assert main(['--version']) == 0; "

@@ -70,9 +70,11 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 def add_options(
-    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), prefix: str = ""
+    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), prefix: str = "",
+    first: tuple[argparse._ArgumentGroup, tuple[str, ...]] | None = None,
 ) -> None:
-    """Add one `--{prefix}flag` per field of dataclass `cls` (defaults left as None: unset)."""
+    """Add one `--{prefix}flag` per field of dataclass `cls` (defaults left as None: unset), in
+    a group of its own; `first`: a group, listed earlier in the help, and the fields it takes."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(f"{cls.__name__} options")
     for f in dataclasses.fields(cls):
@@ -97,7 +99,8 @@ def add_options(
         else:
             kwargs["type"] = parse_bool if tp is bool else tp
             kwargs["metavar"] = tp.__name__.upper() if not f.metadata.get("choices") else None
-        group.add_argument("--" + prefix + flag, **kwargs)
+        into = first[0] if first is not None and f.name in first[1] else group
+        into.add_argument("--" + prefix + flag, **kwargs)
 
 
 def from_args(

@@ -16,14 +16,20 @@ from xlvin.progress import duration
 from xlvin.train.run_config import SECTIONS, RunConfig, whole_rollouts
 
 
+#: The options most runs set, listed first in `xlvin train --help`.
+COMMON = ("env", "agent", "executor", "depth", "seed", "total_steps", "protocol", "device")
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """Every option of RunConfig: train and PPO options bare, the others prefixed
-    (--transe-*, --low-data-*, --curriculum-*)."""
+    (--transe-*, --low-data-*, --curriculum-*); the COMMON ones first."""
     parser.add_argument(
         "--config", type=Path, help="JSON file with train/ppo/transe sections; flags override it"
     )
+    common = parser.add_argument_group(
+        "common options", "what most runs set; every other option follows, by config section")
     for _, cls, prefix in SECTIONS:
-        add_options(parser, cls, prefix=prefix)
+        add_options(parser, cls, prefix=prefix, first=(common, COMMON) if not prefix else None)
 
 
 def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig:
