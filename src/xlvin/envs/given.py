@@ -1,5 +1,6 @@
-"""The env a user passed to the API as an object (an instance, or a vector env of different or
-asynchronous sub-envs), as the entry point the API registers for it (`xlvin.api.resolve_env`).
+"""The env a user passed to the API (`resolve_env`): an id, or an object (an instance, a
+callable, or a vector env of different or asynchronous sub-envs) as the entry point the API
+registers for it.
 
 Every path that makes a run's env makes it from its id; for such an id, `GivenEnv` makes it
 the way the user made it, never as something else:
@@ -14,6 +15,8 @@ the way the user made it, never as something else:
 
 import copy
 import functools
+import itertools
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -105,3 +108,113 @@ def given_env(env_id: str) -> GivenEnv | None:
     spec = gym.registry.get(env_id)
     entry = spec.entry_point if spec is not None else None
     return entry if isinstance(entry, GivenEnv) else None
+
+
+#: An environment as the API takes it: an id, an instance, a callable that makes one (a class or
+#: a function), or a vector env.
+EnvLike = str | gym.Env | gym.vector.VectorEnv | Callable[..., gym.Env]
+#: The prefix of the ids the API registers its envs' callables and instances under.
+API_PREFIX = "api/"
+#: Keys of a vector env's spec that describe the vectorisation, not the environment.
+VECTOR_KEYS = ("max_episode_steps", "num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+
+
+def _registered_id(make: Callable[..., gym.Env], named: Any = None) -> str:
+    """Register `make` (a class or function that makes the env, or a `GivenEnv`) with gymnasium
+    under its own id and return that id: `api/<module>.<name>` of `named` (`make` itself by
+    default), a lambda's or local function's with its line (`-L12`), and `-2`, `-3`, ... when
+    another callable holds the name already. Every callable has its own id (the last of two
+    lambdas never replaces the first), the same in every process that registers the same
+    callables in the same order."""
+    named = make if named is None else named
+    module = getattr(named, "__module__", None) or "env"
+    name = getattr(named, "__qualname__", None) or type(named).__qualname__
+    code = getattr(named, "__code__", None)
+    if code is not None and "<" in name:  # <lambda>, <locals>: many share the name
+        name += f"-L{code.co_firstlineno}"
+    base = API_PREFIX + re.sub(r"[^\w.-]", "_", f"{module}.{name}")
+    for n in itertools.count(1):
+        env_id = base if n == 1 else f"{base}-{n}"
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=make, disable_env_checker=True)
+            return env_id
+        if gym.registry[env_id].entry_point is make:
+            return env_id
+    raise AssertionError("unreachable")
+
+
+def _spec_kwargs(spec: gym.envs.registration.EnvSpec) -> dict[str, Any]:
+    """The keyword arguments `spec` was made with beyond its registration's defaults."""
+    registered = gym.registry[spec.id].kwargs
+    return {k: v for k, v in spec.kwargs.items()
+            if k not in VECTOR_KEYS and (k not in registered or registered[k] != v)}
+
+
+def _plain_spec(spec: gym.envs.registration.EnvSpec | None, vector: bool = False) -> bool:
+    """Whether `spec` is its registered env as `gym.make(id, **kwargs)` (or `gym.make_vec(id,
+    n, **kwargs)`, synchronous) makes it: no wrappers added, the registered time limit."""
+    if spec is None or spec.id not in gym.registry:
+        return False
+    registered = gym.registry[spec.id]
+    if vector:
+        kwargs = spec.kwargs
+        return (not kwargs.get("wrappers") and kwargs.get("vectorization_mode", "sync") in
+                ("sync", "vector_entry_point") and not kwargs.get("vector_kwargs") and
+                kwargs.get("max_episode_steps", registered.max_episode_steps)
+                == registered.max_episode_steps)
+    return not spec.additional_wrappers and spec.max_episode_steps == registered.max_episode_steps
+
+
+def _vector_env(env: gym.vector.VectorEnv) -> tuple[str, int]:
+    """(id, num_envs) of a vector env that is not its registered env plainly: its sub-envs made
+    by its own `env_fns`, in worker processes where it has them, or one UserError saying why
+    not and what to pass."""
+    name = type(env).__name__
+    if isinstance(env, gym.vector.VectorWrapper):
+        raise UserError(f"a vector env in a {name}: the run makes its sub-envs again and cannot "
+                        "re-make a vector wrapper; pass the vector env without it, or wrap each "
+                        "sub-env (gym.make_vec(..., wrappers=[...]))")
+    makers = list(getattr(env, "env_fns", None) or [])
+    if not makers:
+        raise UserError(f"a {name} without env_fns (its sub-envs cannot be made again as it "
+                        "made them): pass gym.make_vec(..., vectorization_mode='sync'), a "
+                        "SyncVectorEnv, the env's id or a function that makes one env, and "
+                        "num_envs=")
+    mode = "async" if isinstance(env, gym.vector.AsyncVectorEnv) else "sync"
+    if mode == "sync" and all(m is makers[0] for m in makers):
+        return _registered_id(makers[0]), env.num_envs
+    return _registered_id(GivenEnv(makers, mode), makers[0]), env.num_envs
+
+
+def resolve_env(env: EnvLike, env_kwargs: dict[str, Any] | None) -> tuple[str, dict[str, Any], int | None]:
+    """(gymnasium id, keyword arguments, number of envs or None) of an environment as the API
+    takes it; the run makes every env from the id. An env that is its registered env plainly
+    (`gym.make(id, **kwargs)`, `gym.make_vec(id, n, **kwargs)`: no wrappers added, its
+    registered time limit) is described by its spec, so that the run remakes it, seeded, and
+    resumes it in any process. Any other is made as the user made it (`GivenEnv`): an
+    instance (its time limit and wrappers with it) trains as the first sub-env itself, copied
+    for more; a vector env's sub-envs are made by its own `env_fns` (each its own, in workers
+    when it has them); a callable is called. Each is registered under its own id
+    (`_registered_id`)."""
+    kwargs = dict(env_kwargs or {})
+    if isinstance(env, str):
+        return env, kwargs, None
+    if isinstance(env, gym.vector.VectorEnv):
+        spec = env.spec
+        if _plain_spec(spec, vector=True) and not isinstance(env, gym.vector.VectorWrapper):
+            return spec.id, {**_spec_kwargs(spec), **kwargs}, env.num_envs
+        return (*_vector_env(env)[:1], kwargs, env.num_envs)
+    if isinstance(env, gym.Env):
+        spec = env.spec
+        if _plain_spec(spec):
+            return spec.id, {**_spec_kwargs(spec), **kwargs}, None
+        if kwargs:
+            raise UserError("env_kwargs apply to an env id or a callable that makes the env, not "
+                            f"to a {type(env).__name__} instance (it is made already)")
+        given = GivenEnv(instance=env)
+        given.check_copy()
+        return _registered_id(given, type(env)), kwargs, None
+    if callable(env):
+        return _registered_id(env), kwargs, None
+    raise UserError(f"env must be an id, a gymnasium Env, a callable that makes one or a vector "
+                    f"env, got {type(env).__name__}")
