@@ -81,6 +81,9 @@ class UpdateClock:
     def on_evaluation(self, policy, result, evaluation) -> bool:
         return True
 
+    def recorded(self) -> dict:
+        return {}
+
 
 def cost_worker(name: str, updates: int) -> dict:
     """Train `updates` (>= 2) updates in this process; CPU seconds per 1,000 transitions of the

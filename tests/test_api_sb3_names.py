@@ -1,12 +1,15 @@
 """Stable-Baselines3's names and defaults in the API (issue 58): each accepted as SB3 means it,
 or refused in one line with what to use."""
 
+import json
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from xlvin import PPO, UserError
+from xlvin import PPO, Callback, UserError
 
 TINY = {"num_envs": 2, "num_steps": 16, "update_epochs": 1}
 ROLLOUT = 32
@@ -79,3 +82,32 @@ def test_parameters_env_and_spaces(tmp_path) -> None:
                                   model.predict(obs, deterministic=True)[0])
     with pytest.raises(UserError, match="unknown argument 'devise' \\(did you mean device"):
         PPO.load(tmp_path / "run", devise="cpu")
+
+
+def test_model_logger_record_logs_a_callbacks_values_with_the_updates_metrics(
+    tmp_path: Path,
+) -> None:
+    """SB3's `self.logger.record(key, value)` inside a callback: the value is in that update's
+    row of metrics.jsonl (a value recorded in on_update goes with the next update's row), and a
+    value that is not a finite number is one UserError."""
+
+    class Records(Callback):
+        def __init__(self) -> None:
+            self.rollouts = 0
+
+        def on_rollout(self, model) -> bool:
+            self.rollouts += 1
+            model.logger.record("custom/rollouts", self.rollouts)
+            return True
+
+    model = PPO("CartPole-v1", seed=0, num_envs=2, num_steps=16)
+    model.learn(3 * 32, out=tmp_path / "run", progress=False, callback=Records())
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["custom/rollouts"] for r in rows if "custom/rollouts" in r] == [1.0, 2.0, 3.0]
+    with pytest.raises(UserError, match="a finite number"):
+        model.logger.record("custom/x", float("nan"))
+    with pytest.raises(UserError, match="a finite number"):
+        model.logger.record("custom/x", "text")
+    model.logger.record("custom/x", np.float32(2.5))
+    assert model.logger.dump() == {"custom/x": 2.5}
+

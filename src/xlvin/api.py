@@ -232,6 +232,32 @@ class _Hooks:
         return self._call(policy, result, self.callback.on_evaluation,
                           {"mean": evaluation["eval_return"], **evaluation})
 
+    def recorded(self) -> dict[str, float]:
+        return self.model.logger.dump()
+
+
+class Logger:
+    """`model.logger`, as Stable-Baselines3's for what callbacks use of it: `record(key, value)`
+    logs a number with the next update's metrics (DIR/metrics.jsonl and TensorBoard, under
+    `key`; the last value recorded for a key wins)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def record(self, key: str, value: Any, exclude: Any = None) -> None:
+        if not isinstance(key, str) or not key or key == "step":
+            raise UserError(f"logger.record: key must be a name other than 'step', got {key!r}")
+        if isinstance(value, torch.Tensor | np.ndarray | np.generic) and np.size(value) == 1:
+            value = value.item()
+        if type(value) not in (int, float) or not np.isfinite(value):
+            raise UserError(f"logger.record({key!r}, ...): a finite number, got {value!r}")
+        self.values[key] = float(value)
+
+    def dump(self) -> dict[str, float]:
+        """The values recorded since the last dump, and forget them."""
+        values, self.values = self.values, {}
+        return values
+
 
 class Model:
     """An agent of the agent registry trained with PPO (`agent=` picks it; `XLVIN`, `PPO` and
@@ -298,6 +324,13 @@ class Model:
                                     f"has {num_envs}")
         self._setup(with_options(cfg, options, source))
         self.verbose = verbose
+
+    @property
+    def logger(self) -> Logger:
+        """Stable-Baselines3's `model.logger` for callbacks: `record(key, value)` (`Logger`)."""
+        if getattr(self, "_logger", None) is None:
+            self._logger = Logger()
+        return self._logger
 
     def _setup(self, cfg: RunConfig, spaces: Spaces | None = None) -> None:
         """Check `cfg` as `xlvin train` does (before anything is built or written); `spaces`: a

@@ -97,6 +97,10 @@ class Hooks(Protocol):
     def on_evaluation(self, policy: ActorCritic, result: "TrainResult",
                       evaluation: dict[str, float]) -> bool: ...
 
+    def recorded(self) -> dict[str, float]:
+        """Values the callbacks recorded since the last update, logged with this one's metrics."""
+        ...
+
 
 @dataclass
 class Evaluation:
@@ -382,6 +386,8 @@ def train(
                     evaluated = result.progress[-1]
                     if hooks is not None and hooks.on_evaluation(policy, result, evaluated) is False:
                         stop_asked = True
+                if hooks is not None:
+                    metrics.update(hooks.recorded())
                 result.last_metrics = metrics
                 if log is not None:
                     log(result.env_steps if data.log_by_env_steps else result.updates, metrics)
