@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiny_runs import CELL, reproduce, tiny, unfinished_run
+from tests.tiny_runs import CELL, reproduce, tiny, tiny_cell_config, unfinished_run
 from xlvin.cli import main
 from xlvin.experiments import table1
 from xlvin.io import digests
@@ -19,12 +19,21 @@ from xlvin.io.run_dir import read_metrics
 TINY = tiny("CartPole-v0")
 
 
+@pytest.fixture(autouse=True)
+def tiny_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cell's config made tiny, as it was trained (`cell_root`) and as its table reads it."""
+    monkeypatch.setattr(table1.Cell, "config", tiny_cell_config(table1.Cell.config))
+
+
 @pytest.fixture(scope="module")
 def cell_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished table-1 cell: trained (4 updates), its eval.json tied to its weights."""
+    """A finished table-1 cell, trained as the cell (2 updates), its eval.json tied to its
+    weights."""
     root = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(table1.Cell, "config", tiny_cell_config(table1.Cell.config))
+        table1.run_cell(CELL, root)
     run_dir = CELL.run_dir(root)
-    assert main(["train", *TINY, "--out", str(run_dir)]) == 0
     write_sealed(run_dir / table1.EVAL_FILE, {"mean": 89.62, "std": 3.5}, run_dir)
     return root
 

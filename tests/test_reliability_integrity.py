@@ -4,7 +4,6 @@ one line naming the tensor (`xlvin evaluate`, `Model.load`, `--resume` from a ch
 Table 1 cell whose directory holds another cell's run (copied, swapped) is not tabled. Each
 refusal changes no byte of the run directory."""
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 import torch
 from test_faults import TINY, one_error_line, snapshot
 
-from tests.tiny_runs import unfinished_run
+from tests.tiny_runs import tiny_cell_config, unfinished_run
 from xlvin import Model
 from xlvin.cli import main
 from xlvin.errors import UserError
@@ -114,18 +113,6 @@ def test_an_executor_file_whose_weights_are_damaged_is_refused(
 
 
 # ------------------------------------- F9: a cell is tabled only with its own run's numbers
-
-def tiny_cell_config(real):
-    """Cell.config made tiny (2 PPO updates, one 2-episode progress evaluation): the config a
-    cell is trained with, and what its tabling checks the run against."""
-
-    def config(cell: table1.Cell):
-        cfg = real(cell)
-        return dataclasses.replace(cfg, low_data=dataclasses.replace(
-            cfg.low_data, updates=2, eval_points=1, eval_episodes=2))
-
-    return config
-
 
 @pytest.fixture
 def tiny_cells(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,5 +218,23 @@ def test_a_cell_of_a_variant_holding_the_plain_protocols_run_is_not_tabled(
                  "--agents", "ppo", "--seeds", "1", "--variant", "kl-0.01", "--finished-only",
                  "--runs", str(root), "--results", str(tmp_path / "results")]) == 2
     assert ("config.json records another run (ppo.target_kl is 0.0, the cell's is 0.01)"
+            in one_error_line(capsys))
+    assert snapshot(tmp_path) == before
+
+
+def test_the_plain_cell_holding_a_variants_run_is_not_tabled(
+    tmp_path: Path, tiny_cells: None, capsys
+) -> None:
+    """The reverse copy: a kl-0.01 run moved into the plain protocol's cell of the same seed,
+    env and agent differs from the cell only in what the variant sets, which is compared too."""
+    root = tmp_path / "runs"
+    kl = table1.Cell("paper", "CartPole-v0", "ppo", 0, variant="kl-0.01")
+    table1.run_cell(kl, root)
+    shutil.move(kl.run_dir(root), seed_dir(root, 0))
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main([*CLASSIC[:-1], "1", "--finished-only", "--runs", str(root), "--results",
+                 str(tmp_path / "results")]) == 2
+    assert ("config.json records another run (ppo.target_kl is 0.01, the cell's is 0.0)"
             in one_error_line(capsys))
     assert snapshot(tmp_path) == before

@@ -2,6 +2,7 @@
 with a checkpoint after each (about a second), one stopped after its last checkpoint, a finished
 cell written by hand, and the `xlvin reproduce` command that reads cells back."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -49,3 +50,16 @@ def reproduce(root: Path, results: Path) -> int:
     return main(["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0",
                  "--agents", "ppo", "--seeds", "1", "--finished-only", "--runs", str(root),
                  "--results", str(results)])
+
+
+def tiny_cell_config(real):
+    """Cell.config made tiny (2 PPO updates, one 2-episode progress evaluation): the config a
+    cell is trained with, and what its tabling checks the run against."""
+
+    def config(cell: table1.Cell):
+        cfg = real(cell)
+        return dataclasses.replace(cfg, low_data=dataclasses.replace(
+            cfg.low_data, updates=2, eval_points=1, eval_episodes=2))
+
+    return config
+

@@ -339,12 +339,16 @@ CELL_IDENTITY = (("train", "seed"), ("train", "env"), ("train", "agent"), ("trai
 
 
 def identity_fields(cell: Cell, config: RunConfig) -> list[tuple[str, str]]:
-    """CELL_IDENTITY and the fields the cell's variant sets: those in which its `config` differs
-    from its protocol's without the variant."""
-    own, base = config.to_json(), dataclasses.replace(cell, variant="").config().to_json()
-    changed = [(section, name) for section, values in own.items()
-               for name, value in values.items() if base[section].get(name) != value]
-    return [*CELL_IDENTITY, *(field for field in changed if field not in CELL_IDENTITY)]
+    """CELL_IDENTITY and every field a variant sets: those in which the cell's `config`, or its
+    protocol's with any one of VARIANTS, differs from its protocol's without one. So a run of
+    another variant copied in is told apart, the plain protocol's cell's included."""
+    plain = dataclasses.replace(cell, variant="").config()
+    base = plain.to_json()
+    changed: set[tuple[str, str]] = set()
+    for other in [config, *(change(plain) for change in VARIANTS.values())]:
+        changed |= {(section, name) for section, values in other.to_json().items()
+                    for name, value in values.items() if base[section].get(name) != value}
+    return [*CELL_IDENTITY, *sorted(field for field in changed if field not in CELL_IDENTITY)]
 
 
 def cell_record(cell: Cell, run_dir: Path, config: RunConfig | None = None) -> dict[str, Any]:
