@@ -238,3 +238,40 @@ def test_the_plain_cell_holding_a_variants_run_is_not_tabled(
     assert ("config.json records another run (ppo.target_kl is 0.01, the cell's is 0.0)"
             in one_error_line(capsys))
     assert snapshot(tmp_path) == before
+
+
+def _sibling_cases():
+    from xlvin.experiments import atari, continuous, maze
+
+    def in_dir(module):
+        return lambda cell, root: module.cell_record(cell, cell.run_dir(root))
+
+    return {  # a cell, the cell whose run is copied into its directory, the field apart, reading
+        "maze chi=0 into maze xlvin-32-b2": (
+            maze.Cell("maze", "xlvin-32-b2", 0), maze.Cell("maze", "xlvin-32-b2-zero-chi", 0),
+            "train.zero_chi", in_dir(maze)),
+        "maze seed 1 into seed 0": (
+            maze.Cell("maze", "ppo", 0), maze.Cell("maze", "ppo", 1), "train.seed", in_dir(maze)),
+        "atari xlvin-cp into xlvin-r": (
+            atari.Cell("Freeway", "xlvin-r", 0), atari.Cell("Freeway", "xlvin-cp", 0),
+            "train.executor", in_dir(atari)),
+        "continuous uniform into all": (
+            continuous.Cell("Pendulum-v1", "xlvin-all", 0, 1000),
+            continuous.Cell("Pendulum-v1", "xlvin-uniform", 0, 1000), "train.expand",
+            continuous.cell_record),
+    }
+
+
+@pytest.mark.parametrize("case", list(_sibling_cases()))
+def test_maze_atari_and_continuous_cells_holding_another_cells_run_are_not_tabled(
+    case: str, tmp_path: Path,
+) -> None:
+    """The other experiments check what their directories hold as Table 1's do: another
+    agent's (or arm's, or seed's) config.json in a cell's directory is one UserError naming the
+    field, before any number of it is read."""
+    cell, other, field, record = _sibling_cases()[case]
+    run_dir = cell.run_dir(tmp_path)
+    run_dir.mkdir(parents=True)
+    (run_dir / CONFIG).write_text(json.dumps(other.config().to_json()))
+    with pytest.raises(UserError, match=f"records another run \\({field} is"):
+        record(cell, tmp_path)

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import textwrap
+import dataclasses
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -65,7 +66,14 @@ from xlvin.stats import improvement_over, improvement_text, interval_text, summa
 from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import load_run, prepare_executors, train_run
+from xlvin.train.run import (
+    CELL_IDENTITY,
+    check_holds_run,
+    fields_apart,
+    load_run,
+    prepare_executors,
+    train_run,
+)
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 GAMES = ("Freeway", "Alien", "Enduro")
@@ -312,7 +320,11 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """The cell's curve, area, first score, final evaluation, throughput and how far it
     trained, as of its greedy evaluation: a cell that another call has resumed since is reported
     where it was evaluated, so that every number of the record is of the same run up to the
-    same transitions."""
+    same transitions. A run of another cell (another seed, game or agent), copied or moved in,
+    is one UserError."""
+    others = [dataclasses.replace(cell, agent=agent).config() for agent in AGENTS]
+    check_holds_run(run_dir, cell.config(),
+                    [*CELL_IDENTITY, *fields_apart([cell.config(), *others])])
     with reading_results(run_dir):
         return _cell_record(cell, run_dir)
 

@@ -49,6 +49,7 @@ from xlvin.kernels import cpu_name
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.train.ppo import PPOConfig
+from xlvin.train.run import CELL_IDENTITY, check_holds_run, fields_apart
 from xlvin.train.run_config import MAX_FULL_EXPANSION, RunConfig, TrainConfig
 
 
@@ -200,8 +201,11 @@ def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
 
 
 def cell_record(cell: Cell, root: Path) -> dict[str, Any]:
-    """A finished cell's final return and what it trained on."""
+    """A finished cell's final return and what it trained on; a run of another cell (another
+    seed, env or agent), copied or moved in, is one UserError."""
     run_dir = cell.run_dir(root)
+    others = [dataclasses.replace(cell, agent=agent).config() for agent in AGENTS]
+    check_holds_run(run_dir, cell.config(), [*CELL_IDENTITY, *fields_apart(others)])
     with reading_results(run_dir):
         summary = read_sealed(run_dir / SUMMARY, run_dir)
         evaluation = read_sealed(run_dir / table1.EVAL_FILE, run_dir)

@@ -43,7 +43,13 @@ from xlvin.process import quiet_known_warnings
 from xlvin.train.agents import resolve_agent, resolve_agents
 from xlvin.train.curriculum import CurriculumConfig
 from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import prepare_executors, train_run
+from xlvin.train.run import (
+    CELL_IDENTITY,
+    check_holds_run,
+    fields_apart,
+    prepare_executors,
+    train_run,
+)
 from xlvin.train.run_config import RunConfig, TrainConfig, check_device
 
 #: Experiments: name -> (env id, default agents).
@@ -217,9 +223,18 @@ def record_so_far(cell: Cell, run_dir: Path) -> dict[str, Any] | None:
     return running_record(cell, run_dir) if has_checkpoint(run_dir) else None
 
 
+def check_holds_cell(cell: Cell, run_dir: Path) -> None:
+    """Refuse, in one line, a directory that holds another cell's run: another seed, env or
+    agent (any setting in which the experiment's agents differ), copied or moved in."""
+    others = [dataclasses.replace(cell, agent=agent).config() for agent in AGENTS]
+    check_holds_run(run_dir, cell.config(), [*CELL_IDENTITY, *fields_apart(others)])
+
+
 def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     """What a cell's curriculum did: each level tried (passed or failed, episodes, steps,
-    held-out success after a pass), its totals and wall time."""
+    held-out success after a pass), its totals and wall time; a run of another cell is one
+    UserError (`check_holds_cell`)."""
+    check_holds_cell(cell, run_dir)
     with reading_results(run_dir):
         summary = read_sealed(run_dir / SUMMARY, run_dir)
         return _record(cell, summary["curriculum"], summary["ppo"], summary["wall_seconds"], None)

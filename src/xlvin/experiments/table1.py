@@ -61,7 +61,13 @@ from xlvin.pretrain.files import (
 from xlvin.pretrain.shipped import find
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
-from xlvin.train.run import check_holds_run, evaluate_run, shared_transe_file, train_run
+from xlvin.train.run import (
+    CELL_IDENTITY,
+    check_holds_run,
+    evaluate_run,
+    shared_transe_file,
+    train_run,
+)
 from xlvin.train.run_config import RunConfig, TrainConfig, check_run, transe_key
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
@@ -330,12 +336,6 @@ def finish_run(run_dir: Path, config: RunConfig, episodes: int, seed: int) -> No
                       pretrain_progress=False)
         if not (run_dir / EVAL_FILE).is_file():
             write_sealed(run_dir / EVAL_FILE, evaluate_run(run_dir, episodes, seed), run_dir)
-
-
-#: The fields of a run's config that say which cell it is: its seed, env, agent (and executor)
-#: and TransE data (`identity_fields` adds the variant's).
-CELL_IDENTITY = (("train", "seed"), ("train", "env"), ("train", "agent"), ("train", "executor"),
-                 ("low_data", "strict_transe"))
 
 
 def identity_fields(cell: Cell, config: RunConfig) -> list[tuple[str, str]]:

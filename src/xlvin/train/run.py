@@ -97,6 +97,13 @@ def checkpoint_config(cfg: RunConfig) -> Callable[[dict[str, Any]], dict[str, An
     return lambda data: with_total(saved_config(data), cfg.ppo.total_steps)
 
 
+#: The fields of a run's config that say which cell of an experiment it is: its seed, env,
+#: agent (and executor) and TransE data; each experiment adds those its cells differ in
+#: (`fields_apart`, Table 1's variants).
+CELL_IDENTITY = (("train", "seed"), ("train", "env"), ("train", "agent"), ("train", "executor"),
+                 ("low_data", "strict_transe"))
+
+
 def check_holds_run(run_dir: Path, cfg: RunConfig, fields: list[tuple[str, str]]) -> None:
     """Refuse, in one UserError, a run directory that holds another run than `cfg`'s (copied or
     swapped in from another cell) before its numbers are read: its config.json and its weights'
@@ -119,6 +126,16 @@ def check_holds_run(run_dir: Path, cfg: RunConfig, fields: list[tuple[str, str]]
                     f"{path} records another run ({section}.{name} is {json.dumps(ours)}, the "
                     f"cell's is {json.dumps(theirs)}): a run copied or moved from another cell "
                     "is not tabled; move its directory away and run the cell again")
+
+
+def fields_apart(configs: list[RunConfig]) -> list[tuple[str, str]]:
+    """The (section, name) fields in which `configs` (the cells of one experiment, say) do not
+    all agree: what tells their runs apart, for `check_holds_run`."""
+    saved = [cfg.to_json() for cfg in configs]
+    names = {(section, name) for config in saved for section, values in config.items()
+             for name in values}
+    return sorted((section, name) for section, name in names
+                  if len({json.dumps(c.get(section, {}).get(name)) for c in saved}) > 1)
 
 
 def steps_done(out: Path) -> int:
