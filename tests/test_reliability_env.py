@@ -3,11 +3,12 @@
 the call, the step and the exception's own message, in `xlvin train` (PPO's rollouts, XLVIN's
 TransE collection) and `xlvin evaluate`; the run directory is left resumable, and the line says
 so; XLVIN_TRACEBACK=1 prints the traceback above it; the Python API raises one `EnvFailed` that
-names the same.
+names the same. F3: `xlvin evaluate --json` of an env with NaN rewards is strict JSON.
 
 The envs are `tests.badenvs` (`--gym-packages tests.badenvs`); each behaves when
 `badenvs.HEALED` is set, as a user's fixed env would."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,15 @@ def tiny(env: str) -> list[str]:
     return ["--env", f"xlvin-test/{env}-v0", "--agent", "ppo", "--num-envs", "1",
             "--num-steps", "16", "--total-steps", "64", "--checkpoint-every", "1", "--quiet",
             *PACKAGES]
+
+
+def strict_json(text: str) -> dict:
+    """`text` parsed as JSON, which has no NaN or Infinity (Python's json reads them)."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 #: env -> what the line says: the call, where, and the reason (the exception's own message).
@@ -106,7 +116,7 @@ def healed_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root, runs = tmp_path_factory.mktemp("healed"), {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(badenvs.HEALED, "1")
-        for env in ("StepRaises", "WrongShape", "WrongDtype"):
+        for env in ("StepRaises", "WrongShape", "WrongDtype", "NaNReward"):
             runs[env] = root / env
             assert main(["train", *tiny(env), "--out", str(runs[env])]) == 0
     return runs
@@ -133,3 +143,24 @@ def test_an_env_failing_in_evaluate_is_one_line(
     with pytest.raises(EnvFailed, match="evaluation episode of seed 1000000"):
         Model.load(run, gym_packages=["tests.badenvs"]).evaluate(episodes=2)
     assert snapshot(run) == before
+
+
+def test_evaluate_json_of_nan_returns_is_strict_json_with_null_and_a_flag(
+    healed_runs: dict[str, Path], capsys
+) -> None:
+    assert main(["evaluate", str(healed_runs["NaNReward"]), "--episodes", "2", "--json",
+                 *PACKAGES]) == 0
+    out, err = capsys.readouterr()
+    result = strict_json(out)
+    assert result["mean"] is None and result["std"] is None and result["returns"] == [None, None]
+    assert result["finite"] is False and result["lengths"] == [8, 8]
+    assert "xlvin: note: 2 of 2 returns are not finite" in err
+
+
+def test_evaluate_json_of_finite_returns_says_finite(healed_runs: dict[str, Path], capsys,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(badenvs.HEALED, "1")
+    assert main(["evaluate", str(healed_runs["NaNReward"]), "--episodes", "2", "--json",
+                 *PACKAGES]) == 0
+    result = strict_json(capsys.readouterr().out)
+    assert result["finite"] is True and result["mean"] == pytest.approx(sum(result["returns"]) / 2)
