@@ -1,7 +1,8 @@
 """The `xlvin` command: one sub-command per module in `xlvin.commands`.
 
 Every failure a user can cause or meet (bad input, a missing or unwritable path, a full disk,
-memory) is one `xlvin: error: ...` line on stderr and exit status 2; Ctrl-C is `xlvin:
+memory, a user env that fails) is one `xlvin: error: ...` line on stderr and exit status 2
+(`XLVIN_TRACEBACK=1`: after its traceback); Ctrl-C is `xlvin:
 interrupted` (130), SIGTERM `xlvin: terminated` (143, `xlvin.signals`); a closed stdout (`xlvin ... | head`) ends the command quietly (141). The heavy
 imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handled too.
 """
@@ -10,6 +11,7 @@ import argparse
 import os
 import re
 import sys
+import traceback
 import typing
 from importlib.metadata import version
 
@@ -17,6 +19,11 @@ from xlvin.config import close_match
 from xlvin.errors import UserError, one_line
 from xlvin.kernels import DEFAULT_ON, add_option, pin, wanted
 from xlvin.signals import EXIT_TERMINATED, received_sigterm, sigterm_raises
+
+
+#: Set (XLVIN_TRACEBACK=1), an error line is preceded by its traceback, with its cause's: a user
+#: env's own exception, for one (`xlvin.envs.failures`).
+TRACEBACK = "XLVIN_TRACEBACK"
 
 
 class Parser(argparse.ArgumentParser):
@@ -124,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 141
     except UserError as err:  # the API's errors in the command line's terms
+        if os.environ.get(TRACEBACK):
+            traceback.print_exception(err)
         message = UserError(getattr(err, "command_line_message", err))
         print(f"xlvin: error: {one_line(message, limit=2000)}", file=sys.stderr)
     except OSError as err:

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -94,13 +95,35 @@ def _evaluate(args: argparse.Namespace) -> None:
                         env_wrappers=args.env_wrappers).evaluate(
         episodes=args.episodes, seed=args.seed, env=args.env, deterministic=not args.stochastic
     )
+    bad = sum(not math.isfinite(r) for r in result["returns"])
+    if bad:
+        print(f"xlvin: note: {bad} of {len(result['returns'])} returns are not finite (NaN or "
+              "inf): the env's rewards were not", file=sys.stderr)
     if args.json:
-        print(json.dumps(result))
+        print(evaluation_json(result))
     else:
         acting = "sampled" if args.stochastic else "greedy"
         print(f"{args.run_dir}: return {result['mean']:.2f} +- {result['std']:.2f} "
               f"over {args.episodes} episodes (seeds {args.seed}..{args.seed + args.episodes - 1}, "
               f"{acting} actions)")
+
+
+def finite(result: dict[str, Any]) -> bool:
+    """Whether an evaluation's mean, std and every return are finite numbers."""
+    return all(math.isfinite(x) for x in (result["mean"], result["std"], *result["returns"]))
+
+
+def evaluation_json(result: dict[str, Any]) -> str:
+    """An evaluation as strict JSON, which has no NaN or Infinity: a number that is not finite
+    is null, and `finite` says whether every number was."""
+
+    def strict(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return [strict(v) for v in value] if isinstance(value, list) else value
+
+    return json.dumps({**{k: strict(v) for k, v in result.items()}, "finite": finite(result)},
+                      allow_nan=False)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -146,7 +169,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"first evaluation seed; episode i uses seed+i (default {EVAL_SEED}, far from "
         "training seeds)",
     )
-    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument("--json", action="store_true",
+                          help="print one JSON object (strict JSON: a mean, std or return that is "
+                          "not finite, from an env's NaN or inf rewards, is null, and \"finite\" "
+                          "is false)")
     evaluate.add_argument(
         "--stochastic", action="store_true",
         help="sample actions from the policy (the action noise seeded by --seed) instead of the "

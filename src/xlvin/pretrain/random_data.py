@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from xlvin.accel.numpy_sampling import env_actions
+from xlvin.envs.failures import PASSED_ON, EnvFailed, env_failed, observation_problem
 from xlvin.nn.distributions import BinnedCategorical
 from xlvin.nn.policy import TransitionBatch
 from xlvin.progress import Progress
@@ -31,6 +32,7 @@ def random_transitions(
 
     `action_bins` B > 0 (Box actions binned per dimension): the actions are bins drawn uniformly
     per dimension, [d] each, and the env receives their centres (`BinnedCategorical`).
+    An env that fails (`xlvin.envs.failures`) is one `EnvFailed`.
     """
     env = read_observations(gym.make(env_id, **(env_kwargs or {})))
     space = env.action_space
@@ -45,12 +47,13 @@ def random_transitions(
         for episode in range(episodes):
             if len(obs_list) >= limit:
                 break
-            obs, _ = env.reset(seed=seed + episode)
-            done = False
+            obs = _call(env, env_id, episode, seed, 0, None)
+            done, steps = False, 0
             while not done and len(obs_list) < limit:
                 action = space.sample()
                 taken = env_actions(binned, action[None])[0] if action_bins else action
-                next_obs, _, terminated, truncated, _ = env.step(taken)
+                steps += 1
+                next_obs, terminated, truncated = _call(env, env_id, episode, seed, steps, taken)
                 obs_list.append(obs)
                 action_list.append(action)
                 next_list.append(next_obs)
@@ -65,3 +68,27 @@ def random_transitions(
         actions=torch.as_tensor(np.asarray(action_list), dtype=torch.long),
         next_obs=torch.as_tensor(np.asarray(next_list), dtype=torch.float32),
     )
+
+
+def _call(env: gym.Env, env_id: str, episode: int, seed: int, step: int, action: Any) -> Any:
+    """Episode `episode`'s reset (`step` 0: its observation) or step (observation, terminated,
+    truncated), as one `EnvFailed` if the env raises or returns an observation its space cannot
+    hold."""
+    call = "step" if step else "reset"
+    try:
+        if step:
+            obs, _, terminated, truncated, _ = env.step(action)
+        else:
+            obs, _ = env.reset(seed=seed + episode)
+    except PASSED_ON:
+        raise
+    except Exception as err:
+        raise env_failed(env_id, call, _where(episode, seed, step), err) from err
+    problem = observation_problem(obs, env.observation_space)
+    if problem is not None:
+        raise EnvFailed.of(env_id, call, _where(episode, seed, step), problem)
+    return (obs, terminated, truncated) if step else obs
+
+
+def _where(episode: int, seed: int, step: int) -> str:
+    return f"step {step} of TransE data episode {episode + 1} (seed {seed + episode})"

@@ -21,6 +21,7 @@ import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with g
 from xlvin.envs.atari import make_ale_vector_env
 from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
+from xlvin.envs.failures import PASSED_ON, env_failed
 from xlvin.envs.given import given_env
 from xlvin.errors import UserError, one_line
 from xlvin.nn.policy import ActorCritic
@@ -185,9 +186,24 @@ def records_own_episodes(envs: VectorEnv) -> bool:
     return False
 
 
+def env_name(envs: VectorEnv) -> str:
+    """The id the vector env was made from, for error messages: its first sub-env's, or the
+    class of that env (one the user passed to the API as an object)."""
+    if envs.spec is not None:
+        return envs.spec.id
+    sub = next(iter(getattr(envs.unwrapped, "envs", [])), envs.unwrapped)
+    return sub.spec.id if getattr(sub, "spec", None) else type(sub.unwrapped).__name__
+
+
 def reset_envs(envs: VectorEnv, seed: int) -> RolloutState:
-    """Reset env i with seed `seed + i` (gymnasium's convention) and seed the action space."""
-    obs, _ = envs.reset(seed=seed)
+    """Reset env i with seed `seed + i` (gymnasium's convention) and seed the action space; an
+    env that fails is one `EnvFailed`."""
+    try:
+        obs, _ = envs.reset(seed=seed)
+    except PASSED_ON:
+        raise
+    except Exception as err:
+        raise env_failed(env_name(envs), "reset", f"step 0 (seed {seed})", err) from err
     envs.action_space.seed(seed)
     return RolloutState(obs=np.array(obs), autoreset=np.zeros(envs.num_envs, dtype=bool))
 
@@ -210,7 +226,7 @@ def collect_rollout(
     Episode returns come from the episode statistics wrapper (`EpisodeStatistics`, or gymnasium's
     RecordEpisodeStatistics): `info["episode"]["r"]` where `info["_episode"]`, in the order the
     episodes finished; so do their successes, from `info["success"]` where the env reports one
-    at the end of every episode (the mazes).
+    at the end of every episode (the mazes). An env that fails is one `EnvFailed`.
     """
     T, N = num_steps, envs.num_envs
     actor = make_actor(policy, accelerate)
@@ -237,7 +253,13 @@ def collect_rollout(
         valid[t] = ~autoreset
         logits[t], values[t] = actor(obs[t])
         actions[t] = sample_actions(dist, logits[t], noise[t])
-        next_obs, reward, term, trunc, info = envs.step(env_actions(dist, actions[t]))
+        taken = env_actions(dist, actions[t])
+        try:
+            next_obs, reward, term, trunc, info = envs.step(taken)
+        except PASSED_ON:
+            raise
+        except Exception as err:
+            raise env_failed(env_name(envs), "step", f"step {t + 1} of {T}", err) from err
         obs[t + 1], rewards[t], terminated[t], truncated[t] = next_obs, reward, term, trunc
         autoreset = term | trunc
         if "episode" in info:

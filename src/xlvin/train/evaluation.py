@@ -7,6 +7,7 @@ import numpy as np
 
 from xlvin.accel.classic_control import make_array_steps
 from xlvin.accel.numpy_sampling import env_actions, mode_actions, sample_actions
+from xlvin.envs.failures import PASSED_ON, EnvFailed, env_failed, observation_problem
 from xlvin.errors import UserError
 from xlvin.nn.distributions import ActionDistribution, DiagGaussian
 from xlvin.nn.policy import ActorCritic
@@ -34,21 +35,51 @@ class Steps(Protocol):
 
 
 class EnvSteps:
-    """`Steps` through each env's own `reset` and `step`."""
+    """`Steps` through each env's own `reset` and `step`; an env that fails (`xlvin.envs.failures`)
+    is one `EnvFailed` naming the episode's seed and step."""
 
     def __init__(self, envs: list[gym.Env]) -> None:
         self.envs = envs
+        self.seeds, self.steps = [0] * len(envs), [0] * len(envs)
 
     def reset(self, j: int, seed: int) -> np.ndarray:
-        obs, _ = self.envs[j].reset(seed=seed)
-        return np.asarray(obs)
+        self.seeds[j], self.steps[j] = seed, 0
+        try:
+            obs, _ = self.envs[j].reset(seed=seed)
+        except PASSED_ON:
+            raise
+        except Exception as err:
+            raise env_failed(self._id(j), "reset", self._where(j), err) from err
+        return self._checked(j, "reset", obs)
 
     def step(self, js: list[int], actions: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        results = [self.envs[j].step(action) for j, action in zip(js, actions)]
+        results = []
+        for j, action in zip(js, actions):
+            self.steps[j] += 1
+            try:
+                results.append(self.envs[j].step(action))
+            except PASSED_ON:
+                raise
+            except Exception as err:
+                raise env_failed(self._id(j), "step", self._where(j), err) from err
+            self._checked(j, "step", results[-1][0])
         obs, rewards, terminated, truncated, _ = zip(*results)
         return (np.stack([np.asarray(o) for o in obs]), np.array(rewards, dtype=np.float64),
                 np.array(terminated), np.array(truncated))
+
+    def _checked(self, j: int, call: str, obs: Any) -> np.ndarray:
+        problem = observation_problem(obs, self.envs[j].observation_space)
+        if problem is not None:
+            raise EnvFailed.of(self._id(j), call, self._where(j), problem)
+        return np.asarray(obs)
+
+    def _id(self, j: int) -> str:
+        env = self.envs[j]
+        return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+    def _where(self, j: int) -> str:
+        return f"step {self.steps[j]} of the evaluation episode of seed {self.seeds[j]}"
 
 
 def make_steps(envs: list[gym.Env], accelerate: bool) -> Steps:

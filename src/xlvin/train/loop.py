@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from xlvin.accel.flat_adam import FlatAdam
+from xlvin.envs.failures import EnvFailed
 from xlvin.errors import UserError, one_line
 from xlvin.io.checkpoint import Checkpointer, section
 from xlvin.nn.normalization import RunningNorm
@@ -347,7 +348,11 @@ def train(
                     result.stopped_at_deadline, result.stopped_by_hooks = stop, stop_asked and not stop
                     break
                 if k == 0:
-                    rollout = data.collect(policy, round, generator, cfg.accelerate)
+                    try:
+                        rollout = data.collect(policy, round, generator, cfg.accelerate)
+                    except EnvFailed as err:
+                        what = f"the data for update {result.updates + 1}"
+                        raise err.during(what) from err.__cause__
                     result.add_round(rollout)
                     stop_asked = hooks is not None and hooks.on_rollout(policy, result) is False
                     if round == 0 and on_first_data is not None:
@@ -377,7 +382,12 @@ def train(
                     metrics["charts/episodic_length"] = _mean(rollout.episode_lengths)
                 if evaluator is not None and total and evaluation.due(result.updates, total):
                     seed_i = PROGRESS_EVAL_SEED + len(result.progress) * evaluation.episodes
-                    score = evaluator(policy, evaluation.episodes, seed_i, accelerate=cfg.accelerate)["mean"]
+                    try:
+                        score = evaluator(policy, evaluation.episodes, seed_i,
+                                          accelerate=cfg.accelerate)["mean"]
+                    except EnvFailed as err:
+                        what = f"the evaluation after update {result.updates}"
+                        raise err.during(what) from err.__cause__
                     metrics["charts/eval_return"] = score
                     result.progress.append({
                         "updates": result.updates, "episodes": result.episodes,

@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import nn
 
+from xlvin.envs.failures import EnvFailed
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer, read_loop_state
 from xlvin.io.digests import write_sealed
@@ -332,10 +333,14 @@ def _train_claimed(
         summary["transe_shared_file"] = shared.name
     elif wants_transe and not strict and not resuming:
         start = time.perf_counter()
-        data = random_transitions(made_env(t), cfg.transe.episodes, seed=t.seed + 10_000,
-                                  max_transitions=cfg.transe.max_transitions,
-                                  env_kwargs=transe_env_kwargs(cfg), progress=pretrain_progress,
-                                  action_bins=action_bins(t, spaces))
+        try:
+            data = random_transitions(made_env(t), cfg.transe.episodes, seed=t.seed + 10_000,
+                                      max_transitions=cfg.transe.max_transitions,
+                                      env_kwargs=transe_env_kwargs(cfg),
+                                      progress=pretrain_progress,
+                                      action_bins=action_bins(t, spaces))
+        except EnvFailed as err:
+            raise err.resumable(t.env, run_dir, checkpoint.exists()) from err.__cause__
         summary["pretrain_transe_seconds"] += time.perf_counter() - start
         pretrain(data, Checkpointer(run_dir / TRANSE_CHECKPOINT, 1, run=cfg.to_json(),
                                     normalize=saved_config))
@@ -371,6 +376,9 @@ def _train_claimed(
         logger.close(after_error=True)
         kept = f"; the last good checkpoint is kept in {checkpoint.path}" if checkpoint.exists() else ""
         raise TrainingDiverged(f"{err}{kept}") from None
+    except EnvFailed as err:
+        logger.close(after_error=True)
+        raise err.resumable(t.env, run_dir, checkpoint.exists()) from err.__cause__
     except BaseException:
         logger.close(after_error=True)
         raise
