@@ -137,10 +137,10 @@ def test_api_save_and_cli_evaluate_agree_and_the_reverse(
     saved = model.save(tmp_path / "api")
     assert sorted(p.name for p in saved.iterdir()) == sorted(p.name for p in model.run_dir.iterdir())
     assert main(["evaluate", str(saved), "--episodes", "5", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == model.evaluate(episodes=5)
+    assert json.loads(capsys.readouterr().out) == {**model.evaluate(episodes=5), "finite": True}
     assert main(["evaluate", str(saved), "--episodes", "5", "--json", "--stochastic"]) == 0
     sampled = json.loads(capsys.readouterr().out)
-    assert sampled == model.evaluate(episodes=5, deterministic=False)
+    assert sampled == {**model.evaluate(episodes=5, deterministic=False), "finite": True}
     assert sampled["deterministic"] is False and model.evaluate(episodes=5)["deterministic"]
     assert main(["evaluate", str(saved), "--episodes", "5", "--stochastic"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("sampled actions)")
@@ -156,7 +156,7 @@ def test_api_save_and_cli_evaluate_agree_and_the_reverse(
     assert main(["evaluate", str(tmp_path / "cli"), "--episodes", "5", "--json"]) == 0
     from_cli = Model.load(tmp_path / "cli")
     assert type(from_cli) is XLVIN
-    assert json.loads(capsys.readouterr().out) == from_cli.evaluate(episodes=5)
+    assert json.loads(capsys.readouterr().out) == {**from_cli.evaluate(episodes=5), "finite": True}
     agent, _ = load_run(tmp_path / "cli")
     with torch.no_grad():
         greedy = agent(torch.from_numpy(obs))[0].argmax(-1).numpy()
@@ -275,7 +275,7 @@ def test_an_untrained_model_saves_a_run_the_command_line_evaluates(tmp_path: Pat
     model = PPO("CartPole-v1", seed=4)
     model.save(tmp_path / "init")
     assert main(["evaluate", str(tmp_path / "init"), "--episodes", "3", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == model.evaluate(episodes=3)
+    assert json.loads(capsys.readouterr().out) == {**model.evaluate(episodes=3), "finite": True}
     with pytest.raises(UserError, match="not to a ChannelsLast instance"):
         PPO(ChannelsLast(), env_kwargs={"size": 3})
 
