@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 
 from xlvin.cli import main
 from xlvin.errors import UserError
-from xlvin.experiments import atari
+from xlvin.experiments import atari, registry
+from xlvin.experiments.protocol import run_cells
 from xlvin.io import run_dir as run_dir_module
 from xlvin.io.digests import sealed
 from xlvin.io.run_dir import read_metrics
@@ -294,9 +295,8 @@ def test_cells_whose_turn_comes_after_the_deadline_are_not_started(
     assert not fresh.run_dir(tmp_path).exists()
     run_dir = evaluated_cell(done, tmp_path, {1024: 3.0, 2048: 3.0}, evaluated_at=2048)
     before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
-    seen: list[dict] = []
-    records = atari.run_cells([fresh, done], tmp_path, jobs=1, deadline=past, on_done=seen.append)
-    assert records == seen and [r["seed"] for r in records] == [1]
+    records, _ = run_cells(registry.ATARI, [fresh, done], tmp_path, 1, "cells", deadline=past)
+    assert [r["seed"] for r in records] == [1]
     assert records[0]["transitions_reached"] == 2048 and records[0]["final_eval"]["mean"] == 4.0
     assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
     assert not fresh.run_dir(tmp_path).exists()

@@ -223,6 +223,7 @@ SWEEP = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
     from xlvin.experiments import sweep
+    from xlvin.experiments.protocol import Experiment
 
     def run_cell(cell, root):  # the cell is the test's folder (the root is a scratch folder)
         Path(cell, f"worker-{os.getpid()}").write_text(str(root))
@@ -231,9 +232,9 @@ SWEEP = textwrap.dedent("""
 
     if __name__ == "__main__":
         folder = Path(sys.argv[1])
-        preset = sweep.Preset(help="", cells=lambda n, a: [folder], run_cell=run_cell,
-                              finished=lambda c, r: None, write_results=lambda *a: "",
-                              runs=folder, run_dir=lambda c, r: Path(r) / "cell")
+        preset = Experiment(help="", cells=lambda n, a: [folder], run_cell=run_cell,
+                            finished=lambda c, r: None, write_results=lambda *a: "",
+                            runs=folder, run_dir=lambda c, r: Path(r) / "cell")
         sweep.run_sweep(preset, [folder], folder / "runs", workers=1)
 """)
 

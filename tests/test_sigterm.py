@@ -77,14 +77,14 @@ SWEEP = textwrap.dedent("""
     import dataclasses, os, sys, time
     from pathlib import Path
     from xlvin.cli import main
-    from xlvin.experiments import sweep
+    from xlvin.experiments import registry
 
     def work(cell, root):  # on a Ray worker: sys.argv is not this script's
         Path(FOLDER, f"worker-{os.getpid()}").touch()
         time.sleep(120)
 
     if __name__ == "__main__":
-        sweep.PRESETS["table1"] = dataclasses.replace(sweep.PRESETS["table1"], run_cell=work)
+        registry.EXPERIMENTS["classic"] = dataclasses.replace(registry.CLASSIC, run_cell=work)
         sys.exit(main(["sweep", "table1", "--seeds", "1", "--protocol", "paper", "--envs", "CartPole-v0",
                        "--agents", "ppo", "--workers", "1",
                        "--runs", str(Path(sys.argv[1], "runs")),

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from xlvin.cli import main
-from xlvin.experiments import ray_session, sweep, table1
+from xlvin.experiments import ray_session, registry, sweep, table1
+from xlvin.experiments.protocol import Experiment
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 INSTALL_ERROR = "xlvin: error: `xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
@@ -49,11 +50,12 @@ def broken_run_cell(cell: table1.Cell, root: Path) -> dict:
     raise ValueError(f"seed {cell.seed} always fails")
 
 
-def tiny_preset(run_cell) -> sweep.Preset:
+def tiny_preset(name: str, run_cell) -> Experiment:
     """Table 1's preset (finished check, aggregation, results files) on tiny CartPole PPO cells."""
     return dataclasses.replace(
-        sweep.TABLE1,
-        help="tiny test sweep",
+        registry.CLASSIC,
+        sweep_name=name,
+        sweep_help="tiny test sweep",
         cells=lambda seeds, args: [TinyCell("ours", "CartPole-v0", "ppo", s) for s in range(seeds)],
         run_cell=run_cell,
         add_options=lambda parser: None,
@@ -85,8 +87,8 @@ def mtimes(folder: Path) -> dict[str, int]:
 def test_tiny_sweep_on_local_ray_with_two_workers(
     local_ray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setitem(sweep.PRESETS, "tiny", tiny_preset(flaky(tmp_path)))
-    monkeypatch.setitem(sweep.PRESETS, "broken", tiny_preset(broken_run_cell))
+    monkeypatch.setitem(registry.EXPERIMENTS, "tiny", tiny_preset("tiny", flaky(tmp_path)))
+    monkeypatch.setitem(registry.EXPERIMENTS, "broken", tiny_preset("broken", broken_run_cell))
     runs, results = tmp_path / "runs", tmp_path / "results"
 
     # first sweep: both seeds trained; seed 1 fails once and is retried
@@ -160,7 +162,7 @@ def test_bad_options_are_one_line_errors(
 
 
 def test_every_preset_has_a_help_page(capsys: pytest.CaptureFixture) -> None:
-    for name in sweep.PRESETS:
+    for name in registry.on_ray():
         assert main(["sweep", name, "--help"]) == 0
         text = capsys.readouterr().out
         for flag in ("--seeds", "--address", "--workers", "--runs", "--results"):
@@ -195,7 +197,7 @@ def test_a_cell_gets_what_the_driver_holds_and_its_run_directory_comes_back(
     """The worker runs the cell in a scratch root of its own, starting from the driver's copy of
     its run directory; afterwards the driver's copy is exactly the worker's (a file the worker
     removed is gone, a new one is there, the lock stays)."""
-    preset = sweep.Preset(
+    preset = Experiment(
         help="", cells=lambda n, a: [], run_cell=note_run_cell, finished=lambda c, r: None,
         write_results=lambda *a: "", runs=tmp_path,
     )
@@ -231,7 +233,7 @@ def test_run_directories_are_kept_in_a_pyarrow_storage_and_resumed_from_it(
     pytest.importorskip("pyarrow")
     from xlvin.io.storage import RunStorage
 
-    preset = sweep.Preset(help="", cells=lambda n, a: [], run_cell=note_run_cell,
+    preset = Experiment(help="", cells=lambda n, a: [], run_cell=note_run_cell,
                           finished=note_finished, write_results=lambda *a: "", runs=tmp_path)
     stored = tmp_path / "bucket" / "runs"
     storage = RunStorage(f"file://{stored}")
@@ -304,7 +306,7 @@ def test_a_running_cells_snapshots_reach_the_driver_and_a_retry_resumes_from_the
     local_ray, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    preset = sweep.Preset(help="", cells=lambda n, a: [], run_cell=lost_after_a_snapshot(runs),
+    preset = Experiment(help="", cells=lambda n, a: [], run_cell=lost_after_a_snapshot(runs),
                           finished=lambda c, r: None, write_results=lambda *a: "", runs=runs,
                           label=lambda c: f"cell{c.n}")
     lines: list[str] = []
@@ -323,7 +325,7 @@ def test_the_maze_presets_make_the_cells_and_run_directories_of_reproduce(experi
     options = ["--seeds", "2", "--agents", "vin,ppo", "--quick", "--budget", "500"]
     parser = build_parser()
     args = parser.parse_args(["sweep", experiment, *options])
-    preset = sweep.PRESETS[experiment]
+    preset = registry.on_ray()[experiment]
     cells = preset.cells(args.seeds, args)
     curriculum = dataclasses.replace(maze.QUICK, budget=500)
     assert cells == [maze.Cell(experiment, agent, seed, curriculum)

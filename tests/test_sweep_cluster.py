@@ -31,7 +31,7 @@ CELLS = ["table1", "--seeds", "2", "--envs", "CartPole-v0", "--agents", "ppo"]
 DRIVER = textwrap.dedent("""
     import dataclasses, json, sys, tempfile
     from xlvin.cli import main
-    from xlvin.experiments import sweep, table1
+    from xlvin.experiments import registry, table1
 
     def run_cell(cell, root):
         record = table1.run_cell(cell, root)
@@ -40,7 +40,7 @@ DRIVER = textwrap.dedent("""
         return record
 
     if __name__ == "__main__":
-        sweep.PRESETS["table1"] = dataclasses.replace(sweep.TABLE1, run_cell=run_cell)
+        registry.EXPERIMENTS["classic"] = dataclasses.replace(registry.CLASSIC, run_cell=run_cell)
         sys.exit(main(sys.argv[1:]))
 """)
 

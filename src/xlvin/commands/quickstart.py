@@ -14,10 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from xlvin.errors import UserError
 from xlvin.experiments import table1
+from xlvin.experiments.protocol import run_cells
+from xlvin.experiments.registry import CLASSIC
 from xlvin.io.files import atomic_write_text
 from xlvin.stats import summarize
 
@@ -61,10 +62,8 @@ def _quickstart(args: argparse.Namespace) -> None:
         raise UserError(f"--out {out} already exists; choose a new directory")
     cells = [table1.Cell("paper", "CartPole-v0", agent, seed)
              for seed in range(args.seeds) for agent in AGENTS]
-    table1.prepare(cells, args.jobs)  # the executor and TransE pre-training, with their progress
-    bar = tqdm(total=len(cells), desc="train + evaluate", unit="run")
-    records = table1.run_cells(cells, out, jobs=args.jobs, on_done=lambda _: bar.update())
-    bar.close()
+    # the executor and TransE pre-training (with their progress), then the cells
+    records, _ = run_cells(CLASSIC, cells, out, args.jobs, "train + evaluate")
     table = results_table(records)
     atomic_write_text(out / "results.md", table + "\n")
     print()

@@ -6,13 +6,13 @@ import time
 from pathlib import Path
 
 from xlvin.errors import UserError
-from xlvin.experiments import ray_session, sweep
+from xlvin.experiments import ray_session, registry, sweep
 from xlvin.experiments.figures import require_plots
 from xlvin.io.storage import RunStorage
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    preset = sweep.PRESETS[args.preset]
+    preset = registry.on_ray()[args.preset]
     if args.seeds < 1:
         raise UserError("--seeds must be >= 1")
     if args.workers is not None and (args.address or args.workers < 1):
@@ -59,8 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the ray extra: pip install 'xlvin[ray]'.",
     )
     which = p.add_subparsers(dest="preset", required=True, metavar="PRESET")
-    for name, preset in sweep.PRESETS.items():
-        c = which.add_parser(name, help=preset.help, description=preset.description)
+    for name, preset in registry.on_ray().items():
+        c = which.add_parser(name, help=preset.sweep_help, description=preset.description)
         c.add_argument("--seeds", type=int, default=5, help="training seeds 0..N-1 (default 5)")
         preset.add_options(c)
         c.add_argument(
@@ -90,4 +90,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         )
         c.add_argument("--results", type=Path, default=Path("results"),
                        help="where the results files go (default results)")
-        c.set_defaults(func=_sweep)
+        c.set_defaults(func=_sweep, first_seed=0)  # the cells' seeds are 0..N-1

@@ -36,7 +36,6 @@ import os
 import textwrap
 import dataclasses
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ from xlvin.config import csv_choices
 from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
-from xlvin.experiments.jobs import has_passed, map_jobs
+from xlvin.experiments.jobs import has_passed
 from xlvin.io.digests import check_sealed, sealed
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import (
@@ -349,18 +348,6 @@ def _cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
         "final_eval": {k: evaluation[k] for k in ("mean", "std", "returns", "lengths", "transitions",
                                                   "max_steps", "machine")},
     }
-
-
-def run_cells(cells: list[Cell], root: Path, jobs: int, deadline: float | None = None,
-              eval_games: int = EVAL_GAMES, on_done: Any = None,
-              run: Any = run_cell) -> list[dict[str, Any]]:
-    """`run` (`run_cell`) of each cell on `jobs` spawned worker processes (one torch thread
-    each): the records of the cells that have one (those left for after the deadline have
-    none). `on_done` sees each record as it comes. The executors they share are pre-trained
-    first (`prepare`)."""
-    prepare(cells)
-    return map_jobs(partial(run, root=root, deadline=deadline, eval_games=eval_games), cells,
-                    jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results

@@ -224,14 +224,6 @@ def record_of(cell: VAECell, root: Path) -> dict[str, Any] | None:
     return {**atari.cell_record(cell, cell.run_dir(root)), "embedding": analysis_of(cell, root)}
 
 
-def run_cells(cell_list: list[VAECell], root: Path, jobs: int, deadline: float | None = None,
-              eval_games: int = atari.EVAL_GAMES, on_done: Any = None) -> list[dict[str, Any]]:
-    """`run_vae_cell` of every cell on `jobs` worker processes (`xlvin.experiments.atari.
-    run_cells`): the records of those that have one (a cell left for after the deadline has
-    none)."""
-    return atari.run_cells(cell_list, root, jobs, deadline, eval_games, on_done, run=run_vae_cell)
-
-
 # --------------------------------------------------------------------------- results
 
 

@@ -25,13 +25,12 @@ cell whose run directory is missing but whose record an earlier RESULTS/continuo
 counts as finished (`kept_runs`): cells gathered over several machines add up.
 """
 
+import argparse
 import dataclasses
 import importlib.util
 import os
 import textwrap
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
-from xlvin.experiments.jobs import map_jobs
+from xlvin.experiments.protocol import Experiment, run_cells
 from xlvin.io.digests import read_sealed
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, reading_results, write_json
@@ -219,14 +218,6 @@ def cell_record(cell: Cell, root: Path) -> dict[str, Any]:
             "wall_seconds": summary["wall_seconds"],
             "train_seconds": summary["train_seconds"],
         }
-
-
-def run_cells(chosen: list[Cell], root: Path, jobs: int,
-              on_done: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
-    """Run the cells on `jobs` worker processes, the files they share made first
-    (`table1.prepare`: the executor, TransE once per env); their records."""
-    table1.prepare(chosen, jobs)
-    return map_jobs(partial(run_cell, root=root), chosen, jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results
@@ -408,5 +399,39 @@ def reproduce(envs: str = ",".join(CLASSIC), agents: str = ",".join(AGENTS), see
     then write the results; returns the markdown."""
     chosen = cells_from_options(envs, agents, seeds, first_seed, budget)
     if not include_running:
-        run_cells(chosen, runs, jobs)
+        run_cells(EXPERIMENT, chosen, runs, jobs, "continuous-action cells")
     return table(chosen, runs, results, include_running)
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--envs", default=",".join(CLASSIC),
+                        help=f"comma-separated environments of {', '.join(ENVS)} (default "
+                        f"{','.join(CLASSIC)})")
+    parser.add_argument("--agents", default=",".join(AGENTS),
+                        help=f"comma-separated agents (default {','.join(AGENTS)}; "
+                        "xlvin-all only where every joint action fits)")
+    parser.add_argument("--budget", default="low",
+                        help="env steps a cell: low (default: " + ", ".join(
+                            f"{e} {s.steps:,}" for e, s in ENVS.items())
+                        + f"), paper ({PAPER_STEPS:,}, the authors' MuJoCo budget) or a number")
+
+
+def _report(chosen: list[Cell], trained: list[dict[str, Any]] | None, wall: float | None,
+            args: argparse.Namespace) -> str:
+    return (table(chosen, args.runs, args.results, args.include_running, wall)
+            + f"\nwrote {args.results}/continuous.md, .json, .png; runs under {args.runs}")
+
+
+#: `xlvin reproduce continuous` (`xlvin.experiments.registry`).
+EXPERIMENT = Experiment(
+    help="beyond the paper: XLVIN (each tree expansion) vs PPO on continuous actions",
+    description=__doc__ or "",
+    cells=lambda seeds, args: cells_from_options(args.envs, args.agents, seeds, args.first_seed,
+                                                 args.budget),
+    run_cell=run_cell, runs=Path("runs/continuous"), seeds=5, add_options=_add_options,
+    prepare=table1.prepare, finished_help=None, report=_report,
+    include_running="train nothing: write the results of the finished cells, naming every cell "
+    "still training or not started",
+    progress=lambda args: "continuous-action cells",
+    postfix=lambda r: f"{r['env']} {r['agent']} s{r['seed']}: {r['final_return']:.1f}",
+)

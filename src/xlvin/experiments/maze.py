@@ -23,7 +23,6 @@ import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
 from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
-from xlvin.experiments.jobs import has_passed, map_jobs
+from xlvin.experiments.jobs import has_passed
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.digests import read_sealed
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
@@ -267,14 +266,6 @@ def _record(cell: Cell, history: list[dict[str, Any]], ppo: dict[str, Any], wall
         "episodes": ppo["episodes"],
         "wall_seconds": wall,
     }
-
-
-def run_cells(cells: list[Cell], root: Path, jobs: int, on_done=None,
-              deadline: float | None = None) -> list[dict[str, Any]]:
-    """`run_cell` of each cell on `jobs` worker processes: the records of the cells that have
-    one (a cell left for after the deadline, never started, has none). `on_done` sees each
-    record as it comes."""
-    return map_jobs(partial(run_cell, root=root, deadline=deadline), cells, jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results

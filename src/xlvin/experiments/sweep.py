@@ -1,10 +1,11 @@
 """Sweeps: a preset expands into runs (cells), which Ray executes one CPU each, on any node of a
 cluster whose nodes share no filesystem.
 
-A preset is one `Preset` entry in `PRESETS`: an experiment is a list of cells (from a number of
-seeds and the preset's own options), a function that runs one cell in a run directory and returns
-its record, and a writer of the results files from all records. Adding an experiment's sweep is
-adding its entry (docs/ray.md, "Presets, and adding one").
+A preset is an `xlvin.experiments.protocol.Experiment` of `xlvin.experiments.registry` with a
+`sweep_name`: a list of cells (from a number of seeds and the experiment's own options), a
+function that runs one cell in a run directory and returns its record, and a writer of the
+results files from all records. Adding an experiment's sweep is giving its entry a `sweep_name`
+(docs/ray.md, "Presets, and adding one").
 
 `run_sweep` runs on the driver, the only process that writes the run directories' root and the
 results. Finished cells are skipped (their records are read from the driver's run directories).
@@ -19,7 +20,6 @@ While a cell is out, the driver holds its run directory's claim, so no other xlv
 process on the driver runs it. A failed cell is retried once and both failures are reported.
 """
 
-import argparse
 import tempfile
 import threading
 import time
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlvin.experiments import atari, maze, table1
+from xlvin.experiments.protocol import Experiment
 from xlvin.experiments.ray_session import CONNECT_TIMEOUT, first_line, import_ray, init_ray
 from xlvin.io.archive import dir_files, pack_dir, unpack_dir
 from xlvin.io.run_dir import claim_run_dir
@@ -41,120 +41,6 @@ from xlvin.pretrain.files import cache_dir
 ATTEMPTS = 2  # a failed cell is retried once
 #: How often (seconds) a running cell's run directory is sent to the driver if it changed.
 SYNC_SECONDS = 120.0
-
-
-def _no_options(parser: argparse.ArgumentParser) -> None:
-    pass
-
-
-def _no_shared_files(cells: list[Any]) -> list[Path]:
-    return []
-
-
-def _cell_run_dir(cell: Any, root: Path) -> Path:
-    return cell.run_dir(root)
-
-
-@dataclass(frozen=True)
-class Preset:
-    """An experiment `xlvin sweep NAME` can run. Functions that run on Ray workers (`run_cell`,
-    `run_dir`) must be importable module-level functions; cells must be picklable."""
-
-    help: str  # one line for `xlvin sweep --help`
-    #: (seeds, parsed options) -> cells; raise UserError for bad options
-    cells: Callable[[int, argparse.Namespace], list[Any]]
-    #: (cell, runs root) -> record; trains and evaluates the cell in its run directory under the
-    #: root, resuming what the directory holds. On a worker, in a scratch root of its node.
-    run_cell: Callable[[Any, Path], dict[str, Any]]
-    #: (cell, runs root) -> the record of a finished cell, or None if it still has to run
-    finished: Callable[[Any, Path], dict[str, Any] | None]
-    #: (records, results folder, wall seconds) -> text to print; writes the results files
-    write_results: Callable[[list[dict[str, Any]], Path, float], str]
-    runs: Path  # default root of the run directories
-    #: (cell, runs root) -> the cell's run directory (all it writes); default `cell.run_dir(root)`
-    run_dir: Callable[[Any, Path], Path] = _cell_run_dir
-    add_options: Callable[[argparse.ArgumentParser], None] = _no_options  # beyond --seeds
-    #: (cells to run) -> files under xlvin's cache (`xlvin.pretrain.files.cache_dir`) the cells read,
-    #: produced once on the driver before any task; the tasks get copies on their nodes
-    prepare: Callable[[list[Any]], list[Path]] = _no_shared_files
-    label: Callable[[Any], str] = str  # a cell, for progress lines
-    outcome: Callable[[dict[str, Any]], str] = lambda record: ""  # a record, for progress lines
-    description: str = ""  # for `xlvin sweep NAME --help`
-
-
-def _table1_finished(cell: table1.Cell, root: Path) -> dict[str, Any] | None:
-    run_dir = cell.run_dir(root)
-    return table1.cell_record(cell, run_dir) if table1.is_finished(run_dir) else None
-
-
-def _table1_write(records: list[dict[str, Any]], results: Path, wall: float) -> str:
-    md = table1.write_results(records, results, wall)
-    stem = results / (table1.results_stem(records[0]["protocol"], records[0]["variant"])
-                      if records else "table1")
-    return md + f"\nwrote {stem}.md, .json, .png"
-
-
-TABLE1 = Preset(
-    help="Table 1: CartPole-v0 / Acrobot-v1 / MountainCar-v0, low data (as `xlvin reproduce classic`)",
-    description=table1.__doc__ or "",
-    cells=table1.cells_from_options,
-    run_cell=table1.run_cell,
-    finished=_table1_finished,
-    write_results=_table1_write,
-    runs=Path("runs/table1"),
-    add_options=table1.add_cell_options,
-    prepare=table1.prepare,
-    label=lambda c: f"{c.protocol} {c.env} {c.agent}{' strict' if c.strict else ''} seed{c.seed}",
-    outcome=lambda r: f"final return {r['final_return']:.1f}",
-)
-
-
-
-def _maze_finished(cell: maze.Cell, root: Path) -> dict[str, Any] | None:
-    run_dir = cell.run_dir(root)
-    return maze.cell_record(cell, run_dir) if maze.is_finished(run_dir) else None
-
-
-def _maze_write(records: list[dict[str, Any]], results: Path, wall: float) -> str:
-    return maze.write_results(records, results, wall) + f"\nwrote {results}/maze.md, .json and the figures"
-
-
-def maze_preset(experiment: str) -> Preset:
-    """The curricula of a maze experiment (`maze` or `contextual-maze`), as `xlvin reproduce
-    EXPERIMENT` runs them."""
-    env, _ = maze.EXPERIMENTS[experiment]
-    return Preset(
-        help=f"the continual maze on {env} (as `xlvin reproduce {experiment}`)",
-        description=maze.__doc__ or "",
-        cells=lambda seeds, args: maze.cells_from_options(experiment, seeds, args),
-        run_cell=maze.run_cell,
-        finished=_maze_finished,
-        write_results=_maze_write,
-        runs=Path("runs/maze"),
-        add_options=lambda parser: maze.add_cell_options(parser, experiment),
-        prepare=maze.prepare,
-        label=lambda c: f"{c.experiment} {c.agent} seed{c.seed}",
-        outcome=lambda r: f"passed levels {r['levels_passed']}",
-    )
-
-
-ATARI = Preset(
-    help="Figures 4 and 6: Freeway / Alien / Enduro from pixels (as `xlvin reproduce atari`)",
-    description=atari.__doc__ or "",
-    cells=atari.cells_from_options,
-    run_cell=atari.run_cell,
-    finished=atari.finished_record,
-    write_results=lambda records, results, wall: atari.write_results(records, results),
-    runs=Path("runs/atari"),
-    add_options=atari.add_cell_options,
-    prepare=atari.prepare,
-    label=lambda c: f"{c.game} {c.agent} seed{c.seed} ({c.transitions:,} transitions)",
-    outcome=lambda r: f"AUC {r['auc']:.2f}, greedy {r['final_eval']['mean']:.1f}",
-)
-
-#: name -> preset, the PRESET argument of `xlvin sweep`.
-PRESETS: dict[str, Preset] = {"table1": TABLE1, "atari": ATARI,
-                              **{name: maze_preset(name) for name in maze.EXPERIMENTS}}
 
 
 def error_line(err: BaseException) -> str:
@@ -269,7 +155,7 @@ def count_runs(n: int) -> str:
 
 
 def run_sweep(
-    preset: Preset, cells: list[Any], root: Path, report: Callable[[str], None] = print,
+    preset: Experiment, cells: list[Any], root: Path, report: Callable[[str], None] = print,
     address: str | None = None, workers: int = 1, timeout: float = CONNECT_TIMEOUT,
     storage: RunStorage | None = None, sync_seconds: float = SYNC_SECONDS,
 ) -> SweepResult:
@@ -306,7 +192,7 @@ def run_sweep(
             with ExitStack() as claims:
                 for i in todo:
                     claims.enter_context(claim_run_dir(preset.run_dir(cells[i], root)))
-                shared = ray.put(shared_files(preset.prepare([cells[i] for i in todo])))
+                shared = ray.put(shared_files(preset.prepare([cells[i] for i in todo], 1)))
                 _run_on_ray(ray, preset, cells, todo, root, shared, report, records, result,
                             storage, sync_seconds)
         finally:
@@ -316,12 +202,12 @@ def run_sweep(
     return result
 
 
-def _relative(preset: Preset, cell: Any, root: Path) -> str:
+def _relative(preset: Experiment, cell: Any, root: Path) -> str:
     return preset.run_dir(cell, root).relative_to(root).as_posix()
 
 
 def _download_finished(
-    preset: Preset, cells: list[Any], root: Path, storage: RunStorage,
+    preset: Experiment, cells: list[Any], root: Path, storage: RunStorage,
     report: Callable[[str], None],
 ) -> None:
     """Bring the run directories `storage` holds (finished ones: only those are uploaded) of
@@ -336,7 +222,7 @@ def _download_finished(
 
 
 def _upload_missing(
-    preset: Preset, cells: list[Any], root: Path, storage: RunStorage,
+    preset: Experiment, cells: list[Any], root: Path, storage: RunStorage,
     report: Callable[[str], None],
 ) -> None:
     """Upload the finished run directories of `cells` that `storage` does not hold whole: a
@@ -352,7 +238,7 @@ def _upload_missing(
 
 
 def _run_on_ray(
-    ray: Any, preset: Preset, cells: list[Any], todo: list[int], root: Path, shared: Any,
+    ray: Any, preset: Experiment, cells: list[Any], todo: list[int], root: Path, shared: Any,
     report: Callable[[str], None], records: dict[int, dict[str, Any]], result: SweepResult,
     storage: RunStorage | None, sync_seconds: float,
 ) -> None:

@@ -32,7 +32,6 @@ import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -425,13 +424,6 @@ def _shared_file(need: tuple[str, Cell, int]) -> Path:
         return executor_file(cfg.train.executor, cfg.train, progress=True, position=position)
     spaces, arch = check_run(cfg)
     return shared_transe_file(cfg, spaces, arch, progress=True, position=position)
-
-
-def run_cells(cells: Iterable[Cell], root: Path, jobs: int, on_done=None) -> list[dict[str, Any]]:
-    """Run cells on `jobs` worker processes (spawned, one torch thread each)."""
-    cells = list(cells)
-    prepare(cells, jobs)
-    return map_jobs(partial(run_cell, root=root), cells, jobs, on_done)
 
 
 # --------------------------------------------------------------------------- results

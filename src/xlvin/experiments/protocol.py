@@ -1,0 +1,111 @@
+"""One experiment protocol: an `Experiment` is what `xlvin reproduce NAME` trains on this
+machine's worker processes and reports, and what `xlvin sweep NAME` runs as Ray tasks; and
+`run_cells`, the one local cell runner. The entries are in `xlvin.experiments.registry`."""
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from xlvin.experiments.jobs import map_jobs
+
+Record = dict[str, Any]
+#: (cells, records trained or None, wall seconds or None, options) -> text to print
+Report = Callable[[list[Any], list[Record] | None, float | None, argparse.Namespace], str]
+#: The --finished-only help of most experiments.
+FINISHED_HELP = "train nothing: write the results of the cells that have finished"
+
+
+def _no_options(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _no_check(args: argparse.Namespace) -> None:
+    pass
+
+
+def _no_run_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {}
+
+
+def _no_shared_files(cells: list[Any], jobs: int) -> list[Path]:
+    return []
+
+
+def _cell_run_dir(cell: Any, root: Path) -> Path:
+    return cell.run_dir(root)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A table or figure as cells. `xlvin reproduce NAME` makes its cells from the options,
+    trains them here (`run_cells`) unless told to train nothing, and prints `report`;
+    `xlvin sweep SWEEP_NAME` (where `sweep_name` is set) runs the unfinished ones as Ray tasks
+    and prints `write_results`. Functions that run on workers (`run_cell`, `run_dir`) must be
+    importable module-level functions; cells must be picklable."""
+
+    help: str  # one line for `xlvin reproduce --help`
+    #: (seeds, parsed options) -> cells of seeds options.first_seed (0 under sweep) onwards;
+    #: raise UserError for bad options
+    cells: Callable[[int, argparse.Namespace], list[Any]]
+    #: (cell, runs root, **run options) -> record; trains and evaluates the cell in its run
+    #: directory under the root, resuming what it holds; None for a cell a deadline left unstarted
+    run_cell: Callable[..., Record | None]
+    runs: Path  # default root of the run directories
+    #: (cell, runs root) -> the record of a finished cell, or None if it still has to run
+    finished: Callable[[Any, Path], Record | None] = lambda cell, root: None
+    #: sweep: (records, results folder, wall seconds) -> text to print; writes the results files
+    write_results: Callable[[list[Record], Path, float], str] | None = None
+    #: reproduce: (cells, records trained or None when told to train nothing, wall seconds or
+    #: None, options) -> text to print; picks the records, writes the results files
+    report: Report | None = None
+    #: (cell, runs root) -> the cell's run directory (all it writes); default `cell.run_dir(root)`
+    run_dir: Callable[[Any, Path], Path] = _cell_run_dir
+    add_options: Callable[[argparse.ArgumentParser], None] = _no_options  # that choose cells
+    #: (cells to run, jobs) -> files under xlvin's cache (`xlvin.pretrain.files.cache_dir`) the
+    #: cells read, produced once before any cell; a sweep's tasks get copies on their nodes
+    prepare: Callable[[list[Any], int], list[Path]] = _no_shared_files
+    label: Callable[[Any], str] = str  # a cell, for the sweep's progress lines
+    outcome: Callable[[Record], str] = lambda record: ""  # a record, for the sweep's lines
+    description: str = ""  # for `--help` of NAME
+    # `xlvin reproduce NAME`: its seeds, output options and checks
+    seeds: int = 10
+    seeds_note: str = ""  # after the default in the help of --seeds
+    first_seed: int = 0
+    first_seed_note: str = ""
+    results: Path = Path("results")
+    finished_help: str | None = FINISHED_HELP  # None: no --finished-only
+    #: what a cell does at --deadline-minutes, for its help; None: no deadline
+    deadline: str | None = None
+    include_running: str | None = None  # the help of --include-running; None: no such option
+    add_run_options: Callable[[argparse.ArgumentParser], None] = _no_options  # after the rest
+    check: Callable[[argparse.Namespace], None] = _no_check  # more options, before any cell
+    run_options: Callable[[argparse.Namespace], dict[str, Any]] = _no_run_options  # to run_cell
+    progress: Callable[[argparse.Namespace], str] = lambda args: "cells"  # the bar's title
+    postfix: Callable[[Record], str] = lambda record: ""  # a record, beside the bar
+    # `xlvin sweep`: the name and help it offers this experiment under; None: not on Ray
+    sweep_name: str | None = None
+    sweep_help: str = ""
+
+
+def run_cells(experiment: Experiment, cells: list[Any], root: Path, jobs: int, desc: str,
+              **options: Any) -> tuple[list[Record], float]:
+    """The files the cells share made (`experiment.prepare`, with their own progress), then
+    `experiment.run_cell(cell, root, **options)` of every cell on `jobs` spawned worker
+    processes (`map_jobs`) under a progress bar titled `desc`: the records of the cells that
+    have one (completion order) and the wall seconds of it all."""
+    start = time.perf_counter()
+    experiment.prepare(cells, jobs)
+    with tqdm(total=len(cells), desc=desc, unit="run") as bar:
+
+        def done(record: Record) -> None:
+            bar.update()
+            bar.set_postfix_str(experiment.postfix(record))
+
+        records = map_jobs(partial(experiment.run_cell, root=root, **options), cells, jobs, done)
+    return records, time.perf_counter() - start
