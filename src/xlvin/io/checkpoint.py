@@ -13,6 +13,8 @@ generator states, the loop's counters and env state (`loop`), and the run's `ext
 the run directory's summary has collected so far, e.g. pre-training statistics; later experiments
 put their curriculum state there) and the run's config (`run`), so a checkpoint of another run is
 refused. Loading parses JSON and raw tensors only: no code runs.
+
+No checkpoint is written holding a NaN or inf (the one already there stays the last good one).
 """
 
 import random
@@ -96,6 +98,7 @@ class Checkpointer:
         out["rng/torch"] = torch.get_rng_state()
         out["rng/sampler"] = sampler.get_state()
         out.update({f"loop/{k}": v for k, v in (tensors or {}).items()})
+        self._check_finite(out)
         meta = {
             "format": FORMAT,
             "param_groups": param_groups,
@@ -105,6 +108,14 @@ class Checkpointer:
             "run": self.run,
         }
         atomic_save_tensors(Path(self.path), out, meta)
+
+    def _check_finite(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Refuse to write a NaN or inf: the checkpoint already there stays the last good one."""
+        for name, tensor in tensors.items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                kept = "; the last good checkpoint is kept" if self.exists() else ""
+                raise UserError(f"checkpoint {self.path} not written: {name} holds NaN or inf "
+                                f"(training diverged){kept}")
 
     def restore(
         self, policy: torch.nn.Module, optimizer: Optimizer, sampler: torch.Generator
