@@ -127,3 +127,38 @@ def test_a_checkpoint_holding_nan_is_never_written(tmp_path: Path) -> None:
         checkpoint.save(policy, optimizer, torch.Generator(), {"log_step": 1},
                         {"obs": torch.tensor([float("inf")])})
     assert checkpoint.path.read_bytes() == good
+
+
+# --------------------------------------------- Adam's state is checked as the weights are (F6)
+
+#: The optimizer tensor damaged (the flat Adam's first moments, or its second), and how.
+OPTIM_DAMAGE = [("optim/0/exp_avg", "nan"), ("optim/0/exp_avg_sq", "inf"),
+                ("optim/0/exp_avg", "int32")]
+
+
+@pytest.mark.parametrize("name, damage", OPTIM_DAMAGE)
+def test_resume_refuses_a_checkpoint_whose_adam_state_is_damaged(
+    name: str, damage: str, tmp_path: Path, capsys
+) -> None:
+    run = unfinished_run(tmp_path)
+    resave(run / CHECKPOINT, name, damage, "checkpoint")
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main(["train", *tiny(), "--out", str(run), "--resume"]) == 2
+    err = one_error_line(capsys)
+    assert f"optimizer state in {run / CHECKPOINT}" in err and name in err, err
+    assert DAMAGE[damage][1] in err, err
+    assert snapshot(tmp_path) == before
+
+
+def test_resume_refuses_an_adam_step_count_below_one(tmp_path: Path, capsys) -> None:
+    from xlvin.io.weights import atomic_save_tensors
+
+    run = unfinished_run(tmp_path)
+    tensors, meta = load_weights(run / CHECKPOINT, "checkpoint")
+    atomic_save_tensors(run / CHECKPOINT, {**tensors, "optim/0/step": torch.tensor(0.0)}, meta)
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main(["train", *tiny(), "--out", str(run), "--resume"]) == 2
+    assert "optim/0/step is below 1" in one_error_line(capsys)
+    assert snapshot(tmp_path) == before

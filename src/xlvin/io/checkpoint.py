@@ -14,7 +14,8 @@ the run directory's summary has collected so far, e.g. pre-training statistics; 
 put their curriculum state there) and the run's config (`run`), so a checkpoint of another run is
 refused. Loading parses JSON and raw tensors only: no code runs.
 
-No checkpoint is written holding a NaN or inf (the one already there stays the last good one).
+No checkpoint is written holding a NaN or inf (the one already there stays the last good one),
+and none is read back holding one, in its weights or Adam's state.
 """
 
 import random
@@ -129,6 +130,7 @@ class Checkpointer:
         if None not in (saved, self.run) and saved != self.run:
             raise UserError(f"checkpoint {self.path} was saved by another run; not resuming")
         check_tensors(policy, section(tensors, "model/"), Path(self.path))
+        check_optimizer_tensors(policy, section(tensors, "optim/"), Path(self.path))
         try:
             policy.load_state_dict(section(tensors, "model/"), strict=True)
             _load_optimizer(optimizer, section(tensors, "optim/"), meta["param_groups"])
@@ -163,6 +165,25 @@ def _optimizer_state(optimizer: Optimizer) -> tuple[dict[str, torch.Tensor], lis
     }
     groups = [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()} for g in state["param_groups"]]
     return tensors, groups
+
+
+def check_optimizer_tensors(
+    policy: torch.nn.Module, tensors: dict[str, torch.Tensor], source: Path
+) -> None:
+    """Refuse, in one UserError naming the tensor, optimizer state (the `optim/` section) that
+    would make the next step's weights NaN or inf or that `load_state_dict` would cast in
+    silence: a non-finite value, Adam's moments of another dtype than the policy's weights, or a
+    step count below 1 (bias correction divides by 1 - beta^step)."""
+    dtypes = {p.dtype for p in policy.parameters()}
+    for name, tensor in tensors.items():
+        key, where = name.rsplit("/", 1)[-1], f"optim/{name}"
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise UserError(f"optimizer state in {source} is damaged: {where} holds NaN or inf")
+        if key.startswith("exp_avg") and len(dtypes) == 1 and tensor.dtype not in dtypes:
+            raise UserError(f"optimizer state in {source} does not fit this model: {where} is "
+                            f"{tensor.dtype}, the model's weights are {next(iter(dtypes))}")
+        if key == "step" and not bool((tensor >= 1).all()):
+            raise UserError(f"optimizer state in {source} is damaged: {where} is below 1")
 
 
 def _load_optimizer(
