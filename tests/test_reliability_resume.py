@@ -162,3 +162,39 @@ def test_resume_refuses_an_adam_step_count_below_one(tmp_path: Path, capsys) -> 
     assert main(["train", *tiny(), "--out", str(run), "--resume"]) == 2
     assert "optim/0/step is below 1" in one_error_line(capsys)
     assert snapshot(tmp_path) == before
+
+
+# ------------------------------------------ F7: a checkpoint that is a link is refused, unread
+
+def test_resume_refuses_a_checkpoint_that_links_outside_the_run(tmp_path: Path, capsys) -> None:
+    run = unfinished_run(tmp_path)
+    outside = tmp_path / "elsewhere.safetensors"
+    shutil.move(run / CHECKPOINT, outside)
+    (run / CHECKPOINT).symlink_to(outside)
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main(["train", *tiny(), "--out", str(run), "--resume"]) == 2
+    assert f"{run / CHECKPOINT} is a symbolic link" in one_error_line(capsys)
+    assert snapshot(tmp_path) == before and (run / CHECKPOINT).is_symlink()
+    for read in (lambda p: Checkpointer(p, 1).exists(), read_loop_state):
+        with pytest.raises(UserError, match="is a symbolic link"):
+            read(run / CHECKPOINT)
+
+
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_resume_refuses_a_transe_checkpoint_that_links_outside_the_run(
+    tmp_path: Path, capsys
+) -> None:
+    """A run stopped after its TransE pre-training, before PPO's first checkpoint."""
+    run = tmp_path / "run"
+    assert main(xlvin_r("CartPole-v1", run)) == 0
+    for name in (CHECKPOINT, MODEL, SUMMARY, METRICS):
+        (run / name).unlink()
+    outside = tmp_path / "elsewhere.safetensors"
+    shutil.move(run / TRANSE_CHECKPOINT, outside)
+    (run / TRANSE_CHECKPOINT).symlink_to(outside)
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main([*xlvin_r("CartPole-v1", run), "--resume"]) == 2
+    assert f"{run / TRANSE_CHECKPOINT} is a symbolic link" in error_line(capsys)
+    assert snapshot(tmp_path) == before

@@ -15,9 +15,11 @@ put their curriculum state there) and the run's config (`run`), so a checkpoint 
 refused. Loading parses JSON and raw tensors only: no code runs.
 
 No checkpoint is written holding a NaN or inf (the one already there stays the last good one),
-and none is read back holding one, in its weights or Adam's state.
+and none is read back holding one, in its weights or Adam's state. A checkpoint that is a
+symbolic link is refused, never followed.
 """
 
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 
 from xlvin.errors import UserError, one_line
+from xlvin.io.files import check_regular
 from xlvin.io.weights import atomic_save_tensors, check_tensors, load_weights, read_metadata
 
 FORMAT = "xlvin-checkpoint/3"
@@ -73,7 +76,12 @@ class Checkpointer:
         return self.every > 0 and update % self.every == 0
 
     def exists(self) -> bool:
-        return Path(self.path).is_file()
+        """Whether there is a checkpoint; anything there but a regular file (a symbolic link to
+        a file elsewhere, a folder) is one UserError, never followed."""
+        if not os.path.lexists(self.path):
+            return False
+        check_regular(Path(self.path))
+        return True
 
     def log_step(self) -> int:
         """The metrics step the checkpoint was taken at (0 without a checkpoint)."""
@@ -122,6 +130,8 @@ class Checkpointer:
         self, policy: torch.nn.Module, optimizer: Optimizer, sampler: torch.Generator
     ) -> Resumed:
         """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
+        if os.path.lexists(self.path):  # as in `exists`
+            check_regular(Path(self.path))
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
         _check_format(Path(self.path), meta)
         saved = meta.get("run")
@@ -225,6 +235,8 @@ def _check_format(path: Path, meta: dict[str, Any]) -> None:
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
+    if os.path.lexists(path):  # a symbolic link to a file elsewhere is refused, not followed
+        check_regular(path)
     meta = read_metadata(path, what="checkpoint")
     _check_format(path, meta)
     return meta
