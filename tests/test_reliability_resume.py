@@ -198,3 +198,17 @@ def test_resume_refuses_a_transe_checkpoint_that_links_outside_the_run(
     assert main([*xlvin_r("CartPole-v1", run), "--resume"]) == 2
     assert f"{run / TRANSE_CHECKPOINT} is a symbolic link" in error_line(capsys)
     assert snapshot(tmp_path) == before
+
+
+# -------------------------------------------- F8: the metrics a checkpoint continues must be there
+
+def test_resume_refuses_a_checkpoint_whose_metrics_file_is_missing(tmp_path: Path,
+                                                                   capsys) -> None:
+    run = unfinished_run(tmp_path)
+    (run / METRICS).unlink()
+    before = snapshot(tmp_path)
+    capsys.readouterr()
+    assert main(["train", *tiny(), "--out", str(run), "--resume"]) == 2
+    assert (f"{run / METRICS} is missing but the checkpoint was taken at step 64"
+            in one_error_line(capsys))
+    assert snapshot(tmp_path) == before
