@@ -212,3 +212,21 @@ def test_resume_refuses_a_checkpoint_whose_metrics_file_is_missing(tmp_path: Pat
     assert (f"{run / METRICS} is missing but the checkpoint was taken at step 64"
             in one_error_line(capsys))
     assert snapshot(tmp_path) == before
+
+
+# ------------------------------- F4: an env whose state is not saved is said so, in one line
+
+@pytest.mark.parametrize("env", [USER_ENV, "CartPole-v1"])
+def test_a_resume_says_when_the_envs_state_cannot_be_restored(env: str, tmp_path: Path,
+                                                              capsys) -> None:
+    run = tmp_path / "run"
+    assert main(["train", *tiny(env), "--total-steps", "32", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["train", *tiny(env), "--out", str(run), "--resume"]) == 0  # on to 64 steps
+    err = capsys.readouterr().err.strip()
+    if env == "CartPole-v1":
+        assert err == ""  # restored exactly
+    else:
+        assert len(err.splitlines()) == 1 and err.startswith(
+            f"xlvin: warning: the state of {env} cannot be restored"), err
+        assert "will not match an uninterrupted run" in err
