@@ -336,7 +336,7 @@ def test_ppo_baseline_learns_cartpole():
 
 def test_extreme_policy_change_gives_a_finite_loss_and_nan_stops_training() -> None:
     """A ratio that would overflow float32 is bounded; a NaN loss raises before any step."""
-    from xlvin.train.ppo import TrainingDiverged
+    from xlvin.errors import TrainingDiverged
 
     class Fixed(ActorCritic):
         def __init__(self, scale: float) -> None:

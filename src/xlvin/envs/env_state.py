@@ -105,6 +105,15 @@ def restorable(envs: VectorEnv) -> bool:
     )
 
 
+def inexact_resume_notice(env_id: str, seed: int) -> str:
+    """The line a resume prints when the envs' state was not saved (not `restorable`): they are
+    reset with `seed` instead, so the run goes on, but not as an uninterrupted one would."""
+    return (f"xlvin: warning: the state of {env_id} cannot be restored (only envs of "
+            f"{', '.join(RESTORABLE_MODULES)} keep all their state in attributes xlvin saves); "
+            f"the run continues from envs reset with seed {seed}, so it will not match an "
+            "uninterrupted run")
+
+
 def env_state(envs: VectorEnv) -> list[dict[str, Any]]:
     """JSON-serialisable state of every object in the env chain, in chain order."""
     objects = []

@@ -13,8 +13,13 @@ generator states, the loop's counters and env state (`loop`), and the run's `ext
 the run directory's summary has collected so far, e.g. pre-training statistics; later experiments
 put their curriculum state there) and the run's config (`run`), so a checkpoint of another run is
 refused. Loading parses JSON and raw tensors only: no code runs.
+
+No checkpoint is written holding a NaN or inf (the one already there stays the last good one),
+and none is read back holding one, in its weights or Adam's state. A checkpoint that is a
+symbolic link is refused, never followed.
 """
 
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +30,7 @@ import numpy as np
 import torch
 
 from xlvin.errors import UserError, one_line
+from xlvin.io.files import check_regular
 from xlvin.io.weights import atomic_save_tensors, check_tensors, load_weights, read_metadata
 
 FORMAT = "xlvin-checkpoint/3"
@@ -70,7 +76,12 @@ class Checkpointer:
         return self.every > 0 and update % self.every == 0
 
     def exists(self) -> bool:
-        return Path(self.path).is_file()
+        """Whether there is a checkpoint; anything there but a regular file (a symbolic link to
+        a file elsewhere, a folder) is one UserError, never followed."""
+        if not os.path.lexists(self.path):
+            return False
+        check_regular(Path(self.path))
+        return True
 
     def log_step(self) -> int:
         """The metrics step the checkpoint was taken at (0 without a checkpoint)."""
@@ -96,6 +107,7 @@ class Checkpointer:
         out["rng/torch"] = torch.get_rng_state()
         out["rng/sampler"] = sampler.get_state()
         out.update({f"loop/{k}": v for k, v in (tensors or {}).items()})
+        self._check_finite(out)
         meta = {
             "format": FORMAT,
             "param_groups": param_groups,
@@ -106,10 +118,20 @@ class Checkpointer:
         }
         atomic_save_tensors(Path(self.path), out, meta)
 
+    def _check_finite(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Refuse to write a NaN or inf: the checkpoint already there stays the last good one."""
+        for name, tensor in tensors.items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                kept = "; the last good checkpoint is kept" if self.exists() else ""
+                raise UserError(f"checkpoint {self.path} not written: {name} holds NaN or inf "
+                                f"(training diverged){kept}")
+
     def restore(
         self, policy: torch.nn.Module, optimizer: Optimizer, sampler: torch.Generator
     ) -> Resumed:
         """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
+        if os.path.lexists(self.path):  # as in `exists`
+            check_regular(Path(self.path))
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
         _check_format(Path(self.path), meta)
         saved = meta.get("run")
@@ -118,6 +140,7 @@ class Checkpointer:
         if None not in (saved, self.run) and saved != self.run:
             raise UserError(f"checkpoint {self.path} was saved by another run; not resuming")
         check_tensors(policy, section(tensors, "model/"), Path(self.path))
+        check_optimizer_tensors(policy, section(tensors, "optim/"), Path(self.path))
         try:
             policy.load_state_dict(section(tensors, "model/"), strict=True)
             _load_optimizer(optimizer, section(tensors, "optim/"), meta["param_groups"])
@@ -152,6 +175,25 @@ def _optimizer_state(optimizer: Optimizer) -> tuple[dict[str, torch.Tensor], lis
     }
     groups = [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()} for g in state["param_groups"]]
     return tensors, groups
+
+
+def check_optimizer_tensors(
+    policy: torch.nn.Module, tensors: dict[str, torch.Tensor], source: Path
+) -> None:
+    """Refuse, in one UserError naming the tensor, optimizer state (the `optim/` section) that
+    would make the next step's weights NaN or inf or that `load_state_dict` would cast in
+    silence: a non-finite value, Adam's moments of another dtype than the policy's weights, or a
+    step count below 1 (bias correction divides by 1 - beta^step)."""
+    dtypes = {p.dtype for p in policy.parameters()}
+    for name, tensor in tensors.items():
+        key, where = name.rsplit("/", 1)[-1], f"optim/{name}"
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise UserError(f"optimizer state in {source} is damaged: {where} holds NaN or inf")
+        if key.startswith("exp_avg") and len(dtypes) == 1 and tensor.dtype not in dtypes:
+            raise UserError(f"optimizer state in {source} does not fit this model: {where} is "
+                            f"{tensor.dtype}, the model's weights are {next(iter(dtypes))}")
+        if key == "step" and not bool((tensor >= 1).all()):
+            raise UserError(f"optimizer state in {source} is damaged: {where} is below 1")
 
 
 def _load_optimizer(
@@ -193,6 +235,8 @@ def _check_format(path: Path, meta: dict[str, Any]) -> None:
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
+    if os.path.lexists(path):  # a symbolic link to a file elsewhere is refused, not followed
+        check_regular(path)
     meta = read_metadata(path, what="checkpoint")
     _check_format(path, meta)
     return meta

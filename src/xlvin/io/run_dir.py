@@ -204,6 +204,9 @@ class MetricsLogger:
         """The rows a resumed log keeps (None: nothing to rewind); one UserError if it cannot."""
         metrics = self.run_dir / METRICS
         if not os.path.lexists(metrics):
+            if self.rewind_to:  # every update logs a row before its checkpoint is taken
+                raise UserError(f"{metrics} is missing but the checkpoint was taken at step "
+                                f"{self.rewind_to}: the resumed log would lack its first rows")
             return None
         rows = _complete_rows(metrics)  # refuses a link, a device or an oversized file
         if self.rewind_to is None:

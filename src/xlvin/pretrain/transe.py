@@ -10,7 +10,7 @@ from torch import nn
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.config import option
-from xlvin.errors import UserError
+from xlvin.errors import TrainingDiverged, UserError
 from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transe import energy, hits_at_1, transe_loss
@@ -102,6 +102,16 @@ def _resume(
     return epoch, before, torch.tensor(loss)
 
 
+def _diverged(epoch: int, checkpoint: Checkpointer | None) -> TrainingDiverged:
+    """The error that stops a pre-training whose loss is NaN or infinite (NaN or inf in the
+    random-policy data, or divergence), before its weights are touched."""
+    kept = (f"; the last good checkpoint is kept in {checkpoint.path}"
+            if checkpoint is not None and checkpoint.exists() else "")
+    return TrainingDiverged(f"non-finite TransE loss in epoch {epoch + 1} (NaN or inf in the "
+                            "random-policy data, or divergence); weights left at their last "
+                            f"finite values{kept}")
+
+
 def pretrain_transe(
     encoder: nn.Module,
     transition: TransitionModel,
@@ -150,6 +160,8 @@ def pretrain_transe(
                     encoder, transition, train.obs[idx], train.actions[idx], train.next_obs[idx],
                     hinge=cfg.hinge, sigma=cfg.sigma, generator=generator, negatives=negatives,
                 )
+                if not torch.isfinite(loss):
+                    raise _diverged(epoch, checkpoint)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()

@@ -13,6 +13,7 @@ only there. Checkpoints, resume, seeding, progress bars and logging live here, o
 """
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,7 +39,7 @@ from xlvin.train.collect import (
     policy_device,
     reset_envs,
 )
-from xlvin.envs.env_state import env_state, restorable, restore_env_state
+from xlvin.envs.env_state import env_state, inexact_resume_notice, restorable, restore_env_state
 from xlvin.train.evaluation import Evaluator
 from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
 from xlvin.train.storage import Rollout
@@ -219,6 +220,7 @@ class OnlineData:
                                 "its emulators' states are not saved (train with --atari-vector "
                                 "gym to resume)")
             self.state = reset_envs(self.envs, self.seed + self.next_round)
+            print(inexact_resume_notice(self.env_id, self.seed + self.next_round), file=sys.stderr)
             return
         restore_env_state(self.envs, state["envs"])
         self.state = RolloutState(

@@ -20,7 +20,7 @@ from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.accel.image_layout import channels_last
 from xlvin.config import option
-from xlvin.errors import UserError
+from xlvin.errors import TrainingDiverged, UserError
 from xlvin.nn.distributions import Categorical
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.ppo_loss import ppo_loss
@@ -34,10 +34,6 @@ Optimizer = torch.optim.Adam | FlatAdam
 #: The most parallel envs a run may have: a checkpoint's JSON header holds every env's state, and
 #: safetensors refuses headers over 100 MB.
 MAX_ENVS = 1024
-
-
-class TrainingDiverged(UserError):
-    """A loss became NaN or infinite: training stops before the weights are touched."""
 
 
 @dataclass

@@ -61,7 +61,7 @@ from xlvin.train.agents import (
 from xlvin.train.curriculum import Curriculum
 from xlvin.train.evaluation import evaluate_policy
 from xlvin.train.loop import Hooks, OnlineData, train
-from xlvin.train.ppo import TrainingDiverged
+from xlvin.errors import TrainingDiverged
 from xlvin.train.protocols import LowData
 from xlvin.train.run_config import (
     RunConfig,
