@@ -230,3 +230,21 @@ def test_a_resume_says_when_the_envs_state_cannot_be_restored(env: str, tmp_path
         assert len(err.splitlines()) == 1 and err.startswith(
             f"xlvin: warning: the state of {env} cannot be restored"), err
         assert "will not match an uninterrupted run" in err
+
+
+def test_the_vae_analysis_refuses_a_checkpoint_linking_out_of_the_run(tmp_path: Path) -> None:
+    """atari-vae reads a deadline-stopped cell's policy from its checkpoint: a link there is
+    refused as on resume, never followed."""
+    import json
+    import os
+
+    from xlvin.errors import UserError
+    from xlvin.experiments import atari_vae
+
+    (tmp_path / "outside").write_bytes(b"not a checkpoint")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(atari_vae.VAECell("Freeway", "ppo", 0).config().to_json()))
+    os.symlink(tmp_path / "outside", run / "checkpoint.safetensors")
+    with pytest.raises(UserError, match="is a symbolic link, not a regular file"):
+        atari_vae.load_policy(run)

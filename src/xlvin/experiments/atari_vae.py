@@ -46,7 +46,13 @@ from xlvin.errors import UserError
 from xlvin.experiments import atari
 from xlvin.io.checkpoint import CHECKPOINT, section
 from xlvin.io.executor_file import executor_architecture
-from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
+from xlvin.io.files import (
+    atomic_savefig,
+    atomic_write_text,
+    check_regular,
+    prepare_results,
+    read_json,
+)
 from xlvin.io.run_dir import CONFIG, MODEL, read_json_object, reading_results, write_json
 from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.executor import MessagePassing
@@ -124,6 +130,7 @@ def load_policy(run_dir: Path) -> ActorCritic:
     cfg = RunConfig.from_saved(read_json_object(run_dir / CONFIG), str(run_dir / CONFIG))
     spaces, arch = check_run(on_cpu(cfg))
     source = run_dir / CHECKPOINT
+    check_regular(source)  # a link out of the run is refused, as on resume
     tensors, meta = load_weights(source, what="checkpoint")
     extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
     processor = MessagePassing(**executor_architecture(extra.get("executor"), source))
