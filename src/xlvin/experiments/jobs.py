@@ -3,13 +3,24 @@
 import math
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
+from tqdm import tqdm
+
 from xlvin.errors import UserError
 from xlvin.process import exit_with_parent
+
+
+def _start_worker(parent: int) -> None:
+    """A worker's set-up: it ends with `parent` (`exit_with_parent`); and its progress bars
+    share a thread lock, not tqdm's default multiprocessing one, a semaphore that a worker
+    terminated mid-item would leave to the resource tracker ("leaked semaphore objects")."""
+    exit_with_parent(parent)
+    tqdm.set_lock(threading.RLock())
 
 
 def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) -> list[Any]:
@@ -32,7 +43,7 @@ def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None
         return results
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context,
-                               initializer=exit_with_parent, initargs=(os.getpid(),))
+                               initializer=_start_worker, initargs=(os.getpid(),))
     try:
         for future in as_completed([pool.submit(fn, item) for item in items]):
             done(future.result())
