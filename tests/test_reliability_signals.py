@@ -1,14 +1,18 @@
-"""Signals and resumption (issue: Reliability 5, F10): SIGTERM stops `reproduce` with one line
-and no warning of the workers' leftovers."""
+"""Signals and resumption (issue: Reliability 5, F10-F11): SIGTERM stops `reproduce` with one
+line and no warning of the workers' leftovers; SIGHUP (a closed terminal) stops a command as
+SIGTERM does, with a checkpoint, one line and status 129."""
 
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from test_faults import DEFAULT_SIGINT, is_gone
-from test_sigterm import ENV, REPRODUCE, wait_for
+from test_sigterm import ARGS, ENV, REPRODUCE, wait_for
 
+from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
+from xlvin.io.run_dir import read_metrics
 
 #: REPRODUCE's cells, each making a progress bar first (disabled, as a cell's training does).
 WITH_BAR = REPRODUCE.replace("def work(cell, root):\n",
@@ -40,5 +44,33 @@ def test_sigterm_to_reproduce_leaves_no_semaphore_to_the_resource_tracker(tmp_pa
     parent.send_signal(signal.SIGTERM)
     _, err = parent.communicate(timeout=60)  # also waits for the resource tracker's stderr
     assert parent.returncode == 143, err
+    assert lines(err) == ["xlvin: terminated"], err
+    wait_for(lambda: all(map(is_gone, workers)), 20)
+
+
+def test_sighup_stops_train_with_a_checkpoint_one_line_and_exit_129(tmp_path: Path) -> None:
+    """F11: SIGHUP, what a closed terminal sends, ended `train` at once (129, no line, no
+    checkpoint); it is handled as SIGTERM."""
+    run = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "xlvin.cli", "train", *ARGS, "--out", str(run)],
+                               env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = run / "metrics.jsonl"
+    wait_for(lambda: metrics.exists() and metrics.read_text().count("\n") >= 3)
+    process.send_signal(signal.SIGHUP)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 129, err
+    assert err.startswith("xlvin: terminated (stopped after update ") and err.count("\n") == 1, err
+    assert "checkpoint saved there" in err
+    assert read_loop_state(run / CHECKPOINT)["log_step"] == read_metrics(run)[-1]["step"]
+
+
+def test_sighup_to_the_whole_job_stops_reproduce_and_its_workers_with_one_line(tmp_path: Path) -> None:
+    """F11: SIGHUP to the process group of `reproduce`, as a closed terminal sends it (the
+    workers and the resource tracker leave it to the parent, which terminates the workers): one
+    line, status 129."""
+    parent, workers = start_reproduce(tmp_path)
+    os.killpg(parent.pid, signal.SIGHUP)
+    _, err = parent.communicate(timeout=60)
+    assert parent.returncode == 129, err
     assert lines(err) == ["xlvin: terminated"], err
     wait_for(lambda: all(map(is_gone, workers)), 20)

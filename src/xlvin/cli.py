@@ -2,7 +2,7 @@
 
 Every failure a user can cause or meet (bad input, a missing or unwritable path, a full disk,
 memory) is one `xlvin: error: ...` line on stderr and exit status 2; Ctrl-C is `xlvin:
-interrupted` (130), SIGTERM `xlvin: terminated` (143, `xlvin.signals`); a closed stdout (`xlvin ... | head`) ends the command quietly (141). The heavy
+interrupted` (130), SIGTERM `xlvin: terminated` (143; SIGHUP the same, 129: `xlvin.signals`); a closed stdout (`xlvin ... | head`) ends the command quietly (141). The heavy
 imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handled too.
 """
 
@@ -16,7 +16,7 @@ from importlib.metadata import version
 from xlvin.config import close_match
 from xlvin.errors import UserError, one_line
 from xlvin.kernels import DEFAULT_ON, add_option, pin, wanted
-from xlvin.signals import EXIT_TERMINATED, received_sigterm, sigterm_raises
+from xlvin.signals import exit_status, received_sigterm, sigterm_raises
 
 
 class Parser(argparse.ArgumentParser):
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         if received_sigterm(err):
             print(f"xlvin: terminated{f' ({err})' if str(err) else ''}", file=sys.stderr)
-            return EXIT_TERMINATED
+            return exit_status()
         print("xlvin: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
