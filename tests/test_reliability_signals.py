@@ -1,6 +1,7 @@
-"""Signals and resumption (issue: Reliability 5, F10-F11): SIGTERM stops `reproduce` with one
+"""Signals and resumption (issue: Reliability 5, F10-F12): SIGTERM stops `reproduce` with one
 line and no warning of the workers' leftovers; SIGHUP (a closed terminal) stops a command as
-SIGTERM does, with a checkpoint, one line and status 129."""
+SIGTERM does, with a checkpoint, one line and status 129; an interrupted quickstart resumes in
+its --out."""
 
 import os
 import signal
@@ -8,9 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_faults import DEFAULT_SIGINT, is_gone
 from test_sigterm import ARGS, ENV, REPRODUCE, wait_for
 
+from xlvin.cli import main
+from xlvin.commands import quickstart
+from xlvin.experiments import table1
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import read_metrics
 
@@ -74,3 +79,36 @@ def test_sighup_to_the_whole_job_stops_reproduce_and_its_workers_with_one_line(t
     assert parent.returncode == 129, err
     assert lines(err) == ["xlvin: terminated"], err
     wait_for(lambda: all(map(is_gone, workers)), 20)
+
+
+def quickstart_record(cell: table1.Cell, root: Path) -> dict:
+    """A cell's record as `table1.run_cell` returns it (the numbers made up)."""
+    return {"agent": cell.agent, "seed": cell.seed, "max_eval_return": 200.0,
+            "final_return": 100.0, "episodes": 10, "transitions": 300}
+
+
+def test_an_interrupted_quickstart_resumes_in_its_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """F12: the same `xlvin quickstart --out Q` after a SIGTERM said "--out Q already exists";
+    it runs the cells in Q (each resumes, as `reproduce`'s do), and a folder that holds
+    anything else is still refused in one line, untouched."""
+    monkeypatch.setattr(table1, "prepare", lambda cells, jobs=1: [])
+    roots: list[Path] = []
+    monkeypatch.setattr(table1, "run_cell", lambda cell, root: roots.append(root) or
+                        quickstart_record(cell, root))
+    out = tmp_path / "Q"
+    (out / "paper" / "standard" / "CartPole-v0" / "ppo" / "seed0").mkdir(parents=True)
+    argv = ["quickstart", "--seeds", "1", "--jobs", "1", "--out", str(out)]
+    assert main(argv) == 0
+    assert roots == [out, out] and (out / "results.md").is_file()
+    assert main(argv) == 0  # finished: the table again
+    assert {p.name for p in out.iterdir()} == quickstart.OWN_ENTRIES
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert main([*argv[:-1], str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xlvin: error: --out ") and "not a quickstart's folder" in err, err
+    assert err.count("\n") == 1 and [p.name for p in other.iterdir()] == ["notes.txt"]
