@@ -1,12 +1,15 @@
-"""Signals and resumption (issue: Reliability 5, F10-F12): SIGTERM stops `reproduce` with one
+"""Signals and resumption (issue: Reliability 5, F10-F13): SIGTERM stops `reproduce` with one
 line and no warning of the workers' leftovers; SIGHUP (a closed terminal) stops a command as
 SIGTERM does, with a checkpoint, one line and status 129; an interrupted quickstart resumes in
-its --out."""
+its --out; a low-data run that could never finish is refused before anything is built, and a
+signal during a collection that reaches no update boundary still stops it."""
 
 import os
 import signal
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from xlvin.commands import quickstart
 from xlvin.experiments import table1
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import read_metrics
+from xlvin.train import run_config
 
 #: REPRODUCE's cells, each making a progress bar first (disabled, as a cell's training does).
 WITH_BAR = REPRODUCE.replace("def work(cell, root):\n",
@@ -112,3 +116,79 @@ def test_an_interrupted_quickstart_resumes_in_its_out(tmp_path: Path, monkeypatc
     err = capsys.readouterr().err
     assert err.startswith("xlvin: error: --out ") and "not a quickstart's folder" in err, err
     assert err.count("\n") == 1 and [p.name for p in other.iterdir()] == ["notes.txt"]
+
+
+LOW_DATA = ["train", "--env", "CartPole-v1", "--agent", "ppo", "--protocol", "low_data", "--quiet"]
+
+
+@pytest.mark.parametrize("episodes, memory, said", [
+    (10**12, None, "would take at least 4,780 days"),  # 10^12 steps, each learnt from 400 times
+    (10**9, 64 * 2**30, "need at least 123 GiB a round; this machine has 64 GiB"),
+])
+def test_a_low_data_round_that_cannot_finish_is_refused_before_anything_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+    episodes: int, memory: int | None, said: str,
+) -> None:
+    """F13: `--low-data-episodes 1000000000` was not refused: it collected for minutes, its
+    memory growing. The time bound counts a low-data run's episodes (one step each at least,
+    learnt from by every update of the round), and its round must fit in memory."""
+    if memory is not None:
+        monkeypatch.setattr(run_config, "machine_memory", lambda: memory)
+    run = tmp_path / "run"
+    assert main([*LOW_DATA, "--low-data-episodes", str(episodes), "--out", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"xlvin: error: --low-data-") and said in err and err.count("\n") == 1, err
+    assert not run.exists()
+
+
+BUSY = textwrap.dedent("""
+    import sys
+    from xlvin import signals
+    from xlvin.cli import main
+
+    signals.GRACE_SECONDS = 1.0
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def test_sigterm_stops_a_collection_that_reaches_no_update_boundary(tmp_path: Path) -> None:
+    """F13: SIGTERM waits for the next update boundary to save a checkpoint there; a round of a
+    million episodes reaches none for hours, and the signal was ignored. It raises once
+    GRACE_SECONDS (1 s here) have passed; the checkpoint before the round is kept."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-c", DEFAULT_SIGINT + BUSY, *LOW_DATA, "--low-data-episodes",
+           "1000000", "--out", str(run)]
+    process = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        wait_for(lambda: (run / CHECKPOINT).exists())
+        before = (run / CHECKPOINT).read_bytes()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    assert err == ("xlvin: terminated (no update boundary within 1 s of the signal; a resume "
+                   "starts from the last checkpoint)\n"), err
+    assert (run / CHECKPOINT).read_bytes() == before
+
+
+def test_a_deferred_signal_raises_after_the_grace_unless_acted_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """F13, in every loop: a loop that never looks at the signal is stopped after the grace; one
+    that acts on it in time is not interrupted later."""
+    from xlvin import signals
+
+    monkeypatch.setattr(signals, "GRACE_SECONDS", 0.2)
+    with signals.sigterm_raises():
+        with pytest.raises(signals.Terminated, match="no update boundary within 0.2 s"):
+            with signals.termination_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                while True:  # a collection that never ends
+                    pass
+    with signals.sigterm_raises():
+        with signals.termination_deferred():
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.05)
+            assert signals.termination_requested()  # the boundary, in time
+            time.sleep(0.5)  # past the grace: nothing is raised
+        assert signals.exit_status() == 129

@@ -8,9 +8,12 @@ exit status 128 + the signal's number (`exit_status`: 143 for SIGTERM, 129 for S
 loop that can stop at an update boundary asks for the signal to wait for it
 (`termination_deferred`): the first signal then only sets a flag (`termination_requested`), the
 loop saves its checkpoint at the next boundary and raises `Terminated` there, so `--resume`
-continues the run exactly; a second signal raises at once.
+continues the run exactly. A second signal raises at once, and so does the first when no boundary
+came within GRACE_SECONDS (a collection of a billion episodes, a long evaluation): the run then
+resumes from its last checkpoint.
 """
 
+import _thread
 import signal
 import threading
 from collections.abc import Iterator
@@ -19,21 +22,47 @@ from typing import Any
 
 #: The signals that stop a command as SIGTERM does.
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: How long a deferred signal waits for the next update boundary before it raises anyway.
+GRACE_SECONDS = 5.0
 
 
 class Terminated(KeyboardInterrupt):
     """The process received SIGTERM or SIGHUP (its message: what was saved, if anything)."""
 
 
-_state: dict[str, Any] = {"active": False, "deferred": 0, "requested": False, "received": 0}
+_state: dict[str, Any] = {"active": False, "deferred": 0, "requested": False, "received": 0,
+                          "overdue": False, "timer": None}
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    if _state["overdue"]:  # delivered by the grace timer (`_grace_over`)
+        _state["overdue"] = False
+        if not _state["requested"]:
+            return  # the loop reached its boundary meanwhile and acts on the signal itself
+        _state["requested"] = False
+        raise Terminated(f"no update boundary within {GRACE_SECONDS:g} s of the signal; "
+                         "a resume starts from the last checkpoint")
     _state["received"] = _state["received"] or signum
     if _state["deferred"] and not _state["requested"]:
         _state["requested"] = True
+        _state["timer"] = threading.Timer(GRACE_SECONDS, _grace_over, (signum,))
+        _state["timer"].daemon = True
+        _state["timer"].start()
         return
+    _cancel_grace()
     raise Terminated
+
+
+def _grace_over(signum: int) -> None:
+    """On the timer's thread: deliver the waiting signal to the main thread again, now to raise."""
+    _state["overdue"] = True
+    _thread.interrupt_main(signum)
+
+
+def _cancel_grace() -> None:
+    timer, _state["timer"] = _state["timer"], None
+    if timer is not None:
+        timer.cancel()
 
 
 @contextmanager
@@ -44,10 +73,11 @@ def sigterm_raises() -> Iterator[None]:
         yield
         return
     previous = {signum: signal.signal(signum, _on_sigterm) for signum in SIGNALS}
-    _state.update(active=True, requested=False, received=0)
+    _state.update(active=True, requested=False, received=0, overdue=False)
     try:
         yield
     finally:
+        _cancel_grace()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _state["active"] = False
@@ -64,7 +94,8 @@ def reinstall() -> None:
 @contextmanager
 def termination_deferred() -> Iterator[None]:
     """In the block, the first signal waits for `termination_requested` to be acted on (by
-    raising `Terminated`); one that arrives too late for that is raised when the block ends."""
+    raising `Terminated`), for GRACE_SECONDS at most; one that arrives too late for that is
+    raised when the block ends."""
     _state["deferred"] += 1
     try:
         yield
@@ -72,6 +103,7 @@ def termination_deferred() -> Iterator[None]:
         _state["deferred"] -= 1
     if _state["requested"] and not _state["deferred"]:
         _state["requested"] = False
+        _cancel_grace()
         raise Terminated("stopped at the end of training")
 
 
@@ -92,4 +124,6 @@ def termination_requested() -> bool:
     acts on it now (the flag is cleared)."""
     requested = bool(_state["requested"])
     _state["requested"] = False
+    if requested:
+        _cancel_grace()
     return requested
