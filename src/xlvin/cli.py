@@ -2,8 +2,9 @@
 
 Every failure a user can cause or meet (bad input, a missing or unwritable path, a full disk,
 memory, a user env that fails) is one `xlvin: error: ...` line on stderr and exit status 2
-(`XLVIN_TRACEBACK=1`: after its traceback); Ctrl-C is `xlvin:
-interrupted` (130), SIGTERM `xlvin: terminated` (143, `xlvin.signals`); a closed stdout (`xlvin ... | head`) ends the command quietly (141). The heavy
+(`XLVIN_TRACEBACK=1`: after its traceback); Ctrl-C is `xlvin: interrupted` (130), SIGTERM
+`xlvin: terminated` (143; SIGHUP the same, 129: `xlvin.signals`); a closed stdout (`xlvin ... |
+head`) ends the command quietly (141). The heavy
 imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handled too.
 """
 
@@ -18,7 +19,7 @@ from importlib.metadata import version
 from xlvin.config import close_match
 from xlvin.errors import UserError, one_line
 from xlvin.kernels import DEFAULT_ON, add_option, pin, wanted
-from xlvin.signals import EXIT_TERMINATED, received_sigterm, sigterm_raises
+from xlvin.signals import exit_status, received_sigterm, sigterm_raises
 
 
 #: Set (XLVIN_TRACEBACK=1), an error line is preceded by its traceback, with its cause's: a user
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         if received_sigterm(err):
             print(f"xlvin: terminated{f' ({err})' if str(err) else ''}", file=sys.stderr)
-            return EXIT_TERMINATED
+            return exit_status()
         print("xlvin: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

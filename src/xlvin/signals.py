@@ -1,66 +1,101 @@
-"""SIGTERM, handled as Ctrl-C is: what schedulers (Slurm, Kubernetes, systemd) send to stop a job.
+"""SIGTERM, handled as Ctrl-C is: what schedulers (Slurm, Kubernetes, systemd) send to stop a job;
+and SIGHUP, what a closed terminal sends, handled as SIGTERM.
 
-Inside `sigterm_raises` (every `xlvin` command runs in it) SIGTERM raises `Terminated`, a
+Inside `sigterm_raises` (every `xlvin` command runs in it) either signal raises `Terminated`, a
 KeyboardInterrupt, so everything that stops cleanly on Ctrl-C (worker pools terminated, run
 directories released, Ray shut down) stops the same way, and the command ends with one line and
-exit status 143. A training loop that can stop at an update boundary asks for the signal to wait
-for it (`termination_deferred`): the first SIGTERM then only sets a flag
-(`termination_requested`), the loop saves its checkpoint at the next boundary and raises
-`Terminated` there, so `--resume` continues the run exactly; a second SIGTERM raises at once.
+exit status 128 + the signal's number (`exit_status`: 143 for SIGTERM, 129 for SIGHUP). A training
+loop that can stop at an update boundary asks for the signal to wait for it
+(`termination_deferred`): the first signal then only sets a flag (`termination_requested`), the
+loop saves its checkpoint at the next boundary and raises `Terminated` there, so `--resume`
+continues the run exactly. A second signal raises at once, and so does the first when no boundary
+came within GRACE_SECONDS (a collection of a billion episodes, a long evaluation): the run then
+resumes from its last checkpoint.
 """
 
+import _thread
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-#: The exit status of a command stopped by SIGTERM (128 + 15, as a shell reports it).
-EXIT_TERMINATED = 128 + signal.SIGTERM
+#: The signals that stop a command as SIGTERM does.
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: How long a deferred signal waits for the next update boundary before it raises anyway.
+GRACE_SECONDS = 5.0
 
 
 class Terminated(KeyboardInterrupt):
-    """The process received SIGTERM (its message: what was saved, if anything)."""
+    """The process received SIGTERM or SIGHUP (its message: what was saved, if anything)."""
 
 
-_state = {"active": False, "deferred": 0, "requested": False, "received": False}
+_state: dict[str, Any] = {"active": False, "deferred": 0, "requested": False, "received": 0,
+                          "overdue": False, "timer": None}
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    _state["received"] = True
+    if _state["overdue"]:  # delivered by the grace timer (`_grace_over`)
+        _state["overdue"] = False
+        if not _state["requested"]:
+            return  # the loop reached its boundary meanwhile and acts on the signal itself
+        _state["requested"] = False
+        raise Terminated(f"no update boundary within {GRACE_SECONDS:g} s of the signal; "
+                         "a resume starts from the last checkpoint")
+    _state["received"] = _state["received"] or signum
     if _state["deferred"] and not _state["requested"]:
         _state["requested"] = True
+        _state["timer"] = threading.Timer(GRACE_SECONDS, _grace_over, (signum,))
+        _state["timer"].daemon = True
+        _state["timer"].start()
         return
+    _cancel_grace()
     raise Terminated
+
+
+def _grace_over(signum: int) -> None:
+    """On the timer's thread: deliver the waiting signal to the main thread again, now to raise."""
+    _state["overdue"] = True
+    _thread.interrupt_main(signum)
+
+
+def _cancel_grace() -> None:
+    timer, _state["timer"] = _state["timer"], None
+    if timer is not None:
+        timer.cancel()
 
 
 @contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises `Terminated` in the block (in the main thread; elsewhere, nothing changes);
-    the previous handler is put back after it."""
+    """SIGTERM and SIGHUP raise `Terminated` in the block (in the main thread; elsewhere,
+    nothing changes); the previous handlers are put back after it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    _state.update(active=True, requested=False, received=False)
+    previous = {signum: signal.signal(signum, _on_sigterm) for signum in SIGNALS}
+    _state.update(active=True, requested=False, received=0, overdue=False)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _cancel_grace()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         _state["active"] = False
 
 
 def reinstall() -> None:
-    """Take SIGTERM back from a library that set its own handler (Ray's driver exits on it at
-    once), inside `sigterm_raises`."""
+    """Take SIGTERM and SIGHUP back from a library that set its own handlers (Ray's driver exits
+    on SIGTERM at once), inside `sigterm_raises`."""
     if _state["active"] and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        for signum in SIGNALS:
+            signal.signal(signum, _on_sigterm)
 
 
 @contextmanager
 def termination_deferred() -> Iterator[None]:
-    """In the block, the first SIGTERM waits for `termination_requested` to be acted on (by
-    raising `Terminated`); one that arrives too late for that is raised when the block ends."""
+    """In the block, the first signal waits for `termination_requested` to be acted on (by
+    raising `Terminated`), for GRACE_SECONDS at most; one that arrives too late for that is
+    raised when the block ends."""
     _state["deferred"] += 1
     try:
         yield
@@ -68,18 +103,27 @@ def termination_deferred() -> Iterator[None]:
         _state["deferred"] -= 1
     if _state["requested"] and not _state["deferred"]:
         _state["requested"] = False
+        _cancel_grace()
         raise Terminated("stopped at the end of training")
 
 
 def received_sigterm(interrupt: KeyboardInterrupt) -> bool:
-    """Whether `interrupt` stands for a SIGTERM: a `Terminated`, or the KeyboardInterrupt a
-    library (Ray's `ray.get`) raised in its place while this process handled one."""
+    """Whether `interrupt` stands for a SIGTERM or SIGHUP: a `Terminated`, or the
+    KeyboardInterrupt a library (Ray's `ray.get`) raised in its place while this process handled
+    one."""
     return isinstance(interrupt, Terminated) or bool(_state["received"])
 
 
+def exit_status() -> int:
+    """128 + the number of the signal that stopped the command (SIGTERM's when none was seen)."""
+    return 128 + (_state["received"] or signal.SIGTERM)
+
+
 def termination_requested() -> bool:
-    """Whether a SIGTERM arrived that waits to be acted on (`termination_deferred`): the caller
+    """Whether a signal arrived that waits to be acted on (`termination_deferred`): the caller
     acts on it now (the flag is cleared)."""
     requested = bool(_state["requested"])
     _state["requested"] = False
+    if requested:
+        _cancel_grace()
     return requested

@@ -6,6 +6,8 @@ ended, then 100 PPO updates on that fixed data, with a 100-episode greedy evalua
 update. It prints both statistics side by side: the maximum over those evaluations (what the
 paper reports) and the final policy on 100 fresh episodes (our headline). The executor and the
 TransE pre-training are cached after the first run. `xlvin reproduce classic` runs the table.
+Run again with the same --out, an interrupted quickstart resumes: its finished cells are kept,
+the others continue from their checkpoints.
 """
 
 import argparse
@@ -23,6 +25,8 @@ from xlvin.io.files import atomic_write_text
 from xlvin.stats import summarize
 
 AGENTS = ("ppo", "xlvin-r")
+#: What a quickstart writes into its --out: its cells' runs (protocol paper) and its table.
+OWN_ENTRIES = {"paper", "results.md"}
 
 
 def _cell(group: list[dict], field: str) -> str:
@@ -58,8 +62,10 @@ def _quickstart(args: argparse.Namespace) -> None:
         raise UserError("--seeds and --jobs must be >= 1")
     start = time.perf_counter()
     out = args.out or Path("runs") / f"quickstart-{datetime.now():%Y%m%d-%H%M%S}"
-    if out.exists():
-        raise UserError(f"--out {out} already exists; choose a new directory")
+    if out.exists() and not (out.is_dir() and {p.name for p in out.iterdir()} <= OWN_ENTRIES):
+        raise UserError(f"--out {out} already exists and is not a quickstart's folder (only "
+                        "paper/ and results.md): choose a new directory, or a quickstart's to "
+                        "resume it")
     cells = [table1.Cell("paper", "CartPole-v0", agent, seed)
              for seed in range(args.seeds) for agent in AGENTS]
     # the executor and TransE pre-training (with their progress), then the cells
@@ -79,5 +85,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seeds", type=int, default=4, help="training seeds 0..N-1 (default 4)")
     p.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
-    p.add_argument("--out", type=Path, help="new output folder (default runs/quickstart-TIMESTAMP)")
+    p.add_argument("--out", type=Path, help="output folder (default runs/quickstart-TIMESTAMP); "
+                   "an interrupted quickstart's resumes")
     p.set_defaults(func=_quickstart)

@@ -3,13 +3,39 @@
 import math
 import multiprocessing
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import resource_tracker
 from typing import Any
+
+from tqdm import tqdm
 
 from xlvin.errors import UserError
 from xlvin.process import exit_with_parent
+
+
+def _start_worker(parent: int) -> None:
+    """A worker's set-up: it ends with `parent` (`exit_with_parent`); it leaves SIGHUP (a closed
+    terminal, sent to every process of the job) to the parent, which terminates it; and its
+    progress bars share a thread lock, not tqdm's default multiprocessing one, a semaphore that a
+    worker terminated mid-item would leave to the resource tracker ("leaked semaphore objects")."""
+    exit_with_parent(parent)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    tqdm.set_lock(threading.RLock())
+
+
+def _start_resource_tracker() -> None:
+    """multiprocessing's resource tracker, started with SIGHUP blocked, as it blocks SIGINT and
+    SIGTERM itself: a closed terminal hangs up every process of the job, and a tracker gone
+    before the pool's semaphores are released prints tracebacks after `xlvin: terminated`."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None) -> list[Any]:
@@ -31,8 +57,9 @@ def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None
             done(fn(item))
         return results
     context = multiprocessing.get_context("spawn")
+    _start_resource_tracker()
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context,
-                               initializer=exit_with_parent, initargs=(os.getpid(),))
+                               initializer=_start_worker, initargs=(os.getpid(),))
     try:
         for future in as_completed([pool.submit(fn, item) for item in items]):
             done(future.result())

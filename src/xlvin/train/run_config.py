@@ -540,27 +540,65 @@ def forward_flops(spaces: Spaces, arch: Architecture) -> int:
     return encoder + (arch.tree_nodes or 1) * 2 * (3 * k * f + f * f)
 
 
+def learning_passes(cfg: RunConfig) -> tuple[int, int]:
+    """The env steps a run acts in, and how often PPO learns from each, from below: online, its
+    total steps, `update_epochs` times each; low-data, one step per episode at least (rounds x
+    episodes), learnt from by each of its round's `updates` x `update_epochs` passes."""
+    if cfg.train.protocol == "low_data":
+        low = cfg.low_data
+        return low.rounds * low.episodes, low.updates * cfg.ppo.update_epochs
+    return cfg.ppo.total_steps, cfg.ppo.update_epochs
+
+
 def estimated_seconds(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> float:
     """A lower bound of the run's training time: every env step acts once (a forward pass) and
-    is learnt from `update_epochs` times (forward and backward: 3 forward passes), at
+    is learnt from `learning_passes` times (forward and backward: 3 forward passes), at
     OPTIMISTIC_FLOPS, plus OPTIMISTIC_STEP_SECONDS per env step."""
-    per_step = forward_flops(spaces, arch) * (1 + 3 * cfg.ppo.update_epochs)
-    return cfg.ppo.total_steps * (per_step / OPTIMISTIC_FLOPS + OPTIMISTIC_STEP_SECONDS)
+    steps, passes = learning_passes(cfg)
+    per_step = forward_flops(spaces, arch) * (1 + 3 * passes)
+    return steps * (per_step / OPTIMISTIC_FLOPS + OPTIMISTIC_STEP_SECONDS)
 
 
 def check_budget(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
-    """Refuse an online run whose time, estimated from below, exceeds MAX_RUN_SECONDS, in one
-    line giving the estimate (`--total-steps 1e29` can never finish)."""
-    if cfg.train.protocol != "online":
+    """Refuse an online or low-data run whose time, estimated from below, exceeds
+    MAX_RUN_SECONDS, in one line giving the estimate (`--total-steps 1e29` or
+    `--low-data-episodes 1e9` can never finish)."""
+    if cfg.train.protocol not in ("online", "low_data"):
         return
     seconds = estimated_seconds(cfg, spaces, arch)
     if seconds > MAX_RUN_SECONDS:
         tree = f", {arch.tree_nodes:,} latent states per observation" if arch.tree_nodes > 1 else ""
+        low = cfg.low_data
+        asked = (f"--total-steps {cfg.ppo.total_steps:,}" if cfg.train.protocol == "online" else
+                 f"--low-data-rounds {low.rounds:,} x --low-data-episodes {low.episodes:,} (one "
+                 f"step each at least, learnt from {low.updates:,} x {cfg.ppo.update_epochs:,} "
+                 "times)")
+        fewer = "steps" if cfg.train.protocol == "online" else "episodes"
         raise UserError(
-            f"--total-steps {cfg.ppo.total_steps:,} would take at least {seconds / 86400:,.0f} "
+            f"{asked} would take at least {seconds / 86400:,.0f} "
             f"days ({forward_flops(spaces, arch):,} FLOPs per forward pass{tree}, at "
             f"{OPTIMISTIC_FLOPS:.0e} FLOP/s), more than the {MAX_RUN_SECONDS // 86400} days a run "
-            "may take: choose fewer steps or a smaller network")
+            f"may take: choose fewer {fewer} or a smaller network")
+
+
+#: What one collected episode's records take at least, in Python objects: its first and last
+#: step, its return and its length.
+EPISODE_BYTES = 100
+
+
+def check_round_fits(cfg: RunConfig, spaces: Spaces) -> None:
+    """Refuse a low-data round whose episodes could not fit in this machine's memory, estimated
+    from below: their records, and every step, one per episode at least, its observation held
+    twice (as the rollout is put together) in float32."""
+    if cfg.train.protocol != "low_data":
+        return
+    episodes = cfg.low_data.episodes
+    need = episodes * (math.prod(spaces.obs_shape) * 2 * 4 + EPISODE_BYTES)
+    total = machine_memory()
+    if need > total:
+        raise UserError(
+            f"--low-data-episodes {episodes:,} need at least {need / 2**30:,.0f} GiB a round; "
+            f"this machine has {total / 2**30:,.0f} GiB")
 
 
 def big_tree_notice(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> str | None:
@@ -595,6 +633,7 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
     arch = architecture(cfg, spaces)
     check_model_fits(cfg, spaces, arch)
     check_budget(cfg, spaces, arch)
+    check_round_fits(cfg, spaces)
     return spaces, arch
 
 
