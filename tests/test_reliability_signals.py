@@ -4,6 +4,7 @@ SIGTERM does, with a checkpoint, one line and status 129; an interrupted quickst
 its --out; a low-data run that could never finish is refused before anything is built, and a
 signal during a collection that reaches no update boundary still stops it."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -87,7 +88,7 @@ def test_sighup_to_the_whole_job_stops_reproduce_and_its_workers_with_one_line(t
 
 def quickstart_record(cell: table1.Cell, root: Path) -> dict:
     """A cell's record as `table1.run_cell` returns it (the numbers made up)."""
-    return {"agent": cell.agent, "seed": cell.seed, "max_eval_return": 200.0,
+    return {"env": cell.env, "agent": cell.agent, "seed": cell.seed, "max_eval_return": 200.0,
             "final_return": 100.0, "episodes": 10, "transitions": 300}
 
 
@@ -96,10 +97,10 @@ def test_an_interrupted_quickstart_resumes_in_its_out(tmp_path: Path, monkeypatc
     """F12: the same `xlvin quickstart --out Q` after a SIGTERM said "--out Q already exists";
     it runs the cells in Q (each resumes, as `reproduce`'s do), and a folder that holds
     anything else is still refused in one line, untouched."""
-    monkeypatch.setattr(table1, "prepare", lambda cells, jobs=1: [])
     roots: list[Path] = []
-    monkeypatch.setattr(table1, "run_cell", lambda cell, root: roots.append(root) or
-                        quickstart_record(cell, root))
+    monkeypatch.setattr(quickstart, "CLASSIC", dataclasses.replace(
+        quickstart.CLASSIC, prepare=lambda cells, jobs=1: [],
+        run_cell=lambda cell, root: roots.append(root) or quickstart_record(cell, root)))
     out = tmp_path / "Q"
     (out / "paper" / "standard" / "CartPole-v0" / "ppo" / "seed0").mkdir(parents=True)
     argv = ["quickstart", "--seeds", "1", "--jobs", "1", "--out", str(out)]
