@@ -53,14 +53,26 @@ MAX_SEEDS = 10_000
 
 def _check_seeds(args: argparse.Namespace) -> None:
     """--seeds in [1, MAX_SEEDS], --first-seed >= 0, the last seed a valid training seed and
-    --jobs >= 1, and matplotlib there for the figures every experiment ends with: checked before
-    any cell is built or any folder made."""
+    --jobs >= 1, --runs and --results folders that can be made, and matplotlib there for the
+    figures every experiment ends with: checked before any cell is built or any folder made."""
     require_plots()
+    _check_folder(args.runs, "--runs")
+    _check_folder(args.results, "--results")
     if not 1 <= args.seeds <= MAX_SEEDS or args.jobs < 1 or args.first_seed < 0:
         raise UserError(f"--seeds must be in [1, {MAX_SEEDS}], --jobs >= 1, --first-seed >= 0")
     last = args.first_seed + args.seeds - 1
     if last > MAX_SEED:
         raise UserError(f"--first-seed + --seeds - 1 = {last}: training seeds must be <= {MAX_SEED}")
+
+
+def _check_folder(path: Path, flag: str) -> None:
+    """Refuse a folder option naming a file, or a path inside one (the results are written only
+    after every cell has trained)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(f"{flag} {path}: {folder} is a file, not a folder")
+            return
 
 
 def _classic(args: argparse.Namespace) -> None:
