@@ -56,8 +56,8 @@ def test_results_that_is_a_file_is_refused_before_any_cell(
     code = main(["reproduce", "classic", "--envs", "CartPole-v0", "--agents", "ppo", "--seeds",
                  "1", "--runs", str(tmp_path / "runs"), "--results", str(results)])
     err = capsys.readouterr().err
-    assert code == 2 and err == (f"xlvin: error: --results {results} is a file; give the folder "
-                                 "the results go to\n")
+    assert code == 2 and err == (f"xlvin: error: --results {results}: {results} is a file, not "
+                                 "a folder\n")
     assert not (tmp_path / "runs").exists() and results.read_text() == "not a folder"
 
 

@@ -136,10 +136,17 @@ def with_options(cfg: RunConfig, options: dict[str, Any], source: str) -> RunCon
     return RunConfig(**sections)
 
 
+#: The most episodes one evaluation plays: its result lists every return.
+MAX_EVAL_EPISODES = 1_000_000
+
+
 def check_evaluation(episodes: int, seed: int) -> None:
-    """Refuse an evaluation of no episodes, or seeds outside [0, MAX_SEED]."""
+    """Refuse an evaluation of no episodes or more than MAX_EVAL_EPISODES, or seeds outside
+    [0, MAX_SEED]."""
     if episodes <= 0:
         raise UserError(f"--episodes must be > 0, got {episodes}")
+    if episodes > MAX_EVAL_EPISODES:
+        raise UserError(f"--episodes must be at most {MAX_EVAL_EPISODES:,}, got {episodes:,}")
     if not 0 <= seed <= MAX_SEED:
         raise UserError(f"--seed must be in [0, {MAX_SEED}], got {seed}")
 

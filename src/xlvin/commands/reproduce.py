@@ -20,7 +20,7 @@ MAX_SEEDS = 10_000
 
 def _check_options(experiment: Experiment, args: argparse.Namespace) -> None:
     """--seeds in [1, MAX_SEEDS], --first-seed >= 0, the last seed a valid training seed,
-    --jobs >= 1, the experiment's own checks, --results not a file, and matplotlib there for
+    --jobs >= 1, the experiment's own checks, --runs and --results not files, and matplotlib for
     the figures every experiment ends with: checked before any cell is built or folder made."""
     require_plots()
     if not 1 <= args.seeds <= MAX_SEEDS or args.jobs < 1 or args.first_seed < 0:
@@ -30,8 +30,18 @@ def _check_options(experiment: Experiment, args: argparse.Namespace) -> None:
         raise UserError(f"--first-seed + --seeds - 1 = {last}: training seeds must be <= "
                         f"{MAX_SEED}")
     experiment.check(args)
-    if args.results.is_file():
-        raise UserError(f"--results {args.results} is a file; give the folder the results go to")
+    for folder, flag in ((args.runs, "--runs"), (args.results, "--results")):
+        _check_folder(folder, flag)
+
+
+def _check_folder(path: Path, flag: str) -> None:
+    """Refuse a folder option naming a file, or a path inside one (the results are written only
+    after every cell has trained)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(f"{flag} {path}: {folder} is a file, not a folder")
+            return
 
 
 def _reproduce(args: argparse.Namespace) -> None:

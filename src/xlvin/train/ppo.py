@@ -34,6 +34,9 @@ Optimizer = torch.optim.Adam | FlatAdam
 #: The most parallel envs a run may have: a checkpoint's JSON header holds every env's state, and
 #: safetensors refuses headers over 100 MB.
 MAX_ENVS = 1024
+#: The most CPU threads a run may ask for: far more than any machine's cores, and few enough to
+#: start (100,000 crash torch's thread pool).
+MAX_THREADS = 1024
 
 
 @dataclass
@@ -136,7 +139,8 @@ class PPOConfig:
             (self.vf_coef >= 0, "vf_coef must be >= 0"),
             (self.max_grad_norm > 0, "max_grad_norm must be > 0"),
             (self.target_kl >= 0, "target_kl must be >= 0"),
-            (self.torch_threads >= 0, "torch_threads must be >= 0"),
+            (0 <= self.torch_threads <= MAX_THREADS,
+             f"torch_threads must be in [0, {MAX_THREADS}]"),
             (self.clip_obs > 0 and self.clip_reward > 0, "clip_obs and clip_reward must be > 0"),
             (self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
              "sde_sample_freq must be -1 (once per rollout) or >= 1"),

@@ -424,6 +424,12 @@ def action_bins(t: TrainConfig, spaces: Spaces) -> int:
     return t.action_bins or (DEFAULT_BINS if agent_spec(t.agent).expands else 0)
 
 
+def number(n: int) -> str:
+    """`n` in a message: its digits, or `about 10^N` for one too long to print (the joint
+    actions of 10^6 bins on 1,000 dimensions)."""
+    return str(n) if n < 10**18 else f"about 10^{int(n.bit_length() * math.log10(2))}"
+
+
 def expansion(t: TrainConfig, spaces: Spaces, bins: int) -> tuple[str, int]:
     """(method, N) of an XLVIN run's tree expansion, presets resolved (`TrainConfig.expansion`,
     `expand`): N joint actions per node, 0 for all; one UserError for a bad combination."""
@@ -433,7 +439,8 @@ def expansion(t: TrainConfig, spaces: Spaces, bins: int) -> tuple[str, int]:
         spaces.action_kind != "discrete" and joint > MAX_FULL_EXPANSION) else "all")
     if method == "all":
         return method, 0
-    counted = f"{bins} bins ^ {len(factors)} dimensions = {joint}" if bins else f"{joint}"
+    counted = (f"{bins} bins ^ {len(factors)} dimensions = {number(joint)}" if bins
+               else number(joint))
     if t.expand > joint:
         raise UserError(f"--expand {t.expand} is more than the {counted} joint actions of {t.env}")
     if method == "gaussian" and not bins:
@@ -489,7 +496,7 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
         nodes = tree_nodes(children, t.depth, total // node_bytes)
         if nodes is None:
             raise UserError(
-                f"--depth {t.depth} with {children}{joint} actions builds more than "
+                f"--depth {t.depth} with {number(children)}{joint} actions builds more than "
                 f"{total // node_bytes:,} latent states per observation, too many for a minibatch "
                 f"of {batch} in this machine's {total / 2**30:,.0f} GiB"
             )
@@ -507,22 +514,64 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
     )
 
 
-def check_model_fits(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
-    """Refuse widths and env counts whose network or rollout could not fit in this machine's
-    memory: a generous estimate of the weights (x4: gradients and Adam's two moments) and of an
-    online rollout's observations."""
+def action_width(spaces: Spaces, bins: int) -> int:
+    """The inputs of an action's one-hots (the transition's, the edges') and the outputs of the
+    policy's head: the sum of the joint action's factors, or the dimensions of a Gaussian."""
+    return max(sum(spaces.action_factors(bins)), spaces.num_actions)
+
+
+def pretrains_transe(cfg: RunConfig, spaces: Spaces) -> bool:
+    """Whether the run pre-trains TransE (the preset of `pretrain_transe` resolved)."""
+    return agent_spec(cfg.train.agent).transe and bool(
+        with_transe_pretraining(cfg, spaces).train.pretrain_transe)
+
+
+def transe_transitions(cfg: RunConfig) -> int:
+    """The fewest transitions TransE pre-trains on: an episode has at least one step (strict
+    low-data pre-training: the first round's episodes)."""
+    if cfg.train.protocol == "low_data" and cfg.low_data.strict_transe:
+        return cfg.low_data.episodes
+    return min(cfg.transe.episodes, cfg.transe.max_transitions)
+
+
+def memory_parts(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str, int]:
+    """A generous estimate of what a run keeps in memory, in bytes (float32), part by part
+    (named as a message says them): the weights (x4: gradients and Adam's two moments), the
+    action layers and their activations over a minibatch (with a sampled expansion, one-hots for
+    every tree node), an online rollout's observations and TransE's data."""
     k, f = arch.embedding_dim, arch.hidden
-    flat = spaces.flat_size
-    weights = flat * max(f, k) + (spaces.num_actions + 4) * (f + k) ** 2
-    rollout = cfg.ppo.batch_size * math.prod(spaces.obs_shape) * 2
-    need = (4 * weights + rollout) * 4
-    total = machine_memory()
+    floats = math.prod(spaces.obs_shape)
+    width = action_width(spaces, arch.action_bins)
+    layers = 4 if agent_spec(cfg.train.agent).tree else 2  # head, transition, edges, rollout policy
+    one_hots = 3 * ((arch.tree_nodes or 1) - 1) if arch.expansion != "all" else 0
+    weights = spaces.flat_size * max(f, k) + (spaces.num_actions + 4) * (f + k) ** 2
+    binned = (f"--action-bins {arch.action_bins} x {spaces.num_actions} dimensions = "
+              if arch.action_bins else "")
+    parts = {
+        f"the network (--hidden {f}, --embedding-dim {k}) on {spaces.flat_size:,} input floats":
+            16 * weights,
+        f"{binned}{width:,} action outputs":
+            4 * width * (4 * layers * (f + k) + minibatch_size(cfg) * (4 + one_hots)),
+        f"--num-envs x --num-steps {cfg.ppo.batch_size} observations of {floats:,} floats":
+            4 * 2 * cfg.ppo.batch_size * floats,
+    }
+    if pretrains_transe(cfg, spaces):  # obs and next obs, and their split copies
+        parts[f"TransE's data of at least {transe_transitions(cfg):,} transitions"] = (
+            4 * 4 * transe_transitions(cfg) * floats)
+    return parts
+
+
+def check_model_fits(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
+    """Refuse widths, action bins, observation sizes and env counts whose network, rollout or
+    TransE data could not fit in this machine's memory (`memory_parts`), in one line naming the
+    parts that need the most."""
+    parts = memory_parts(cfg, spaces, arch)
+    need, total = sum(parts.values()), machine_memory()
     if need > total:
-        raise UserError(
-            f"--hidden {f}, --embedding-dim {k} and --num-envs x --num-steps "
-            f"{cfg.ppo.batch_size} need about {need / 2**30:,.0f} GiB; this machine has "
-            f"{total / 2**30:,.0f} GiB"
-        )
+        big = [f"{name} ({size / 2**30:,.1f} GiB)" for name, size in
+               sorted(parts.items(), key=lambda part: -part[1]) if size >= need / 10]
+        raise UserError(f"{', '.join(big)} need about {need / 2**30:,.0f} GiB; this machine has "
+                        f"{total / 2**30:,.0f} GiB")
 
 
 #: An optimistic rate of this code on one machine: floating-point operations a second, and the
@@ -534,10 +583,14 @@ MAX_RUN_SECONDS = 365 * 24 * 3600
 
 def forward_flops(spaces: Spaces, arch: Architecture) -> int:
     """A rough count of the floating-point operations of one observation's forward pass: the
-    encoder, and per latent tree node the transition MLP and the executor's messages (eq. 6-8)."""
+    encoder, per latent tree node the transition MLP and the executor's messages (eq. 6-8), and
+    the action layers."""
     k, f = arch.embedding_dim, arch.hidden
     encoder = 2 * (spaces.flat_size * f + f * k)
-    return encoder + (arch.tree_nodes or 1) * 2 * (3 * k * f + f * f)
+    width = action_width(spaces, arch.action_bins)  # the head; a sampled node's one-hots
+    one_hots = 4 * f * width * ((arch.tree_nodes or 1) - 1) if arch.expansion != "all" else 0
+    tree = (arch.tree_nodes or 1) * 2 * (3 * k * f + f * f)
+    return encoder + tree + 2 * (f + k) * width + one_hots
 
 
 def learning_passes(cfg: RunConfig) -> tuple[int, int]:
@@ -601,6 +654,40 @@ def check_round_fits(cfg: RunConfig, spaces: Spaces) -> None:
             f"this machine has {total / 2**30:,.0f} GiB")
 
 
+def transe_flops(spaces: Spaces, arch: Architecture) -> int:
+    """A rough count of the floating-point operations TransE pre-training spends on one
+    transition: the encoder on s and s' and the transition MLP, forward and backward (x3)."""
+    k, f = arch.embedding_dim, arch.hidden
+    width = action_width(spaces, arch.action_bins)
+    return 3 * (4 * (spaces.flat_size * f + f * k) + 2 * ((k + width) * f + f * f + f * k))
+
+
+def transe_seconds(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> float:
+    """A lower bound of TransE pre-training's time: its steps on the fewest transitions it can
+    have (`transe_transitions`, less those held out), at OPTIMISTIC_FLOPS, plus
+    OPTIMISTIC_STEP_SECONDS a step."""
+    t = cfg.transe
+    n = transe_transitions(cfg)
+    train = max(1, n - max(1, round(t.holdout * n)))
+    steps = t.epochs * max(1, train // t.batch_size)
+    per_step = min(train, t.batch_size) * transe_flops(spaces, arch)
+    return steps * (per_step / OPTIMISTIC_FLOPS + OPTIMISTIC_STEP_SECONDS)
+
+
+def check_transe_budget(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
+    """Refuse a TransE pre-training whose time, estimated from below, exceeds MAX_RUN_SECONDS,
+    in one line giving the estimate (`--transe-epochs 1e12` can never finish)."""
+    if not pretrains_transe(cfg, spaces):
+        return
+    seconds = transe_seconds(cfg, spaces, arch)
+    if seconds > MAX_RUN_SECONDS:
+        raise UserError(
+            f"--transe-epochs {cfg.transe.epochs} of TransE pre-training would take at least "
+            f"{seconds / 86400:,.0f} days ({transe_transitions(cfg):,} transitions or more, "
+            f"{transe_flops(spaces, arch):,} FLOPs each, at {OPTIMISTIC_FLOPS:.0e} FLOP/s), more "
+            f"than the {MAX_RUN_SECONDS // 86400} days a run may take: choose fewer epochs")
+
+
 def big_tree_notice(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> str | None:
     """One line for a latent tree that fits in memory but is large (its minibatch estimated at
     BIG_TREE_BYTES or more): its size, that memory, and the run's training time estimated from
@@ -621,6 +708,7 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
     environment, memory); return the env's spaces and the architecture derived from both.
     `spaces` (a saved run's): the env is then neither made nor needed."""
     validate(cfg.train)
+    check_minibatch(cfg)
     if cfg.train.protocol == "curriculum":
         check_curriculum(cfg)
     if cfg.ppo.atari_vector == "ale":
@@ -634,6 +722,7 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
     check_model_fits(cfg, spaces, arch)
     check_budget(cfg, spaces, arch)
     check_round_fits(cfg, spaces)
+    check_transe_budget(cfg, spaces, arch)
     return spaces, arch
 
 
@@ -658,6 +747,18 @@ def check_curriculum(cfg: RunConfig) -> None:
         raise UserError("--protocol curriculum sets the maze's options itself: no --env-kwargs "
                         "or --env-wrapper")
     cfg.curriculum.levels()
+
+
+def check_minibatch(cfg: RunConfig) -> None:
+    """Refuse a minibatch larger than the rollout it is cut from (online and curriculum: num_envs
+    x num_steps): no minibatch would be full, so PPO would never take a step. (The low-data
+    protocol learns from whole episodes, whose number of steps is known only once collected.)"""
+    ppo = cfg.ppo
+    if cfg.train.protocol != "low_data" and ppo.minibatch_size > ppo.batch_size:
+        raise UserError(
+            f"--minibatch-size {ppo.minibatch_size} is larger than the rollout, --num-envs "
+            f"{ppo.num_envs} x --num-steps {ppo.num_steps} = {ppo.batch_size} transitions: no "
+            f"minibatch would be full and PPO would never step; use at most {ppo.batch_size}")
 
 
 def whole_rollouts(cfg: RunConfig) -> tuple[RunConfig, str | None]:
