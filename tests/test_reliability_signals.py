@@ -123,7 +123,7 @@ LOW_DATA = ["train", "--env", "CartPole-v1", "--agent", "ppo", "--protocol", "lo
 
 
 @pytest.mark.parametrize("episodes, memory, said", [
-    (10**12, None, "would take at least 4,780 days"),  # 10^12 steps, each learnt from 400 times
+    (10**12, None, "would take at least 4,843 days"),  # 10^12 steps, each learnt from 400 times
     (10**9, 64 * 2**30, "need at least 123 GiB a round; this machine has 64 GiB"),
 ])
 def test_a_low_data_round_that_cannot_finish_is_refused_before_anything_is_built(
