@@ -53,10 +53,10 @@ def test_a_truncated_table_of_the_other_protocol_is_one_line(tmp_path: Path, cap
 def test_maze_and_atari_records_read_corrupt_files_as_one_error(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text("[]")
     with pytest.raises(UserError, match="corrupt results in"):
-        maze.cell_record(None, tmp_path)
+        maze.cell_record(maze.Cell("maze", "ppo", 0), tmp_path)
     (tmp_path / atari.EVAL_FILE).write_text('{"mean": ')
     with pytest.raises(UserError, match="corrupt results in"):
-        atari.cell_record(None, tmp_path)
+        atari.cell_record(atari.Cell("Freeway", "ppo", 0), tmp_path)
 
 
 def test_a_table_never_mixes_kernel_modes(tmp_path: Path, capsys) -> None:
