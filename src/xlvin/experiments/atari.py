@@ -321,9 +321,9 @@ def cell_record(cell: Cell, run_dir: Path) -> dict[str, Any]:
     where it was evaluated, so that every number of the record is of the same run up to the
     same transitions. A run of another cell (another seed, game or agent), copied or moved in,
     is one UserError."""
+    config = cell.config()
     others = [dataclasses.replace(cell, agent=agent).config() for agent in AGENTS]
-    check_holds_run(run_dir, cell.config(),
-                    [*CELL_IDENTITY, *fields_apart([cell.config(), *others])])
+    check_holds_run(run_dir, config, [*CELL_IDENTITY, *fields_apart([config, *others])])
     with reading_results(run_dir):
         return _cell_record(cell, run_dir)
 

@@ -64,6 +64,7 @@ from xlvin.train.run import (
     CELL_IDENTITY,
     check_holds_run,
     evaluate_run,
+    fields_apart,
     shared_transe_file,
     train_run,
 )
@@ -342,12 +343,8 @@ def identity_fields(cell: Cell, config: RunConfig) -> list[tuple[str, str]]:
     protocol's with any one of VARIANTS, differs from its protocol's without one. So a run of
     another variant copied in is told apart, the plain protocol's cell's included."""
     plain = dataclasses.replace(cell, variant="").config()
-    base = plain.to_json()
-    changed: set[tuple[str, str]] = set()
-    for other in [config, *(change(plain) for change in VARIANTS.values())]:
-        changed |= {(section, name) for section, values in other.to_json().items()
-                    for name, value in values.items() if base[section].get(name) != value}
-    return [*CELL_IDENTITY, *sorted(field for field in changed if field not in CELL_IDENTITY)]
+    apart = fields_apart([plain, config, *(change(plain) for change in VARIANTS.values())])
+    return [*CELL_IDENTITY, *(field for field in apart if field not in CELL_IDENTITY)]
 
 
 def cell_record(cell: Cell, run_dir: Path, config: RunConfig | None = None) -> dict[str, Any]:
