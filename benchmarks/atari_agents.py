@@ -29,7 +29,7 @@ UPDATES = 3
 def vectoriser_sps(game: str, kind: str, steps: int) -> float:
     """Agent steps/s of 8 envs stepped `steps` times with random actions."""
     if kind == "gymnasium":
-        from xlvin.train.collect import make_vector_env
+        from xlvin.ppo.collect import make_vector_env
         envs = make_vector_env(f"xlvin/{game}Train-v4", 8)
     else:
         import ale_py.vector_env
@@ -51,7 +51,7 @@ def vectoriser_sps(game: str, kind: str, steps: int) -> float:
 def training_sps(game: str, agent: str, device: str) -> dict[str, float]:
     """One cell trained for UPDATES updates in this process: steps/s over the whole run."""
     from xlvin.experiments.atari import Cell
-    from xlvin.train.run import train_run
+    from xlvin.run.training import train_run
 
     cell = Cell(game, agent, seed=0, transitions=UPDATES * 1024, device=device)
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xlvin.experiments.atari import Cell
-from xlvin.train.run_config import RunConfig
+from xlvin.run.config import RunConfig
 
 
 @dataclasses.dataclass(frozen=True)

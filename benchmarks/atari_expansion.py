@@ -94,7 +94,7 @@ def cost_worker(name: str, updates: int) -> dict:
 
     from xlvin.errors import UserError
     from xlvin.process import quiet_known_warnings
-    from xlvin.train.run import train_run
+    from xlvin.run.training import train_run
 
     torch.set_num_threads(1)
     quiet_known_warnings()

@@ -27,11 +27,11 @@ from torch import nn
 
 from xlvin.envs.atari import atari_train_id
 from xlvin.experiments.atari import ATARI_PPO, DEPTH
-from xlvin.train.agents import agent_fields
-from xlvin.train.collect import collect_rollout, make_vector_env, reset_envs
-from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
+from xlvin.run.agents import agent_fields
+from xlvin.ppo.collect import collect_rollout, make_vector_env, reset_envs
+from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update
 from xlvin.pretrain.files import executor_file, load_executor_processor
-from xlvin.train.run_config import RunConfig, TrainConfig, agent_of, check_run
+from xlvin.run.config import RunConfig, TrainConfig, agent_of, check_run
 
 
 def _best(fn, reps: int = 3) -> float:

@@ -76,7 +76,7 @@ def binned_cuda():
 
 def ours(agent, device, transitions):
     from xlvin.experiments.atari import Cell
-    from xlvin.train.run import train_run
+    from xlvin.run.training import train_run
     torch.set_num_threads(1)
     cfg = Cell("Freeway", agent, 0, transitions, device=device).config()
     with tempfile.TemporaryDirectory() as tmp:

@@ -34,11 +34,11 @@ from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.baselines.vin import VINAgent
 from xlvin.process import prepare_process, seed_everything
-from xlvin.train.loop import OnlineData, train
-from xlvin.train.maze_evaluation import greedy_success
-from xlvin.train.ppo import PPOConfig
+from xlvin.ppo.loop import OnlineData, train
+from xlvin.ppo.maze_evaluation import greedy_success
+from xlvin.ppo.update import PPOConfig
 from xlvin.pretrain.files import executor_file, load_executor_processor
-from xlvin.train.run_config import TrainConfig
+from xlvin.run.config import TrainConfig
 
 
 def xlvin(depth: int, prune: int = 0, width: int = 128) -> ActorCritic:

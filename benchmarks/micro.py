@@ -35,10 +35,10 @@ def _lib(name: str):
     import importlib
 
     for module in {
-        "make_vector_env": ("xlvin.train.collect", "xlvin.train.rollout"),
-        "reset_envs": ("xlvin.train.collect", "xlvin.train.rollout"),
-        "collect_rollout": ("xlvin.train.collect", "xlvin.train.rollout"),
-        "evaluate_policy": ("xlvin.train.evaluation", "xlvin.train.rollout"),
+        "make_vector_env": ("xlvin.ppo.collect", "xlvin.train.rollout"),
+        "reset_envs": ("xlvin.ppo.collect", "xlvin.train.rollout"),
+        "collect_rollout": ("xlvin.ppo.collect", "xlvin.train.rollout"),
+        "evaluate_policy": ("xlvin.ppo.evaluation", "xlvin.train.rollout"),
     }[name]:
         try:
             return getattr(importlib.import_module(module), name)
@@ -49,12 +49,12 @@ def _lib(name: str):
 
 def _collection_forward(agent, obs):
     """One forward as collection runs it on each code version: NumPy observations in, NumPy
-    logits and values out (`xlvin.train.collect.make_actor`, or the older `rollout.act` inside
+    logits and values out (`xlvin.ppo.collect.make_actor`, or the older `rollout.act` inside
     `acting()`, or the plain forward)."""
     import torch
 
     try:
-        from xlvin.train.collect import make_actor
+        from xlvin.ppo.collect import make_actor
 
         actor = make_actor(agent)
         return lambda: actor(obs)
@@ -82,12 +82,12 @@ def _build(cfg, obs_dim: int, actions: int, processor):
     """The agent of TrainConfig `cfg`: from the derived architecture and spaces (current), or
     `build_agent` with the observation shape or size (older code)."""
     try:
-        from xlvin.train.run_config import RunConfig, agent_of
+        from xlvin.run.config import RunConfig, agent_of
         from xlvin.envs.spaces import Spaces
 
         return agent_of(RunConfig(train=cfg), Spaces((obs_dim,), "flat", actions), processor)
     except ImportError:
-        from xlvin.train.run import build_agent
+        from xlvin.run.training import build_agent
     try:
         return build_agent(cfg, (obs_dim,), actions, processor)
     except TypeError:
@@ -113,9 +113,9 @@ def probe(name: str) -> float:
 
     torch.set_num_threads(1)
     try:
-        from xlvin.train.run_config import TrainConfig
+        from xlvin.run.config import TrainConfig
     except ImportError:
-        from xlvin.train.run import TrainConfig
+        from xlvin.run.training import TrainConfig
 
     if name == "env_step":
         envs = _lib("make_vector_env")("CartPole-v1", 4)
@@ -179,7 +179,7 @@ def _rollout_probe(agent, what: str) -> float:
     """Seconds of one `collect_rollout` (128 steps, 4 CartPole-v1 envs) or one `ppo_update` on it."""
     import torch
 
-    from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
+    from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update
 
     collect_rollout = _lib("collect_rollout")
     envs = _lib("make_vector_env")("CartPole-v1", 4)

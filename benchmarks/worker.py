@@ -57,7 +57,7 @@ def _lib(*candidates: str) -> Any:
 
 
 def _train_ppo() -> Any:
-    return _lib("xlvin.train.loop:train_ppo", "xlvin.train.ppo:train_ppo")
+    return _lib("xlvin.ppo.loop:train_ppo", "xlvin.train.loop:train_ppo", "xlvin.train.ppo:train_ppo")
 
 
 def _seed_everything() -> Any:
@@ -65,7 +65,8 @@ def _seed_everything() -> Any:
 
 
 def _evaluate_policy() -> Any:
-    return _lib("xlvin.train.evaluation:evaluate_policy", "xlvin.train.rollout:evaluate_policy")
+    return _lib("xlvin.ppo.evaluation:evaluate_policy", "xlvin.train.evaluation:evaluate_policy",
+                "xlvin.train.rollout:evaluate_policy")
 
 
 def _steps_and_updates(result: Any) -> tuple[int, int]:
@@ -105,7 +106,7 @@ def _encoder(spec: dict[str, Any], obs_shape: tuple[int, ...]) -> tuple[torch.nn
 
 def ppo_ours(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.baselines.ppo import PPOAgent
-    from xlvin.train.ppo import PPOConfig
+    PPOConfig = _lib("xlvin.ppo.update:PPOConfig", "xlvin.train.ppo:PPOConfig")
 
     seed_everything, evaluate_policy, train_ppo = _seed_everything(), _evaluate_policy(), _train_ppo()
 
@@ -255,9 +256,9 @@ class SyntheticEnv(_gym.Env):
 
 def planning(a: dict[str, Any]) -> dict[str, Any]:
     from xlvin.nn.agent import XLVINAgent
-from xlvin.nn.baselines.ppo import PPOAgent
+    from xlvin.nn.baselines.ppo import PPOAgent
     from xlvin.nn.executor import MessagePassing
-    from xlvin.train.ppo import PPOConfig
+    PPOConfig = _lib("xlvin.ppo.update:PPOConfig", "xlvin.train.ppo:PPOConfig")
 
     seed_everything, train_ppo = _seed_everything(), _train_ppo()
     TransitionModel = _lib("xlvin.nn.transition:TransitionModel", "xlvin.nn.transition:Transition")
@@ -307,13 +308,17 @@ from xlvin.nn.baselines.ppo import PPOAgent
 @contextmanager
 def _phase_timer() -> Iterator[dict[str, float]]:
     """Wall seconds `train_ppo` spends in `collect_rollout` ("collection") and `ppo_update`
-    ("update"), summed over the run: the two names are wrapped in `xlvin.train.loop`'s namespace
-    (where the loop and its online data source look them up; `xlvin.train.ppo` on older code)
+    ("update"), summed over the run: the two names are wrapped in `xlvin.ppo.loop`'s namespace
+    (where the loop and its online data source look them up; `xlvin.train.loop` or
+    `xlvin.train.ppo` on older code)
     for the block's duration."""
     try:
-        from xlvin.train import loop
+        from xlvin.ppo import loop
     except ImportError:
-        from xlvin.train import ppo as loop
+        try:
+            from xlvin.train import loop
+        except ImportError:
+            from xlvin.train import ppo as loop
 
     phases = {"collection": 0.0, "update": 0.0}
     originals = {"collection": loop.collect_rollout, "update": loop.ppo_update}

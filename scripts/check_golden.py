@@ -76,7 +76,7 @@ def pretrained_files() -> dict[str, tuple[Path, Path]]:
         executors_dir,
         shared_transe_path,
     )
-    from xlvin.train.run_config import check_run, transe_key
+    from xlvin.run.config import check_run, transe_key
 
     cfg = table1.Cell("paper", "CartPole-v0", "xlvin-r", 0).config()
     cached = {

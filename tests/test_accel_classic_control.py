@@ -10,8 +10,8 @@ from xlvin.accel import classic_control
 from xlvin.accel.classic_control import AcrobotSteps, CartPoleSteps
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
-from xlvin.train import evaluation
-from xlvin.train.evaluation import EnvSteps, Evaluator, make_steps
+from xlvin.ppo import evaluation
+from xlvin.ppo.evaluation import EnvSteps, Evaluator, make_steps
 
 
 def _envs(n: int, env_id: str = "Acrobot-v1") -> list[gym.Env]:

@@ -1,4 +1,4 @@
-"""One canonical name per agent (`xlvin.train.agents.AGENT_NAMES`), accepted wherever an agent
+"""One canonical name per agent (`xlvin.run.agents.AGENT_NAMES`), accepted wherever an agent
 is named (`xlvin train --agent`, every `--agents` of `xlvin reproduce` and `xlvin sweep`, the
 Python API) with the older spellings as aliases; run directories of runs made before keep their
 names; an unknown name is one line with the closest name."""
@@ -13,9 +13,9 @@ from xlvin.cli import build_parser, main
 from xlvin.commands.train import run_config
 from xlvin.experiments import atari, maze, table1
 from xlvin.experiments.figures import pyplot
-from xlvin.train.agents import AGENT_ALIASES, AGENT_NAMES, agent_fields, agent_name, resolve_agent
-from xlvin.train.run import saved_config
-from xlvin.train.run_config import RunConfig, TrainConfig
+from xlvin.run.agents import AGENT_ALIASES, AGENT_NAMES, agent_fields, agent_name, resolve_agent
+from xlvin.run.training import saved_config
+from xlvin.run.config import RunConfig, TrainConfig
 
 CANONICAL = ["ppo", "xlvin-r", "xlvin-cp", "atreec", "vin", "vin-mean", "vin-max", "gvin"]
 #: Older spellings and other cases -> the canonical name they stand for.

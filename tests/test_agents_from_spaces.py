@@ -14,11 +14,11 @@ from xlvin.cli import main
 from xlvin.io.executor_file import load_executor
 from xlvin.nn.encoders import MLPEncoder, NatureCNN, SmallCNN
 from xlvin.process import seed_everything
-from xlvin.train.evaluation import evaluate_policy
-from xlvin.train.loop import train_ppo
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import load_run
-from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
+from xlvin.ppo.evaluation import evaluate_policy
+from xlvin.ppo.loop import train_ppo
+from xlvin.ppo.update import PPOConfig
+from xlvin.run.training import load_run
+from xlvin.run.config import RunConfig, TrainConfig, agent_of
 from xlvin.envs.spaces import Spaces
 
 

@@ -17,8 +17,8 @@ from xlvin import PPO, XLVIN, ATreeC, Model, UserError
 from xlvin.api import REPEATED_FLAGS
 from xlvin.cli import build_parser, main
 from xlvin.nn.encoders import ChannelsFirst, MLPEncoder, NatureCNN, OneHot
-from xlvin.train.run import load_run, train_run
-from xlvin.train.run_config import RunConfig, TrainConfig, option_names
+from xlvin.run.training import load_run, train_run
+from xlvin.run.config import RunConfig, TrainConfig, option_names
 
 TINY = {"num_envs": 2, "num_steps": 16, "transe_episodes": 4, "transe_epochs": 1}
 TINY_FLAGS = ["--num-envs", "2", "--num-steps", "16", "--transe-episodes", "4",

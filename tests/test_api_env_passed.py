@@ -9,7 +9,7 @@ import torch
 from gymnasium.wrappers import ClipReward, TimeLimit
 from safetensors.torch import load_file
 
-import xlvin.train.loop as loop
+import xlvin.ppo.loop as loop
 from xlvin import PPO, UserError
 
 TINY = {"num_envs": 1, "num_steps": 16, "update_epochs": 1}

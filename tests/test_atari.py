@@ -20,11 +20,11 @@ from xlvin.io import run_dir as run_dir_module
 from xlvin.io.digests import sealed
 from xlvin.io.run_dir import read_metrics
 from xlvin.stats import iqm
-from xlvin.train.collect import make_vector_env, reset_envs
+from xlvin.ppo.collect import make_vector_env, reset_envs
 from xlvin.envs.env_state import env_state, restorable, restore_env_state
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import train_run
-from xlvin.train.run_config import RunConfig, TrainConfig, check_device
+from xlvin.ppo.update import PPOConfig
+from xlvin.run.training import train_run
+from xlvin.run.config import RunConfig, TrainConfig, check_device
 
 
 def test_training_env_ends_episodes_on_lives_and_reports_whole_unclipped_games() -> None:

@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 from xlvin.envs.atari import AleGames, make_atari, require_ale
 from xlvin.errors import UserError
 from xlvin.io.run_dir import read_metrics
-from xlvin.train.collect import make_vector_env, reset_envs
-from xlvin.train.run import train_run
+from xlvin.ppo.collect import make_vector_env, reset_envs
+from xlvin.run.training import train_run
 from tests.test_atari import tiny
 
 

@@ -24,8 +24,8 @@ from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transe import transe_objective
 from xlvin.nn.transition import TransitionModel
-from xlvin.train.ppo import estimate_advantages, make_optimizer, ppo_update
-from xlvin.train.storage import Rollout
+from xlvin.ppo.update import estimate_advantages, make_optimizer, ppo_update
+from xlvin.ppo.storage import Rollout
 
 FIXTURES = Path(__file__).parent / "fixtures" / "authors_code"
 ROOT = Path(__file__).parents[1]

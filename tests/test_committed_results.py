@@ -37,7 +37,7 @@ from xlvin.experiments import (
     maze_ablation,
     table1,
 )
-from xlvin.train.agents import resolve_agent
+from xlvin.run.agents import resolve_agent
 
 ROOT = Path(__file__).parent.parent
 RESULTS = ROOT / "results"

@@ -22,10 +22,10 @@ from xlvin.nn.distributions import (
 )
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.normalization import RunningNorm
-from xlvin.train.collect import collect_rollout, make_vector_env, reset_envs
-from xlvin.train.evaluation import evaluate_policy
-from xlvin.train.loop import OnlineData, scale_rewards, train
-from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
+from xlvin.ppo.collect import collect_rollout, make_vector_env, reset_envs
+from xlvin.ppo.evaluation import evaluate_policy
+from xlvin.ppo.loop import OnlineData, scale_rewards, train
+from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update
 from xlvin.envs.spaces import env_spaces, spaces_from_json, spaces_to_json
 
 TOL = dict(rtol=1e-5, atol=1e-5)

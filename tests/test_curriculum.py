@@ -16,10 +16,10 @@ from xlvin.experiments import maze
 from xlvin.io import run_dir as run_dir_module
 from xlvin.io.run_dir import read_metrics
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.curriculum import Curriculum, CurriculumConfig
-from xlvin.train.maze_evaluation import evaluation_starts, success_by_level
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import load_run, train_run
+from xlvin.ppo.curriculum import Curriculum, CurriculumConfig
+from xlvin.ppo.maze_evaluation import evaluation_starts, success_by_level
+from xlvin.ppo.update import PPOConfig
+from xlvin.run.training import load_run, train_run
 
 
 class Oracle(ActorCritic):
@@ -241,9 +241,9 @@ def test_level_costs_count_the_seeds_that_passed_each_level_and_their_cost() -> 
 
 
 def test_transe_pretraining_data_comes_from_the_curriculums_training_mazes() -> None:
-    from xlvin.train.run_config import transe_env_kwargs
+    from xlvin.run.config import transe_env_kwargs
     from xlvin.pretrain.random_data import random_transitions
-    from xlvin.train.run_config import RunConfig, TrainConfig
+    from xlvin.run.config import RunConfig, TrainConfig
 
     cfg = RunConfig(train=TrainConfig(env=MAZE_ID, agent="xlvin", protocol="curriculum"),
                     ppo=PPOConfig(anneal_lr=False), curriculum=CurriculumConfig(size=16))

@@ -18,10 +18,10 @@ from xlvin.nn.executor import MessagePassing
 from xlvin.nn.expansion import Expansion, expand_sampled_tree
 from xlvin.nn.transition import TransitionModel, joint_actions, one_hots
 from xlvin.pretrain.random_data import random_transitions
-from xlvin.train.evaluation import evaluate_policy
-from xlvin.train.loop import OnlineData, train
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run_config import RunConfig, TrainConfig, check_run
+from xlvin.ppo.evaluation import evaluate_policy
+from xlvin.ppo.loop import OnlineData, train
+from xlvin.ppo.update import PPOConfig
+from xlvin.run.config import RunConfig, TrainConfig, check_run
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 

@@ -16,7 +16,7 @@ from xlvin.experiments import atari, table1
 from xlvin import progress
 from xlvin.pretrain.executor import default_executor_config
 from xlvin.pretrain.files import cache_dir, cached_executor_path, executor_config, executor_file
-from xlvin.train.run_config import TrainConfig
+from xlvin.run.config import TrainConfig
 
 TINY = ["--env", "CartPole-v1", "--agent", "xlvin", "--num-envs", "2", "--num-steps", "16",
         "--total-steps", "32", "--transe-episodes", "5", "--transe-epochs", "1", "--quiet"]
@@ -157,7 +157,7 @@ def test_the_maze_experiment_prepares_its_executor_once_before_its_cells(
     progress shown, once for all cells, and the baselines need none."""
     from xlvin.experiments import maze
     from xlvin.pretrain.files import executor_config
-    from xlvin.train import run
+    from xlvin.run import training as run
 
     made: list[tuple[str, bool]] = []
 
@@ -224,7 +224,7 @@ def test_transe_pretraining_is_off_by_default_for_images_only(env: str, given, e
     """The paper's Atari agents learn TransE during PPO only: a first pixel run does not spend
     minutes pre-training it, unless asked."""
     pytest.importorskip("ale_py")
-    from xlvin.train.run_config import RunConfig, TrainConfig, check_run, with_transe_pretraining
+    from xlvin.run.config import RunConfig, TrainConfig, check_run, with_transe_pretraining
 
     cfg = RunConfig(train=TrainConfig(env=env, agent="xlvin", pretrain_transe=given))
     spaces, _ = check_run(cfg)

@@ -15,8 +15,8 @@ from safetensors.torch import save_file
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, MODEL
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.run import load_run
-from xlvin.train.run_config import RunConfig, TrainConfig, agent_of, check_run
+from xlvin.run.training import load_run
+from xlvin.run.config import RunConfig, TrainConfig, agent_of, check_run
 from xlvin.envs.spaces import Spaces
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,

@@ -26,8 +26,8 @@ from xlvin.pretrain.files import (
     executors_dir,
     shared_transe_path,
 )
-from xlvin.train.run import train_run
-from xlvin.train.run_config import check_run, transe_key
+from xlvin.run.training import train_run
+from xlvin.run.config import check_run, transe_key
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -177,7 +177,7 @@ def test_vector_maze_state_restores_exactly_and_stays_small() -> None:
     """A checkpoint's env state (xlvin.envs.env_state) continues a contextual maze run exactly."""
     import json
 
-    from xlvin.train.collect import make_vector_env, reset_envs
+    from xlvin.ppo.collect import make_vector_env, reset_envs
     from xlvin.envs.env_state import env_state, restorable, restore_env_state
 
     rng = np.random.default_rng(0)

@@ -17,9 +17,9 @@ from xlvin.experiments import maze, maze_ablation
 from xlvin.experiments.maze_ablation import ARMS, HORIZON, aggregate, cell_scores
 from xlvin.io.run_dir import MetricsLogger
 from xlvin.nn.executor import VIExecutor
-from xlvin.train.curriculum import CurriculumConfig
+from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.pretrain.executor import DEFAULT_EXECUTORS, pretrain_executor
-from xlvin.train.run_config import check_run
+from xlvin.run.config import check_run
 from xlvin.envs.spaces import Spaces
 
 

@@ -16,11 +16,11 @@ from xlvin.nn.encoders import MazeCNN
 from xlvin.nn.baselines.gvin import DirectionalGraphConv, GVINAgent
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.baselines.vin import ValueIteration, VINAgent, paper_iterations
-from xlvin.train.collect import make_actor
-from xlvin.train.maze_evaluation import greedy_success, maze_observations
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import train_run
-from xlvin.train.run_config import RunConfig, TrainConfig
+from xlvin.ppo.collect import make_actor
+from xlvin.ppo.maze_evaluation import greedy_success, maze_observations
+from xlvin.ppo.update import PPOConfig
+from xlvin.run.training import train_run
+from xlvin.run.config import RunConfig, TrainConfig
 
 
 def observations(size: int, count: int, level: int | None = None) -> torch.Tensor:

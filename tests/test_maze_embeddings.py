@@ -23,12 +23,12 @@ from xlvin.experiments.maze_embeddings import (
     rank_correlation,
 )
 from xlvin.io.run_dir import CONFIG, write_json
-from xlvin.train.maze_evaluation import maze_observations
-from xlvin.train.ppo import PPOConfig
+from xlvin.ppo.maze_evaluation import maze_observations
+from xlvin.ppo.update import PPOConfig
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.pretrain.files import load_executor_processor
-from xlvin.train.run import level_weights_saver
-from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
+from xlvin.run.training import level_weights_saver
+from xlvin.run.config import RunConfig, TrainConfig, agent_of
 from xlvin.envs.spaces import Spaces
 
 

@@ -16,8 +16,8 @@ from xlvin import PPO, Model
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.nn.encoders import DictEncoder, NatureCNN, SmallCNN
-from xlvin.train.agents import image_encoder
-from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
+from xlvin.run.agents import image_encoder
+from xlvin.run.config import RunConfig, TrainConfig, agent_of
 from xlvin.envs.spaces import (
     Part,
     classify,

@@ -14,15 +14,15 @@ from tests.test_ppo import FIXED, RANDOM, RecordingAgent
 from xlvin.experiments import table1
 from xlvin.io.executor_file import load_executor
 from xlvin.nn.executor import MessagePassing
-from xlvin.train import loop
-from xlvin.train.advantages import compute_gae, monte_carlo_returns
-from xlvin.train.collect import collect_until_episodes_end
-from xlvin.train.ppo import estimate_advantages, normalise_over_batch
-from xlvin.train.protocols import LowDataConfig
-from xlvin.train.run import train_run
-from xlvin.train.run_config import RunConfig, TrainConfig, agent_of
+from xlvin.ppo import loop
+from xlvin.ppo.advantages import compute_gae, monte_carlo_returns
+from xlvin.ppo.collect import collect_until_episodes_end
+from xlvin.ppo.update import estimate_advantages, normalise_over_batch
+from xlvin.ppo.low_data import LowDataConfig
+from xlvin.run.training import train_run
+from xlvin.run.config import RunConfig, TrainConfig, agent_of
 from xlvin.envs.spaces import Spaces
-from xlvin.train.storage import Rollout
+from xlvin.ppo.storage import Rollout
 
 
 def one_env_rollout() -> Rollout:

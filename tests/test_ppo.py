@@ -14,12 +14,12 @@ from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import seed_everything
-from xlvin.train.advantages import compute_gae
-from xlvin.train.collect import collect_episodes, collect_rollout, make_vector_env, reset_envs
-from xlvin.train.evaluation import evaluate_policy
-from xlvin.train.loop import train_ppo
-from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update
-from xlvin.train.storage import Rollout
+from xlvin.ppo.advantages import compute_gae
+from xlvin.ppo.collect import collect_episodes, collect_rollout, make_vector_env, reset_envs
+from xlvin.ppo.evaluation import evaluate_policy
+from xlvin.ppo.loop import train_ppo
+from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update
+from xlvin.ppo.storage import Rollout
 
 torch.set_num_threads(1)  # small nets: one thread is fastest and keeps timings stable
 

@@ -1,5 +1,5 @@
-"""One place builds every agent: the registry (`xlvin.train.agents`), the architecture derived
-once from the config (`xlvin.train.run_config.architecture`), and the discount reaching every
+"""One place builds every agent: the registry (`xlvin.run.agents`), the architecture derived
+once from the config (`xlvin.run.config.architecture`), and the discount reaching every
 agent that uses it."""
 
 from pathlib import Path
@@ -15,8 +15,8 @@ from xlvin.commands.train import run_config
 from xlvin.io.weights import read_metadata as load_file_metadata
 from xlvin.nn.heads import ActorCriticHeads
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.agents import AGENTS, BUILT_IN_ENCODERS, ENCODERS, register_encoder
-from xlvin.train.run import load_run
+from xlvin.run.agents import AGENTS, BUILT_IN_ENCODERS, ENCODERS, register_encoder
+from xlvin.run.training import load_run
 
 
 def cli_model(*flags: str) -> Model:

@@ -18,7 +18,7 @@ from xlvin import Model
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.pretrain.transe import TransEConfig
-from xlvin.train import run_config
+from xlvin.run import config as run_config
 
 #: A registered env of the observation and action spaces its kwargs give (obs_shape, box_dims).
 BIG = "test-bounds/Spaces-v0"

@@ -22,7 +22,7 @@ from xlvin.envs import wrappers
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, MODEL
 from xlvin.io.weights import atomic_save_tensors, load_weights
-from xlvin.train.run import evaluate_run
+from xlvin.run.training import evaluate_run
 
 #: Functions in modules every process has imported: a file naming one as a wrapper must not
 #: get it called with the env.

@@ -22,7 +22,7 @@ from xlvin.commands import quickstart
 from xlvin.experiments import table1
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import read_metrics
-from xlvin.train import run_config
+from xlvin.run import config as run_config
 
 #: REPRODUCE's cells, each making a progress bar first (disabled, as a cell's training does).
 WITH_BAR = REPRODUCE.replace("def work(cell, root):\n",

@@ -165,7 +165,7 @@ def test_corrupt_checkpoint_is_one_clear_error(tmp_path: Path, executor_path: Pa
 def test_a_diverged_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
     tmp_path: Path, executor_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    from xlvin.train import loop, ppo
+    from xlvin.ppo import loop, update as ppo
 
     args = online_args(executor_path)
     assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
@@ -195,7 +195,7 @@ def test_a_diverged_run_stops_with_one_line_and_keeps_its_last_good_checkpoint(
 def test_env_state_restored_into_a_fresh_env_steps_identically(env_id: str) -> None:
     import numpy as np
 
-    from xlvin.train.collect import make_vector_env, reset_envs
+    from xlvin.ppo.collect import make_vector_env, reset_envs
     from xlvin.envs.env_state import env_state, restorable, restore_env_state
 
     rng = np.random.default_rng(0)
@@ -270,7 +270,7 @@ def test_env_state_restore_refuses_undeclared_attributes_and_non_numeric_dtypes(
 ) -> None:
     """A checkpoint's env state may only set what the env's own state holds, with numbers:
     nothing is written when one attribute is refused."""
-    from xlvin.train.collect import make_vector_env, reset_envs
+    from xlvin.ppo.collect import make_vector_env, reset_envs
     from xlvin.envs.env_state import env_state, restore_env_state
 
     envs = make_vector_env("CartPole-v1", 2)

@@ -10,10 +10,10 @@ from safetensors.torch import load_file
 from xlvin.cli import main
 from xlvin.io.executor_file import load_executor
 from xlvin.io.run_dir import read_metrics
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.protocols import LowDataConfig
-from xlvin.train.run import load_run, train_run
-from xlvin.train.run_config import RunConfig, TrainConfig
+from xlvin.ppo.update import PPOConfig
+from xlvin.ppo.low_data import LowDataConfig
+from xlvin.run.training import load_run, train_run
+from xlvin.run.config import RunConfig, TrainConfig
 
 
 def tiny(agent: str, executor: Path, seed: int = 0, **train: object) -> RunConfig:

@@ -23,7 +23,7 @@ from benchmarks.parity.atari_update import (
     update_inputs,
 )
 from xlvin.experiments.atari import ATARI_PPO
-from xlvin.train.ppo import PPOConfig, estimate_advantages, make_optimizer, ppo_update
+from xlvin.ppo.update import PPOConfig, estimate_advantages, make_optimizer, ppo_update
 
 TOL = 1e-5
 
@@ -94,7 +94,7 @@ def test_one_update_matches_sb3s_on_the_same_data(sb3, accelerate: bool, monkeyp
 
 def test_sb3_schedule_is_ours() -> None:
     """SB3 calls its schedule before update u of N with progress 1 - (u + 1) / N; `LinearToZero`
-    gives our lr (1 - u / N) there, as `xlvin.train.loop` sets it."""
+    gives our lr (1 - u / N) there, as `xlvin.ppo.loop` sets it."""
     n = 7
     schedule = LinearToZero(2.5e-4, n)
     assert [schedule(1 - (u + 1) / n) for u in range(n)] == pytest.approx(
@@ -205,7 +205,7 @@ def test_a_branch_starts_our_ppo_from_sb3s_weights_and_adam_moments(tmp_path) ->
     pytest.importorskip("stable_baselines3")
     from benchmarks.parity.atari import atari_ppo, ours_from_sb3, our_network, train
     from benchmarks.parity.atari_branch import load_sb3, our_state
-    from xlvin.train.ppo import PPOConfig, make_optimizer, set_learning_rate
+    from xlvin.ppo.update import PPOConfig, make_optimizer, set_learning_rate
 
     torch.set_num_threads(1)
     train(0, 1024, tmp_path, 1)

@@ -14,11 +14,11 @@ from xlvin.experiments import atari, atari_vae
 from xlvin.io.run_dir import read_metrics
 from xlvin.nn.encoders import NatureCNN
 from xlvin.nn.vae import FrameDecoder, VAEWorldModel, kl_to_standard_normal
-from xlvin.train.agents import build_agent
-from xlvin.train.ppo import PPOConfig
+from xlvin.run.agents import build_agent
+from xlvin.ppo.update import PPOConfig
 from xlvin.pretrain.files import executor_file, load_executor_processor
-from xlvin.train.run import load_run, saved_config, train_run
-from xlvin.train.run_config import RunConfig, TrainConfig, check_run, validate
+from xlvin.run.training import load_run, saved_config, train_run
+from xlvin.run.config import RunConfig, TrainConfig, check_run, validate
 
 
 def test_decoder_mirrors_the_nature_cnn_back_to_the_frames_shape() -> None:

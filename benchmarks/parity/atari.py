@@ -128,7 +128,7 @@ def copy_into_sb3(ours: torch.nn.Module, policy: torch.nn.Module) -> None:
 def our_network(seed: int = 0) -> torch.nn.Module:
     """Our PPO network for Freeway, as `xlvin reproduce atari` builds it, seeded."""
     from xlvin.experiments.atari import Cell
-    from xlvin.train.run_config import agent_of
+    from xlvin.run.config import agent_of
     from xlvin.envs.spaces import Spaces
 
     torch.manual_seed(seed)
@@ -250,7 +250,7 @@ def evaluate(model: Any) -> dict[str, Any]:
     """SB3's final policy in our network, on our evaluation games (`run_cell`'s)."""
     from xlvin.envs.atari import atari_eval_id
     from xlvin.experiments.atari import EVAL_GAMES, EVAL_SEED
-    from xlvin.train.evaluation import evaluate_policy
+    from xlvin.ppo.evaluation import evaluate_policy
 
     agent = our_network()
     agent.load_state_dict(ours_from_sb3(model.policy.state_dict()))
@@ -380,7 +380,7 @@ def speed_worker(lib: str, transitions: int) -> None:
 
     from xlvin.experiments.atari import Cell
     from xlvin.process import quiet_known_warnings
-    from xlvin.train.run import train_run
+    from xlvin.run.training import train_run
 
     torch.set_num_threads(1)
     quiet_known_warnings()

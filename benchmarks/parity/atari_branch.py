@@ -123,7 +123,7 @@ def our_state(start: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any], int
 
 def our_learner(clip_value_loss: bool) -> tuple[Any, torch.nn.Module, Any]:
     """Our Atari PPO's config (the 1M budget), fresh network (`our_network`) and optimizer."""
-    from xlvin.train.ppo import PPOConfig, make_optimizer
+    from xlvin.ppo.update import PPOConfig, make_optimizer
 
     cfg = PPOConfig(total_steps=BUDGET, clip_value_loss=clip_value_loss, **atari_ppo())
     agent = our_network()
@@ -138,7 +138,7 @@ def our_lr(cfg: Any, update: int) -> float:
 def our_envs(seed: int) -> tuple[Any, Any]:
     """Our 8 training envs of Freeway, reset with seed + i, and their state."""
     from xlvin.envs.atari import atari_train_id
-    from xlvin.train.collect import make_vector_env, reset_envs
+    from xlvin.ppo.collect import make_vector_env, reset_envs
 
     envs = make_vector_env(atari_train_id("Freeway"), atari_ppo()["num_envs"])
     return envs, reset_envs(envs, seed)
@@ -146,8 +146,8 @@ def our_envs(seed: int) -> tuple[Any, Any]:
 
 def run_ours(start: Path, seed: int, updates: int, clip_value_loss: bool) -> list[dict[str, float]]:
     """Our PPO update from SB3's state for `updates` updates (production path: accelerated)."""
-    from xlvin.train.collect import collect_rollout
-    from xlvin.train.ppo import ppo_update, set_learning_rate
+    from xlvin.ppo.collect import collect_rollout
+    from xlvin.ppo.update import ppo_update, set_learning_rate
 
     weights, adam, done = our_state(start)
     cfg, agent, optimizer = our_learner(clip_value_loss)
@@ -175,8 +175,8 @@ def clipping(seed: int, updates: int, out: Path) -> None:
     state, rollout and minibatch order, once with the value loss clipped (ours) and once
     unclipped (SB3's), and the two results compared weight by weight; training goes on along the
     clipped one. OUT/clipping-seed<S>.json."""
-    from xlvin.train.collect import collect_rollout
-    from xlvin.train.ppo import ppo_update, set_learning_rate
+    from xlvin.ppo.collect import collect_rollout
+    from xlvin.ppo.update import ppo_update, set_learning_rate
 
     torch.set_num_threads(1)
     cfg, agent, optimizer = our_learner(clip_value_loss=True)

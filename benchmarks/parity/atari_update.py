@@ -32,7 +32,7 @@ from benchmarks.parity.atari import copy_into_sb3, our_network, ours_from_sb3
 
 FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "sb3" / "atari_update.json"
 STEPS, ENVS, EPOCHS, MINIBATCHES = 16, 8, 2, 4
-#: Our PPOConfig for the comparison (fields of `xlvin.train.ppo.PPOConfig`).
+#: Our PPOConfig for the comparison (fields of `xlvin.ppo.update.PPOConfig`).
 PPO_SETTINGS = {
     "num_envs": ENVS, "num_steps": STEPS, "lr": 2.5e-4, "adam_eps": 1e-5, "anneal_lr": False,
     "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.1, "clip_value_loss": False,
@@ -45,9 +45,9 @@ HEAD = 8
 
 
 def update_inputs() -> tuple[torch.nn.Module, Any]:
-    """Our initial network (seed 0) and the rollout (`xlvin.train.storage.Rollout`, every step
+    """Our initial network (seed 0) and the rollout (`xlvin.ppo.storage.Rollout`, every step
     real: SB3's same-step autoreset), old log-probabilities and values by that network."""
-    from xlvin.train.storage import Rollout
+    from xlvin.ppo.storage import Rollout
 
     agent = our_network(seed=0)
     g = torch.Generator().manual_seed(1)

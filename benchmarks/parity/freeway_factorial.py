@@ -138,8 +138,8 @@ def run_ours(weights: dict[str, torch.Tensor], seed: int, updates: int,
     """Our PPO (the production path) from `weights` (fresh FlatAdam) on fresh games seeded `seed`:
     its rows and the trained network."""
     from xlvin.envs.atari import atari_train_id
-    from xlvin.train.collect import collect_rollout, make_actor, make_vector_env, reset_envs
-    from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
+    from xlvin.ppo.collect import collect_rollout, make_actor, make_vector_env, reset_envs
+    from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update, set_learning_rate
 
     cfg = PPOConfig(total_steps=updates * rollout_size(), clip_value_loss=clip_value_loss,
                     **atari_ppo())

@@ -2,7 +2,7 @@
 
     from xlvin import XLVIN, PPO, ATreeC       # the Python API (xlvin.api)
     from xlvin import EvalCallback             # learn(callback=...) (xlvin.callbacks)
-    from xlvin import register_agent           # your own agent (xlvin.train.agents)
+    from xlvin import register_agent           # your own agent (xlvin.run.agents)
 
 The names below are imported on first use, so `import xlvin` stays light (no torch).
 """
@@ -17,14 +17,14 @@ _EXPORTS = {
     **dict.fromkeys(("XLVIN", "PPO", "ATreeC", "Model", "EVAL_SEED"), "xlvin.api"),
     **dict.fromkeys(
         ("register_agent", "register_encoder", "build_encoder", "build_agent", "Architecture"),
-        "xlvin.train.agents",
+        "xlvin.run.agents",
     ),
     **dict.fromkeys(
         ("Callback", "CallbackList", "EvalCallback", "CheckpointCallback", "StopOnReward"),
         "xlvin.callbacks",
     ),
     "Spaces": "xlvin.envs.spaces",
-    "RunConfig": "xlvin.train.run_config",
+    "RunConfig": "xlvin.run.config",
     "UserError": "xlvin.errors",
 }
 __all__ = [

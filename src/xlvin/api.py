@@ -58,12 +58,12 @@ from xlvin.io.run_dir import (
 from xlvin.io.weights import read_metadata, save_weights
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import seed_everything
-from xlvin.train.agents import agent_spec, build_agent, expand_agent
-from xlvin.train.collect import make_vector_env, policy_device
-from xlvin.train.loop import TrainResult
+from xlvin.run.agents import agent_spec, build_agent, expand_agent
+from xlvin.ppo.collect import make_vector_env, policy_device
+from xlvin.ppo.loop import TrainResult
 from xlvin.pretrain.files import executor_file, load_executor_processor
-from xlvin.train.run import evaluate_agent, read_run, train_run, weights_metadata
-from xlvin.train.run_config import (
+from xlvin.run.training import evaluate_agent, read_run, train_run, weights_metadata
+from xlvin.run.config import (
     MAX_SEED,
     SECTIONS,
     RunConfig,

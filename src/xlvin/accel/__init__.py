@@ -3,10 +3,10 @@
 The boundary rule: everything in this package is optional but the NumPy samplers, which acting
 always uses (so that actions are a function of the seed whichever actor ran). Each module speeds
 up one readable computation of another package (the model in `xlvin.nn`, the trainer in
-`xlvin.train`), computes the same values up to float rounding (the samplers: the same law), and
+`xlvin.ppo`), computes the same values up to float rounding (the samplers: the same law), and
 has a test that compares it with the readable version.
 The model (`xlvin.nn`) never imports from here and never knows whether it is being
-accelerated; the trainer (`xlvin.train`) chooses an accelerator where it was measured faster
+accelerated; the trainer (`xlvin.ppo`) chooses an accelerator where it was measured faster
 (timings in benchmarks/notes.md), under `PPOConfig.accelerate` (on by default, CPU only).
 
 Modules:

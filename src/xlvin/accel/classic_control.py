@@ -54,7 +54,7 @@ def time_limit(env: gym.Env) -> int | None:
 
 def make_array_steps(envs: list[gym.Env]) -> "CartPoleSteps | AcrobotSteps | None":
     """`CartPoleSteps` or `AcrobotSteps` over `envs` where every env is supported, else None.
-    Both have the interface of `xlvin.train.evaluation.Steps` (reset one env, step several)."""
+    Both have the interface of `xlvin.ppo.evaluation.Steps` (reset one env, step several)."""
     if not envs or any(time_limit(env) is None for env in envs):
         return None
     if all(_plain_cartpole(env.unwrapped) for env in envs):
@@ -90,7 +90,7 @@ class _ArraySteps:
     """Plays episodes in `envs` side by side: each starts with its env's seeded `reset` (its
     state [4] copied into column j of `state`), and then all are stepped together on arrays by
     the subclass's `step` (the envs' own states are not advanced); `elapsed` counts each
-    episode's steps for the time limit. The interface of `xlvin.train.evaluation.EnvSteps`."""
+    episode's steps for the time limit. The interface of `xlvin.ppo.evaluation.EnvSteps`."""
 
     def __init__(self, envs: list[gym.Env]) -> None:
         self.envs = envs

@@ -12,7 +12,7 @@ from xlvin.experiments import registry
 from xlvin.experiments.figures import require_plots
 from xlvin.experiments.jobs import deadline_after
 from xlvin.experiments.protocol import Experiment, run_cells
-from xlvin.train.run_config import MAX_SEED
+from xlvin.run.config import MAX_SEED
 
 #: The most training seeds one invocation takes (each is at least one run directory).
 MAX_SEEDS = 10_000

@@ -12,9 +12,9 @@ from xlvin.config import add_options, from_args, load_json
 from xlvin.envs.packages import import_gym_packages
 from xlvin.envs.wrappers import import_env_wrappers
 from xlvin.io.run_dir import CONFIG
-from xlvin.train.agents import expand_agent
+from xlvin.run.agents import expand_agent
 from xlvin.progress import duration
-from xlvin.train.run_config import SECTIONS, RunConfig, whole_rollouts
+from xlvin.run.config import SECTIONS, RunConfig, whole_rollouts
 
 
 #: The options most runs set, listed first in `xlvin train --help`.

@@ -7,8 +7,8 @@ from typing import Any
 from xlvin.commands.pretrained_files import add_file_options, check_out, verified
 from xlvin.experiments import table1
 from xlvin.process import set_threads
-from xlvin.train.run import shared_transe_file
-from xlvin.train.run_config import RunConfig, check_run
+from xlvin.run.training import shared_transe_file
+from xlvin.run.config import RunConfig, check_run
 
 
 def paper_run(env: str) -> RunConfig:

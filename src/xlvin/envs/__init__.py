@@ -1,6 +1,6 @@
 """Environments the library adds to gymnasium's registry.
 
-Importing `xlvin.envs` (done by `xlvin.train.collect`) registers, for each Atari game in
+Importing `xlvin.envs` (done by `xlvin.ppo.collect`) registers, for each Atari game in
 `ATARI_GAMES`, the id `xlvin/<Game>-v5`: ALE's `ALE/<Game>-v5` with the standard DQN / Nature
 preprocessing, and the paper's training and evaluation environments `xlvin/<Game>Train-v4` and
 `xlvin/<Game>Eval-v4` (see `xlvin.envs.atari`). Registration needs nothing installed; making one of these

@@ -43,7 +43,7 @@ class _Lent(gym.Wrapper):
 class GivenEnv:
     """A gymnasium entry point (`gym.register(id, entry_point=GivenEnv(...))`) that makes one env
     as the user made it (the first sub-env), and whose `env_fns` make the sub-envs of a vector
-    env (`xlvin.train.collect.make_vector_env`)."""
+    env (`xlvin.ppo.collect.make_vector_env`)."""
 
     def __init__(self, makers: Sequence[Callable[..., gym.Env]] = (),
                  mode: Literal["sync", "async"] = "sync", instance: gym.Env | None = None) -> None:

@@ -62,10 +62,10 @@ from xlvin.io.run_dir import (
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
-from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
-from xlvin.train.evaluation import evaluate_policy
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import (
+from xlvin.run.agents import agent_fields, resolve_agent, resolve_agents
+from xlvin.ppo.evaluation import evaluate_policy
+from xlvin.ppo.update import PPOConfig
+from xlvin.run.training import (
     CELL_IDENTITY,
     check_holds_run,
     fields_apart,
@@ -73,10 +73,10 @@ from xlvin.train.run import (
     prepare_executors,
     train_run,
 )
-from xlvin.train.run_config import RunConfig, TrainConfig, check_device
+from xlvin.run.config import RunConfig, TrainConfig, check_device
 
 GAMES = ("Freeway", "Alien", "Enduro")
-#: The agents, by their canonical names (`xlvin.train.agents.AGENT_NAMES`, which also say what
+#: The agents, by their canonical names (`xlvin.run.agents.AGENT_NAMES`, which also say what
 #: each sets).
 AGENTS = ("ppo", "xlvin-r", "xlvin-cp", "atreec")
 #: A cell's directory name where it is not the agent's name: the spelling of the runs made

@@ -58,10 +58,10 @@ from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic
 from xlvin.stats import summarize
-from xlvin.train.agents import build_agent
-from xlvin.train.collect import make_vector_env, reset_envs
-from xlvin.train.run import load_run
-from xlvin.train.run_config import RunConfig, check_device, check_run, on_cpu
+from xlvin.run.agents import build_agent
+from xlvin.ppo.collect import make_vector_env, reset_envs
+from xlvin.run.training import load_run
+from xlvin.run.config import RunConfig, check_device, check_run, on_cpu
 
 GAME = "Freeway"
 #: The XLVIN-R agent of `xlvin.experiments.atari` and our VAE variant of it.

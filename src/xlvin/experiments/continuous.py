@@ -47,9 +47,9 @@ from xlvin.io.run_dir import CONFIG, SUMMARY, reading_results, write_json
 from xlvin.kernels import cpu_name
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import CELL_IDENTITY, check_holds_run, fields_apart
-from xlvin.train.run_config import MAX_FULL_EXPANSION, RunConfig, TrainConfig
+from xlvin.ppo.update import PPOConfig
+from xlvin.run.training import CELL_IDENTITY, check_holds_run, fields_apart
+from xlvin.run.config import MAX_FULL_EXPANSION, RunConfig, TrainConfig
 
 
 @dataclass(frozen=True)

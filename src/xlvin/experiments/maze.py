@@ -2,7 +2,7 @@
 evaluated after every passed level on held-out 8x8 mazes and on 16x16 mazes (out of
 distribution), and the contextual maze (appendix F).
 
-Every cell (experiment, agent, seed) is one curriculum run (`xlvin.train.curriculum`) in
+Every cell (experiment, agent, seed) is one curriculum run (`xlvin.ppo.curriculum`) in
 ROOT/EXPERIMENT/AGENT/seedS (vin-mean and vin-max in vin_mean and vin_max, their first spelling:
 `DIR_NAMES`); a finished cell (summary.json present) is never re-run, an
 interrupted one resumes from its checkpoint. Each agent is trained by the library's one PPO
@@ -39,17 +39,17 @@ from xlvin.io.digests import read_sealed
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, write_json
 from xlvin.process import quiet_known_warnings
-from xlvin.train.agents import resolve_agent, resolve_agents
-from xlvin.train.curriculum import CurriculumConfig
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.run import (
+from xlvin.run.agents import resolve_agent, resolve_agents
+from xlvin.ppo.curriculum import CurriculumConfig
+from xlvin.ppo.update import PPOConfig
+from xlvin.run.training import (
     CELL_IDENTITY,
     check_holds_run,
     fields_apart,
     prepare_executors,
     train_run,
 )
-from xlvin.train.run_config import RunConfig, TrainConfig, check_device
+from xlvin.run.config import RunConfig, TrainConfig, check_device
 
 #: Experiments: name -> (env id, default agents).
 EXPERIMENTS = {

@@ -45,9 +45,9 @@ from xlvin.experiments.value_predictability import value_predictability
 from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
 from xlvin.io.run_dir import METRICS, read_metrics, reading_results, write_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
-from xlvin.train.curriculum import CurriculumConfig
-from xlvin.train.run import level_weights_file, load_run
-from xlvin.train.run_config import on_cpu
+from xlvin.ppo.curriculum import CurriculumConfig
+from xlvin.run.training import level_weights_file, load_run
+from xlvin.run.config import on_cpu
 
 #: arm -> maze agent.
 ARMS = {

@@ -18,8 +18,8 @@ from xlvin.experiments import (
     table1,
 )
 from xlvin.experiments.protocol import Experiment, Record
-from xlvin.train.curriculum import CurriculumConfig
-from xlvin.train.run_config import check_device
+from xlvin.ppo.curriculum import CurriculumConfig
+from xlvin.run.config import check_device
 
 Cells = list[Any]
 Trained = list[Record] | None

@@ -47,8 +47,8 @@ from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results, wr
 from xlvin.kernels import check_one_mode
 from xlvin.process import quiet_known_warnings, set_threads
 from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
-from xlvin.train.agents import agent_fields, resolve_agent, resolve_agents
-from xlvin.train.ppo import PPOConfig
+from xlvin.run.agents import agent_fields, resolve_agent, resolve_agents
+from xlvin.ppo.update import PPOConfig
 from xlvin.pretrain.executor import executor_key
 from xlvin.pretrain.files import (
     cached_executor_path,
@@ -59,8 +59,8 @@ from xlvin.pretrain.files import (
 )
 from xlvin.pretrain.shipped import find
 from xlvin.pretrain.transe import TransEConfig
-from xlvin.train.protocols import PAPER_LOW_DATA, LowDataConfig
-from xlvin.train.run import (
+from xlvin.ppo.low_data import PAPER_LOW_DATA, LowDataConfig
+from xlvin.run.training import (
     CELL_IDENTITY,
     check_holds_run,
     evaluate_run,
@@ -68,7 +68,7 @@ from xlvin.train.run import (
     shared_transe_file,
     train_run,
 )
-from xlvin.train.run_config import RunConfig, TrainConfig, check_run, transe_key
+from xlvin.run.config import RunConfig, TrainConfig, check_run, transe_key
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
 PROTOCOLS = ("paper", "ours")
@@ -87,7 +87,7 @@ PROGRESS_EPISODES = 100
 #: How many of the last evaluations during training the "last 10" statistic averages.
 LAST = 10
 
-#: Table-1 agents, by their canonical names (`xlvin.train.agents.AGENT_NAMES`, which also say
+#: Table-1 agents, by their canonical names (`xlvin.run.agents.AGENT_NAMES`, which also say
 #: what each sets); a cell's directory is named by it.
 AGENTS = ("ppo", "xlvin-r", "xlvin-cp", "atreec")
 

@@ -1,6 +1,6 @@
 """The maze sanity check: VIN trained with supervision on the expert actions, as in the
 VIN paper (Tamar et al. 2016, section 4.1), must solve >= 95 % of the held-out 8x8 mazes (success:
-the goal within 2 x the optimal length, `xlvin.train.maze_evaluation`). If it does, the mazes,
+the goal within 2 x the optimal length, `xlvin.ppo.maze_evaluation`). If it does, the mazes,
 their levels, the observation and VIN are right.
 
 Training: every start of the training split is one sample (its observation, its optimal action);
@@ -24,7 +24,7 @@ from xlvin.nn.baselines.gvin import GVINAgent
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.baselines.vin import VINAgent
 from xlvin.process import seed_everything, set_threads
-from xlvin.train.maze_evaluation import maze_observations, success_by_level
+from xlvin.ppo.maze_evaluation import maze_observations, success_by_level
 
 #: The issue's target: held-out success of supervised VIN on 8x8.
 TARGET_SUCCESS = 0.95

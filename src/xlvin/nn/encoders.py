@@ -170,7 +170,7 @@ class MazeCNN(nn.Module):
     in evaluation mode (collection and evaluation: the running statistics, so an action depends on
     its own observation only, and acting is the function evaluation measures), and *learns* in
     training mode (a PPO minibatch is normalised by its own statistics, which also update the
-    running ones). `xlvin.train.collect.make_actor` switches the mode around each action.
+    running ones). `xlvin.ppo.collect.make_actor` switches the mode around each action.
     """
 
     def __init__(self, in_channels: int = 3, channels: int = 128, embedding_dim: int = 10) -> None:

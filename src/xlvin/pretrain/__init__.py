@@ -7,5 +7,5 @@
 - `files`: a default executor's or a shared TransE pre-training's file: cached, shipped or made.
 - `shipped`: the files shipped with xlvin (under data/) and their manifest.
 
-Nothing here imports `xlvin.train` but its progress bars: `xlvin.train` calls this package.
+Nothing here imports `xlvin.ppo` or `xlvin.run`: `xlvin.run` calls this package.
 """

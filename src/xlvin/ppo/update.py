@@ -3,8 +3,8 @@ and its update.
 
 Agents differ only in their `ActorCritic` network and its auxiliary losses (e.g. XLVIN's TransE
 term), which `ppo_update` adds to the PPO loss on the minibatch's real transitions; it gets both
-from `ActorCritic.forward_with_aux`. Collecting the data is `xlvin.train.collect`, the loop that
-alternates the two for every protocol is `xlvin.train.loop`.
+from `ActorCritic.forward_with_aux`. Collecting the data is `xlvin.ppo.collect`, the loop that
+alternates the two for every protocol is `xlvin.ppo.loop`.
 
 With `accelerate` (the default) the update uses, on CPU, the fused loss of
 `xlvin.accel.fused_ppo_loss` (Discrete actions; other action spaces take the readable loss) and
@@ -24,8 +24,8 @@ from xlvin.errors import TrainingDiverged, UserError
 from xlvin.nn.distributions import Categorical
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.ppo_loss import ppo_loss
-from xlvin.train.advantages import compute_gae, monte_carlo_returns
-from xlvin.train.storage import Rollout
+from xlvin.ppo.advantages import compute_gae, monte_carlo_returns
+from xlvin.ppo.storage import Rollout
 
 #: |log pi_new - log pi_old| is clamped to this before exponentiating (see ppo_loss).
 LOGRATIO_LIMIT = 20.0

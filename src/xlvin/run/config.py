@@ -1,6 +1,6 @@
 """A run's typed config and its checks (values, environment, memory), and the architecture
 derived from them once: `check_run(cfg)` -> (`Spaces`, `Architecture`), what the agent
-registry (`xlvin.train.agents`) builds from."""
+registry (`xlvin.run.agents`) builds from."""
 
 import dataclasses
 import json
@@ -24,7 +24,7 @@ from xlvin.nn.expansion import EXPANSIONS
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transe import NEGATIVES
 from xlvin.pretrain.transe import TransEConfig
-from xlvin.train.agents import (
+from xlvin.run.agents import (
     AGENTS,
     Architecture,
     agent_fields,
@@ -33,10 +33,10 @@ from xlvin.train.agents import (
     expand_agent,
     is_agent_name,
 )
-from xlvin.train.curriculum import CurriculumConfig
+from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.progress import duration
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.protocols import LowDataConfig
+from xlvin.ppo.update import PPOConfig
+from xlvin.ppo.low_data import LowDataConfig
 from xlvin.envs.spaces import MIN_IMAGE_SIZE, Spaces, env_spaces, require_registered
 
 PROTOCOLS = ("online", "low_data", "curriculum")
@@ -211,7 +211,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         """An agent named by a canonical name or an older spelling holds the fields that name
-        sets (`xlvin.train.agents.agent_fields`: xlvin-r is agent xlvin with executor random),
+        sets (`xlvin.run.agents.agent_fields`: xlvin-r is agent xlvin with executor random),
         so a config always names the registered builder; an executor other than the default
         and the name's own is refused. (A name given beside an explicit executor, as flags or
         keywords, is checked by `expand_agent` before it gets here.)"""

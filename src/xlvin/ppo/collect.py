@@ -26,7 +26,7 @@ from xlvin.envs.given import given_env
 from xlvin.errors import UserError, one_line
 from xlvin.nn.policy import ActorCritic
 from xlvin.envs.spaces import read_observations
-from xlvin.train.storage import Rollout, concat_rollouts
+from xlvin.ppo.storage import Rollout, concat_rollouts
 
 #: observations [B, ...] -> (logits [B, A], values [B]), NumPy in and out
 Actor = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

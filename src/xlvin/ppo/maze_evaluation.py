@@ -12,7 +12,7 @@ import torch
 from xlvin.envs.maze import AGENT, GOAL, WALLS
 from xlvin.envs.maze_data import MOVES, MazeSet
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.collect import policy_device
+from xlvin.ppo.collect import policy_device
 
 #: Observations per forward pass (bounds the memory of VIN's 150-channel maps on 16x16).
 BATCH = 1024

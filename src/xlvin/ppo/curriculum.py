@@ -31,11 +31,11 @@ from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
 from xlvin.envs.maze_data import MazeSet, maze_split
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.collect import reset_envs
-from xlvin.train.loop import OnlineData
-from xlvin.train.maze_evaluation import evaluation_contexts, evaluation_starts, success_by_level
-from xlvin.train.ppo import PPOConfig
-from xlvin.train.storage import Rollout
+from xlvin.ppo.collect import reset_envs
+from xlvin.ppo.loop import OnlineData
+from xlvin.ppo.maze_evaluation import evaluation_contexts, evaluation_starts, success_by_level
+from xlvin.ppo.update import PPOConfig
+from xlvin.ppo.storage import Rollout
 
 #: Called with (level, policy) when a level is passed, before the curriculum moves on.
 OnLevelPassed = Callable[[int, ActorCritic], None]

@@ -73,7 +73,7 @@ class Rollout:
         permutation into `num_minibatches` consecutive minibatches (sizes differ by at most one;
         empty ones are skipped), or, with `size` > 0, into minibatches of exactly `size`, the
         last partial one dropped (as torch's BatchSampler with drop_last=True). `advantages`
-        and `returns` are [T, N], as `xlvin.train.advantages` gives them.
+        and `returns` are [T, N], as `xlvin.ppo.advantages` gives them.
 
         Observations are gathered straight from `obs`: row r of the flattened [(T + 1) N, ...]
         observations is step r // N of env r % N, and its next observation is row r + N.

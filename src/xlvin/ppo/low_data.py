@@ -4,7 +4,7 @@ CartPole-v0: sample only 10 trajectories with the initial policy, then 100 PPO u
 fixed dataset, no further interaction. Acrobot-v1 and MountainCar-v0: 5 trajectories at a time,
 20 times (100 in total), one PPO update after each batch. Both are `rounds` x (collect `episodes`
 complete episodes with the current policy, then `updates` PPO updates on them): `LowData`, a
-data source of the one training loop (`xlvin.train.loop.train`).
+data source of the one training loop (`xlvin.ppo.loop.train`).
 
 Repeated updates on one fixed batch keep the behaviour policy's log-probabilities and values
 from collection time, as calling the reference PPO's update again on the same rollout storage
@@ -20,10 +20,10 @@ import torch
 from xlvin.config import option
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.collect import collect_episodes, collect_until_episodes_end
-from xlvin.train.loop import Evaluation
-from xlvin.train.ppo import MAX_ENVS
-from xlvin.train.storage import Rollout
+from xlvin.ppo.collect import collect_episodes, collect_until_episodes_end
+from xlvin.ppo.loop import Evaluation
+from xlvin.ppo.update import MAX_ENVS
+from xlvin.ppo.storage import Rollout
 
 
 @dataclass

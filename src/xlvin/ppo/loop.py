@@ -8,7 +8,7 @@ updates on it).
 
 A protocol is a `DataSource`: online PPO (`OnlineData`: one rollout per round, one update, the
 envs carried over from round to round) and the paper's low-data regime
-(`xlvin.train.protocols.LowData`: a few whole episodes per round, many updates on them) differ
+(`xlvin.ppo.low_data.LowData`: a few whole episodes per round, many updates on them) differ
 only there. Checkpoints, resume, seeding, progress bars and logging live here, once.
 """
 
@@ -32,7 +32,7 @@ from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.process import seed_everything, set_threads
 from xlvin.signals import Terminated, termination_deferred, termination_requested
-from xlvin.train.collect import (
+from xlvin.ppo.collect import (
     RolloutState,
     collect_rollout,
     make_vector_env,
@@ -40,9 +40,9 @@ from xlvin.train.collect import (
     reset_envs,
 )
 from xlvin.envs.env_state import env_state, inexact_resume_notice, restorable, restore_env_state
-from xlvin.train.evaluation import Evaluator
-from xlvin.train.ppo import PPOConfig, make_optimizer, ppo_update, set_learning_rate
-from xlvin.train.storage import Rollout
+from xlvin.ppo.evaluation import Evaluator
+from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update, set_learning_rate
+from xlvin.ppo.storage import Rollout
 
 LogFn = Callable[[int, dict[str, float]], None]
 #: Seeds of the evaluations during training; disjoint from training (seed + env index) and from

@@ -1,7 +1,7 @@
 """One training run from a typed config: build the agent, pre-train what the paper pre-trains,
 train with PPO, save everything to a run directory; and load a run back for evaluation.
 
-The config and its checks are `xlvin.train.run_config`, the agents `xlvin.train.agents`, the
+The config and its checks are `xlvin.run.config`, the agents `xlvin.run.agents`, the
 cached pre-trained files `xlvin.pretrain.files`."""
 
 import dataclasses
@@ -49,7 +49,7 @@ from xlvin.pretrain.files import (
 from xlvin.pretrain.files import shared_transe_file as cached_transe_file
 from xlvin.pretrain.random_data import random_transitions
 from xlvin.pretrain.transe import pretrain_transe
-from xlvin.train.agents import (
+from xlvin.run.agents import (
     Architecture,
     agent_spec,
     build_agent,
@@ -58,12 +58,12 @@ from xlvin.train.agents import (
     pytorch_init,
     transe_pair,
 )
-from xlvin.train.curriculum import Curriculum
-from xlvin.train.evaluation import evaluate_policy
-from xlvin.train.loop import Hooks, OnlineData, train
+from xlvin.ppo.curriculum import Curriculum
+from xlvin.ppo.evaluation import evaluate_policy
+from xlvin.ppo.loop import Hooks, OnlineData, train
 from xlvin.errors import TrainingDiverged
-from xlvin.train.protocols import LowData
-from xlvin.train.run_config import (
+from xlvin.ppo.low_data import LowData
+from xlvin.run.config import (
     RunConfig,
     TrainConfig,
     action_bins,
@@ -246,10 +246,10 @@ def train_run(
     figures). With a larger online `total_steps` it continues the run, finished or not, to that
     total (`open_to_resume`): metrics, TensorBoard, checkpoints and step counts carry on.
 
-    `hooks` (`xlvin.train.loop.Hooks`): the API's callbacks; a run they stop finishes there
+    `hooks` (`xlvin.ppo.loop.Hooks`): the API's callbacks; a run they stop finishes there
     (weights, summary with `ppo.stopped_by_hooks`, and a checkpoint to continue from).
 
-    `deadline` (a `time.time()` value, see `xlvin.train.loop.train`): training stops at the first
+    `deadline` (a `time.time()` value, see `xlvin.ppo.loop.train`): training stops at the first
     update boundary after it, with a checkpoint; the run stays unfinished (no model or summary
     file, `summary["stopped_at_deadline"]` True) and `resume=True` continues it exactly.
 

@@ -11,7 +11,7 @@ from xlvin.envs.failures import PASSED_ON, EnvFailed, env_failed, observation_pr
 from xlvin.errors import UserError
 from xlvin.nn.distributions import ActionDistribution, DiagGaussian
 from xlvin.nn.policy import ActorCritic
-from xlvin.train.collect import make_actor
+from xlvin.ppo.collect import make_actor
 from xlvin.envs.spaces import read_observations
 
 
@@ -129,7 +129,7 @@ class Evaluator:
         False samples from pi. Observations are normalised with the policy's frozen statistics
         where it has them (`xlvin.nn.normalization`). The policy is put in eval mode
         (BatchNorm uses running statistics) and its previous mode restored afterwards. It acts
-        through `xlvin.train.collect.make_actor(policy, accelerate)`.
+        through `xlvin.ppo.collect.make_actor(policy, accelerate)`.
         """
         if episodes < 1:
             raise UserError(f"episodes must be >= 1, got {episodes}")

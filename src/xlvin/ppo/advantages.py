@@ -4,7 +4,7 @@ and plain Monte Carlo returns (the authors' classic-control code)."""
 import numpy as np
 import torch
 
-from xlvin.train.storage import Rollout
+from xlvin.ppo.storage import Rollout
 
 
 def compute_gae(
