@@ -23,7 +23,7 @@ def executor_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_default_executors(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """`--executor random` (and cartpole) pre-trained on 4 graphs for 1 epoch, cached in a
     fresh folder: for code that uses the default executors, fast (not for their quality)."""
-    from xlvin.pretrain.executor import DEFAULT_EXECUTORS
+    from xlvin.pretrain.executor_config import DEFAULT_EXECUTORS
 
     for kind in ("random", "cartpole"):
         monkeypatch.setitem(DEFAULT_EXECUTORS, kind, dataclasses.replace(

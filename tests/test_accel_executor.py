@@ -10,7 +10,9 @@ import torch
 from xlvin.accel.dense_executor import InEdges, dense_forward
 from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.nn.executor import VIExecutor
-from xlvin.pretrain.executor import ExecutorConfig, make_mdps, pretrain_executor
+from xlvin.pretrain.executor import pretrain_executor
+from xlvin.pretrain.executor_config import ExecutorConfig
+from xlvin.pretrain.executor_data import make_mdps
 
 #: float32 rounding: the two paths sum the same terms in another order (gradients are sums over
 #: thousands of terms, of magnitude up to ~10 here).
@@ -86,7 +88,7 @@ def test_the_cache_makes_default_executors_on_the_readable_path(tmp_path, monkey
     """A cached file is named by its config alone, so a run's first use of a default executor
     pre-trains it as the files behind earlier results were made: not accelerated."""
     from xlvin.pretrain import files
-    from xlvin.pretrain.executor import default_executor_config
+    from xlvin.pretrain.executor_config import default_executor_config
 
     seen = []
     monkeypatch.setattr(files, "pretrain_and_save",

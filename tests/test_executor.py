@@ -14,13 +14,10 @@ from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta, save_executor
 from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.nn.executor import MessagePassing, VIExecutor
-from xlvin.pretrain.executor import (
-    ExecutorConfig,
-    default_executor_config,
-    evaluate_executor,
-    make_mdps,
-    pretrain_executor,
-)
+from xlvin.pretrain.executor import pretrain_executor
+from xlvin.pretrain.executor_config import ExecutorConfig, default_executor_config
+from xlvin.pretrain.executor_data import make_mdps
+from xlvin.pretrain.executor_eval import evaluate_executor
 
 SMALL = ExecutorConfig(family="random_deterministic", states=8, actions=3, train_graphs=16,
                        hidden=16, epochs=4, batch_graphs=4, batch_steps=16, seed=0)

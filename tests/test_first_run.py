@@ -14,7 +14,7 @@ from xlvin import PPO
 from xlvin.cli import main
 from xlvin.experiments import atari, table1
 from xlvin import progress
-from xlvin.pretrain.executor import default_executor_config
+from xlvin.pretrain.executor_config import default_executor_config
 from xlvin.pretrain.files import cache_dir, cached_executor_path, executor_config, executor_file
 from xlvin.run.config import TrainConfig
 

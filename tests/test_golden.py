@@ -19,7 +19,7 @@ import pytest
 
 from xlvin.experiments import table1
 from xlvin.pretrain import shipped
-from xlvin.pretrain.executor import DEFAULT_EXECUTORS
+from xlvin.pretrain.executor_config import DEFAULT_EXECUTORS
 from xlvin.pretrain.files import (
     cached_executor_path,
     executor_config,

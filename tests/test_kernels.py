@@ -119,7 +119,7 @@ def test_pretrained_files_of_the_two_modes_are_cached_apart(
 ) -> None:
     """An executor pre-trained on the CPU's own kernels is not the reproducible one: the
     cache never hands one to a run of the other mode."""
-    from xlvin.pretrain.executor import DEFAULT_EXECUTORS
+    from xlvin.pretrain.executor_config import DEFAULT_EXECUTORS
     from xlvin.pretrain.files import cached_executor_path
 
     executor = DEFAULT_EXECUTORS["random"]
@@ -134,7 +134,8 @@ def test_pretrained_files_of_the_two_modes_are_cached_apart(
 ADAM_STEPS = """
 import hashlib, json, torch
 from xlvin.nn.executor import VIExecutor
-from xlvin.pretrain.executor import DEFAULT_EXECUTORS, _optimiser
+from xlvin.pretrain.executor import _optimiser
+from xlvin.pretrain.executor_config import DEFAULT_EXECUTORS
 cfg = DEFAULT_EXECUTORS["authors-random"]
 torch.manual_seed(0)
 executor = VIExecutor(cfg.hidden, cfg.aggregation, cfg.layer_norm, cfg.messages)

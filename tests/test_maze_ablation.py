@@ -18,7 +18,8 @@ from xlvin.experiments.maze_ablation import ARMS, HORIZON, aggregate, cell_score
 from xlvin.io.run_dir import MetricsLogger
 from xlvin.nn.executor import VIExecutor
 from xlvin.ppo.curriculum import CurriculumConfig
-from xlvin.pretrain.executor import DEFAULT_EXECUTORS, pretrain_executor
+from xlvin.pretrain.executor import pretrain_executor
+from xlvin.pretrain.executor_config import DEFAULT_EXECUTORS
 from xlvin.run.config import check_run
 from xlvin.envs.spaces import Spaces
 

@@ -22,7 +22,7 @@ from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import execute_levels, execute_tree, expand_pruned_tree, expand_tree
-from xlvin.pretrain.executor import immediate_reward_baseline
+from xlvin.pretrain.executor_eval import immediate_reward_baseline
 from xlvin.run.config import RunConfig, TrainConfig, check_run
 from xlvin.envs.spaces import Spaces
 

@@ -12,7 +12,7 @@ from xlvin.accel.dense_executor import InEdges
 from xlvin.accel.numpy_executor import NumpyEdges, NumpyExecutorTrainer, applies
 from xlvin.mdp.executor_graph import MDPGraph
 from xlvin.nn.executor import VIExecutor
-from xlvin.pretrain.executor import make_mdps
+from xlvin.pretrain.executor_data import make_mdps
 
 #: float32 rounding: the paths sum the same terms in other orders (gradients are sums over a few
 #: thousand terms).

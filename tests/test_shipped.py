@@ -13,7 +13,7 @@ import pytest
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.pretrain import files, shipped
-from xlvin.pretrain.executor import DEFAULT_EXECUTORS, ExecutorConfig, executor_key
+from xlvin.pretrain.executor_config import DEFAULT_EXECUTORS, ExecutorConfig, executor_key
 
 #: The reproducible-mode hashes of default executors that committed results were trained with:
 #: a changed default executor config would silently leave them.

@@ -12,13 +12,9 @@ from xlvin.config import add_options, from_args, parse_bool
 from xlvin.errors import UserError
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.process import set_threads
-from xlvin.pretrain.executor import (
-    GRAPH_FAMILIES,
-    MAZE_SIZES,
-    ExecutorConfig,
-    evaluate_executor,
-    pretrain_and_save,
-)
+from xlvin.pretrain.executor import pretrain_and_save
+from xlvin.pretrain.executor_config import GRAPH_FAMILIES, MAZE_SIZES, ExecutorConfig
+from xlvin.pretrain.executor_eval import evaluate_executor
 from xlvin.pretrain.files import make_executor
 from xlvin.run.config import MAX_SEED, machine_memory
 

@@ -22,12 +22,12 @@ from xlvin.kernels import pinned
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import TransitionBatch
 from xlvin.pretrain import shipped
-from xlvin.pretrain.executor import (
+from xlvin.pretrain.executor import pretrain_and_save
+from xlvin.pretrain.executor_config import (
     DEFAULT_EXECUTORS,
     ExecutorConfig,
     default_executor_config,
     executor_key,
-    pretrain_and_save,
 )
 from xlvin.pretrain.transe import TransEConfig, pretrain_transe
 from xlvin.process import seed_everything, torch_threads
