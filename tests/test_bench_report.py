@@ -2,7 +2,7 @@
 
 import json
 
-from benchmarks.report import _maze_section
+from benchmarks.suite.report import _maze_section
 
 
 def test_maze_section_averages_each_agents_curricula(tmp_path):
@@ -31,8 +31,8 @@ def _case(label, ppo, xlvin):
 
 
 def test_a_partial_planning_run_keeps_the_other_cases_with_their_own_dates():
-    from benchmarks.report import render
-    from benchmarks.run import merge_cases
+    from benchmarks.suite.report import render
+    from benchmarks.suite.run import merge_cases
 
     old = {"started": "2026-01-01T00:00:00", "cpu": "AMD EPYC",
            "cases": {"enduro": _case("Enduro", 100.0, 60.0), "freeway": _case("Freeway", 100.0, 50.0)}}

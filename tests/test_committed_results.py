@@ -188,7 +188,7 @@ def _continuous(folder: Path) -> dict[str, bytes]:
 
 @case("bench", "bench.md", "bench-cuda.md")
 def _bench(folder: Path) -> dict[str, bytes]:
-    from benchmarks.report import render
+    from benchmarks.suite.report import render
 
     return {f"{name}.md": render(committed(f"{name}.json")).encode()
             for name in ("bench", "bench-cuda")}
@@ -291,7 +291,7 @@ NOT_RENDERED = {
                      "from atari_vae.json",
     "maze_embeddings*.png": "drawn from the encoders' embeddings of a maze, which the JSON "
                             "does not keep (its panels hold their statistics only)",
-    "atari-expansion/expansion.md": "benchmarks/atari_expansion.py's report reads the cells' "
+    "atari-expansion/expansion.md": "benchmarks/studies/atari_expansion.py's report reads the cells' "
                                     "record.json files; expansion.json keeps their summaries",
     "parity/freeway-branches/*/branches.md": "benchmarks/parity/atari_branch.py's report reads "
                                              "each branch's file, which branches.json merges "

@@ -114,7 +114,7 @@ def test_module_level_imports_have_no_cycle() -> None:
 
 def test_every_benchmark_script_and_example_compiles() -> None:
     """Code outside the package that no test imports (the benchmark workers, the scripts, the
-    examples) still parses: a broken indent in benchmarks/worker.py once went unnoticed."""
+    examples) still parses: a broken indent in benchmarks/suite/worker.py once went unnoticed."""
     root = SRC.parents[1]
     files = [p for d in ("benchmarks", "scripts", "examples") for p in (root / d).rglob("*.py")]
     assert len(files) > 20

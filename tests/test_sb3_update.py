@@ -186,7 +186,7 @@ def test_the_report_sets_sb3_beside_our_seeds_of_the_same_budget(tmp_path) -> No
 def test_the_unclipped_variant_is_our_atari_ppo_cell_with_sb3s_value_loss(tmp_path) -> None:
     """The third row of the parity report trains `xlvin reproduce atari`'s PPO cell with one
     setting changed, the value-loss clipping, in a run directory of its own."""
-    from benchmarks.atari_cells import VariantCell
+    from benchmarks.studies.atari_cells import VariantCell
     from benchmarks.parity.atari import GAME, UNCLIPPED
     from xlvin.experiments.atari import Cell
 

@@ -315,7 +315,7 @@ UNCLIPPED = "ours-unclipped-value"
 def unclipped_worker(seed: int, transitions: int, runs: Path) -> None:
     """Our PPO cell with the value loss unclipped, trained (or resumed) and evaluated by
     `xlvin reproduce atari`'s `run_cell`; RUNS/ours-unclipped-value/seed<S>/record.json."""
-    from benchmarks.atari_cells import VariantCell
+    from benchmarks.studies.atari_cells import VariantCell
     from xlvin.experiments.atari import run_cell
 
     cell = VariantCell(GAME, "ppo", seed, transitions, name=UNCLIPPED,

@@ -1,4 +1,4 @@
-"""The benchmark suite: `python -m benchmarks.run [--only PARTS] [--repeats N] [--quick]`.
+"""The benchmark suite: `python -m benchmarks.suite.run [--only PARTS] [--repeats N] [--quick]`.
 
 Parts (default: all but end_to_end):
   ppo_sb3     our PPO vs Stable-Baselines3 PPO on CartPole-v1, same hyperparameters and network
@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 #: The code before the speed work (issue 5): "before" figures are measured on it, in the same run.
 DEFAULT_BASELINE = "368992e~1"
@@ -113,7 +113,7 @@ class Runner:
         print(f"  [{dt.datetime.now():%H:%M:%S}] {task['task']} {code} "
               f"{json.dumps({k: v for k, v in task.items() if k not in ('task', 'hp')})[:110]}",
               flush=True)
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.worker", json.dumps(task)],
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.suite.worker", json.dumps(task)],
                               cwd=ROOT, env=environ, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)
@@ -302,7 +302,7 @@ def main() -> None:
             data["parts"][part] = result
             RESULTS.mkdir(exist_ok=True)
             path.write_text(json.dumps(data, indent=1) + "\n")
-    from benchmarks.report import render
+    from benchmarks.suite.report import render
 
     (RESULTS / f"{stem}.md").write_text(render(data))
     print(f"wrote {path} and {RESULTS / f'{stem}.md'}")

@@ -1,5 +1,5 @@
 """Where an Atari PPO update spends its time, and how far it is from the compute floor:
-`python -m benchmarks.atari_floor [--game Freeway] [--agents ppo,xlvin-r] [--atari-vector ale]`
+`python -m benchmarks.suite.atari_floor [--game Freeway] [--agents ppo,xlvin-r] [--atari-vector ale]`
 (prints Markdown).
 
 One update at the paper's settings (8 envs x 128 steps, 4 epochs x 4 minibatches of 256), one

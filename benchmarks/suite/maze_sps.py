@@ -1,7 +1,7 @@
 """Training throughput and first learning curves of the maze agents under the library's PPO, to
 size the curriculum runs (issue 15).
 
-    python -m benchmarks.maze_sps [--total-steps 8192] [--threads 1] [--agents ...] [--level D]
+    python -m benchmarks.suite.maze_sps [--total-steps 8192] [--threads 1] [--agents ...] [--level D]
 
 Each agent trains `--total-steps` steps on xlvin/Maze-v0 (8x8) in this process, one after the
 other: 8 envs x 128 steps a rollout, 4 epochs of 4 minibatches (the library's PPO defaults but

@@ -1,5 +1,5 @@
 """Per-optimisation micro-benchmarks, current code vs a baseline revision, side by side:
-`python -m benchmarks.micro [--baseline REV]` (prints a Markdown table; CPU time of one thread,
+`python -m benchmarks.suite.micro [--baseline REV]` (prints a Markdown table; CPU time of one thread,
 best of several repeats, so that other jobs on the machine disturb it less than wall time).
 
 Each measurement runs in its own process on each code version, alternating.
@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PROBES = {
     "episode statistics: 4 x CartPole-v1 vector env step": "env_step",
@@ -214,7 +214,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for code in ("before", "after"):
                 env = dict(os.environ, PYTHONPATH=paths[code])
-                out = subprocess.run([sys.executable, "-m", "benchmarks.micro", "--probe", name],
+                out = subprocess.run([sys.executable, "-m", "benchmarks.suite.micro", "--probe", name],
                                      cwd=ROOT, env=env, capture_output=True, text=True, check=True)
                 best[code] = min(best[code], json.loads(out.stdout.strip().splitlines()[-1]))
         unit, scale = ("s", 1) if best["before"] > 0.5 else ("us", 1e6)

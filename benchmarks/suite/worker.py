@@ -1,4 +1,4 @@
-"""One measurement per process: `python -m benchmarks.worker '{"task": ..., ...}'`.
+"""One measurement per process: `python -m benchmarks.suite.worker '{"task": ..., ...}'`.
 
 Prints one JSON line (the result) last. Every task sets one torch thread unless told otherwise,
 so our code and Stable-Baselines3 run under the same settings, and nothing warms the other.
@@ -225,7 +225,7 @@ def _register_synthetic(obs_shape: tuple[int, ...], num_actions: int, length: in
     env_id = f"xlvin-bench/Synthetic-{'x'.join(map(str, obs_shape))}-A{num_actions}-v0"
     if env_id not in gym.registry:
         gym.register(
-            id=env_id, entry_point="benchmarks.worker:SyntheticEnv",
+            id=env_id, entry_point="benchmarks.suite.worker:SyntheticEnv",
             kwargs={"obs_shape": obs_shape, "num_actions": num_actions, "length": length},
         )
     return env_id

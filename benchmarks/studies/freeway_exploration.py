@@ -1,7 +1,7 @@
 """Why an agent can score 0 on Freeway (issue 17): the two measurements behind the README's
 diagnosis, neither of which trains anything.
 
-    python -m benchmarks.freeway_exploration [--games 3] [--run DIR ...]
+    python -m benchmarks.studies.freeway_exploration [--games 3] [--run DIR ...]
 
 1. Whole unclipped games of `xlvin/FreewayEval-v4` under policies that press UP with probability
    p and NOOP / DOWN with (1 - p) / 2 each: how far a policy must lean up before any reward.

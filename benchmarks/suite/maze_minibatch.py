@@ -5,7 +5,7 @@ transition hidden 128, maze executor H = 10) at K = 1, 2, 4 (full tree) and K = 
 (ours, b = 2, 3); with `--bf16`, also under CPU autocast to bfloat16 (AMX matrix units where
 the processor has them; not used by the library's training).
 
-    python -m benchmarks.maze_minibatch [--device cpu|cuda] [--batch 256] [--bf16]
+    python -m benchmarks.suite.maze_minibatch [--device cpu|cuda] [--batch 256] [--bf16]
 
 On CPU the figure is the thread's CPU time (best of 3), which a busy machine disturbs less than
 wall time; on CUDA, wall time between synchronisations (mean of 5). Not part of the test suite.
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from benchmarks.maze_sps import AGENTS
+from benchmarks.suite.maze_sps import AGENTS
 from xlvin.nn.policy import TransitionBatch
 from xlvin.process import prepare_process
 

@@ -1,4 +1,4 @@
-"""Throughput of the paper's Atari experiment on this machine: `python -m benchmarks.atari_agents`.
+"""Throughput of the paper's Atari experiment on this machine: `python -m benchmarks.suite.atari_agents`.
 
 1. Vectorisers: agent steps/s of 8 envs with random actions, gymnasium's sync vector env over
    `xlvin/<Game>Train-v4` (what training uses) against ale-py's C++ `AtariVectorEnv` with the same
@@ -74,7 +74,7 @@ def main() -> None:
     for game in GAMES:
         for agent in AGENTS:
             run = subprocess.run(
-                [sys.executable, "-m", "benchmarks.atari_agents", "--device", args.device,
+                [sys.executable, "-m", "benchmarks.suite.atari_agents", "--device", args.device,
                  "--worker", game, agent], capture_output=True, text=True, check=True,
             )
             out["training"][f"{game}/{agent}"] = json.loads(run.stdout.strip().splitlines()[-1])

@@ -1,6 +1,11 @@
-"""results/bench.md from results/bench.json (see benchmarks/run.py).
+"""results/bench.md from results/bench.json (see benchmarks/suite/run.py), with
+benchmarks/notes.md as its closing note.
 
-    python -m benchmarks.report    # re-render results/bench.md without measuring anything
+    python -m benchmarks.suite.report    # re-render results/bench.md without measuring anything
+
+The rendered text names the suite's modules as they were when the committed files were written
+(`benchmarks.run`, `benchmarks/worker.py`, before they moved to benchmarks/suite/): the committed
+results/bench*.md render byte for byte from their JSON (tests/test_committed_results.py).
 """
 
 import json
@@ -268,14 +273,14 @@ def render(data: dict[str, Any]) -> str:
                 ("Not measured in this invocation: `python -m benchmarks.run --only end_to_end` "
                 "(~40 min; executor pre-training, `xlvin quickstart` with a cold and a warm cache, "
                 "`xlvin reproduce classic` with its default seeds)."), ""]
-    out += _maze_section(Path(__file__).parents[1] / "results")
-    notes = Path(__file__).with_name("notes.md")
+    out += _maze_section(Path(__file__).parents[2] / "results")
+    notes = Path(__file__).parents[1] / "notes.md"
     if notes.exists():  # the hand-written closing note (profiles, before / after per change)
         out.append(notes.read_text().rstrip())
     return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
-    results = Path(__file__).parents[1] / "results"
+    results = Path(__file__).parents[2] / "results"
     (results / "bench.md").write_text(render(json.loads((results / "bench.json").read_text())))
     print(f"wrote {results / 'bench.md'}")

@@ -1,5 +1,5 @@
 """What sampled tree expansion costs and gives on Atari's 18 actions (Alien):
-`python -m benchmarks.atari_expansion [cost|learn|report]`.
+`python -m benchmarks.studies.atari_expansion [cost|learn|report]`.
 
 XLVIN-R expands every action at every tree node in the paper (K = 1 on Alien: 1 + 18 latent
 states an observation). Expanding all 18 at depth 2 is 1 + 18 + 324 = 343 states, at depth 3
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GAME = "Alien"
 #: name -> (agent, depth K, expansion, N): the paper's K = 1 tree, the full K = 2 and K = 3 trees,
 #: and the same depths over 4 drawn actions a node, uniformly or from the distilled rollout policy.
@@ -47,7 +47,7 @@ CONFIGS = {
 def cell(name: str, seed: int, transitions: int):
     """The Alien cell of `xlvin reproduce atari` with this configuration's tree, in
     RUNS/<configuration>/seed<S>."""
-    from benchmarks.atari_cells import VariantCell
+    from benchmarks.studies.atari_cells import VariantCell
 
     agent, depth, method, samples = CONFIGS[name]
     tree = () if agent == "ppo" else (("depth", depth), ("expansion", method), ("expand", samples))
@@ -124,7 +124,7 @@ def learn_worker(name: str, seed: int, transitions: int, runs: Path) -> None:
 
 
 def fresh_process(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchmarks.atari_expansion", *args],
+    return subprocess.run([sys.executable, "-m", "benchmarks.studies.atari_expansion", *args],
                           capture_output=True, text=True, check=True, cwd=ROOT)
 
 

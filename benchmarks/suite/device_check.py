@@ -1,7 +1,7 @@
 """A GPU machine's check: gSDE PPO on cuda, and Freeway training speed on cuda and on one CPU
 thread, ours and Stable-Baselines3's, one after the other.
 
-    OUT=DIR python -m benchmarks.device_check [N | gsde | binned]    # N: Freeway transitions (20480)
+    OUT=DIR python -m benchmarks.suite.device_check [N | gsde | binned]    # N: Freeway transitions (20480)
 
 Each stage writes DIR/gpu.json as it ends (a stage that fails records its traceback and the
 next runs). Needs a CUDA GPU and the `bench` extra; not part of the test suite.
