@@ -257,7 +257,8 @@ class Trainer:
         seed_everything(seed)
         self.generator = torch.Generator().manual_seed(seed)
         self.optimizer = make_optimizer(policy, cfg)
-        self.result, self.rollout = TrainResult(), None
+        self.result = TrainResult()
+        self.rollout: Rollout | None = None  # the current round's data
         self.averaged: dict[str, torch.Tensor] = {}  # sums of the weights after the last updates
         self.evaluator = (Evaluator(data.env_id, self.evaluation.episodes, data.env_kwargs)
                           if self.evaluation.points > 0 else None)
