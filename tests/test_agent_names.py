@@ -14,7 +14,7 @@ from xlvin.commands.train import run_config
 from xlvin.experiments import atari, maze, table1
 from xlvin.experiments.figures import pyplot
 from xlvin.run.agents import AGENT_ALIASES, AGENT_NAMES, agent_fields, agent_name, resolve_agent
-from xlvin.run.training import saved_config
+from xlvin.run.saved import saved_config
 from xlvin.run.config import RunConfig, TrainConfig
 
 CANONICAL = ["ppo", "xlvin-r", "xlvin-cp", "atreec", "vin", "vin-mean", "vin-max", "gvin"]

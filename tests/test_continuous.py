@@ -25,6 +25,7 @@ from xlvin.nn.normalization import RunningNorm
 from xlvin.ppo.collect import collect_rollout, make_vector_env, reset_envs
 from xlvin.ppo.evaluation import evaluate_policy
 from xlvin.ppo.loop import OnlineData, scale_rewards, train
+from xlvin.ppo.session import Session
 from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update
 from xlvin.envs.spaces import env_spaces, spaces_from_json, spaces_to_json
 
@@ -304,7 +305,7 @@ def test_ppo_learns_the_toy_task() -> None:
     policy = gaussian_policy()
     cfg = PPOConfig(num_envs=4, num_steps=64, total_steps=2048, lr=3e-3, ent_coef=0.0)
     before = evaluate_policy(policy, TARGET, 20, 1000)["mean"]
-    train(policy, OnlineData(TARGET, cfg, 0), cfg, 0, progress=False)
+    train(policy, OnlineData(TARGET, cfg, 0), cfg, 0, Session(progress=False))
     after = evaluate_policy(policy, TARGET, 20, 1000)["mean"]
     assert before < -1.5 and after > -0.6, (before, after)
     assert policy.encoder[0].count.item() > 1800  # every real transition's observation (8 of 9 steps)

@@ -20,6 +20,7 @@ from xlvin.nn.transition import TransitionModel, joint_actions, one_hots
 from xlvin.pretrain.random_data import random_transitions
 from xlvin.ppo.evaluation import evaluate_policy
 from xlvin.ppo.loop import OnlineData, train
+from xlvin.ppo.session import Session
 from xlvin.ppo.update import PPOConfig
 from xlvin.run.config import RunConfig, TrainConfig, check_run
 
@@ -258,7 +259,7 @@ def test_xlvin_with_binned_actions_learns_the_toy_task() -> None:
                        expansion=Expansion("uniform", 3, (9,)))
     cfg = PPOConfig(num_envs=4, num_steps=64, total_steps=2048, lr=3e-3, ent_coef=0.0)
     before = evaluate_policy(agent, TARGET, 20, 1000, deterministic=False)["mean"]
-    train(agent, OnlineData(TARGET, cfg, 0), cfg, 0, progress=False)
+    train(agent, OnlineData(TARGET, cfg, 0), cfg, 0, Session(progress=False))
     after = evaluate_policy(agent, TARGET, 20, 1000, deterministic=False)["mean"]
     greedy = evaluate_policy(agent, TARGET, 20, 1000)["mean"]
     assert before < -12 and after > -8 and greedy > -1.5, (before, after, greedy)

@@ -17,7 +17,8 @@ from xlvin.nn.vae import FrameDecoder, VAEWorldModel, kl_to_standard_normal
 from xlvin.run.agents import build_agent
 from xlvin.ppo.update import PPOConfig
 from xlvin.pretrain.files import executor_file, load_executor_processor
-from xlvin.run.training import load_run, saved_config, train_run
+from xlvin.run.saved import saved_config
+from xlvin.run.training import load_run, train_run
 from xlvin.run.config import RunConfig, TrainConfig, check_run, validate
 
 

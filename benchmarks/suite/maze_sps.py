@@ -35,6 +35,7 @@ from xlvin.nn.transition import TransitionModel
 from xlvin.nn.baselines.vin import VINAgent
 from xlvin.process import prepare_process, seed_everything
 from xlvin.ppo.loop import OnlineData, train
+from xlvin.ppo.session import Session
 from xlvin.ppo.maze_evaluation import greedy_success
 from xlvin.ppo.update import PPOConfig
 from xlvin.pretrain.files import executor_file, load_executor_processor
@@ -105,7 +106,7 @@ def main() -> None:
         policy: ActorCritic = make().to(args.device)
         cfg = PPOConfig(num_envs=8, num_steps=128, total_steps=args.total_steps, lr=args.lr,
                         torch_threads=args.threads)
-        result = train(policy, OnlineData(env_id, cfg, 0), cfg, 0, progress=False)
+        result = train(policy, OnlineData(env_id, cfg, 0), cfg, 0, Session(progress=False))
         returns = np.array(result.episode_returns[-1000:])
         trained, greedy = "-", "-"
         if args.level:

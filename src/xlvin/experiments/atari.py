@@ -65,14 +65,8 @@ from xlvin.stats import improvement_over, improvement_text, interval_text, summa
 from xlvin.run.agents import agent_fields, resolve_agent, resolve_agents
 from xlvin.ppo.evaluation import evaluate_policy
 from xlvin.ppo.update import PPOConfig
-from xlvin.run.training import (
-    CELL_IDENTITY,
-    check_holds_run,
-    fields_apart,
-    load_run,
-    prepare_executors,
-    train_run,
-)
+from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
+from xlvin.run.training import load_run, prepare_executors, train_run
 from xlvin.run.config import RunConfig, TrainConfig, check_device
 
 GAMES = ("Freeway", "Alien", "Enduro")

@@ -48,7 +48,7 @@ from xlvin.kernels import cpu_name
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 from xlvin.ppo.update import PPOConfig
-from xlvin.run.training import CELL_IDENTITY, check_holds_run, fields_apart
+from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
 from xlvin.run.config import MAX_FULL_EXPANSION, RunConfig, TrainConfig
 
 

@@ -42,13 +42,8 @@ from xlvin.process import quiet_known_warnings
 from xlvin.run.agents import resolve_agent, resolve_agents
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.ppo.update import PPOConfig
-from xlvin.run.training import (
-    CELL_IDENTITY,
-    check_holds_run,
-    fields_apart,
-    prepare_executors,
-    train_run,
-)
+from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
+from xlvin.run.training import prepare_executors, train_run
 from xlvin.run.config import RunConfig, TrainConfig, check_device
 
 #: Experiments: name -> (env id, default agents).

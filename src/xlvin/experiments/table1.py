@@ -60,14 +60,8 @@ from xlvin.pretrain.files import (
 from xlvin.pretrain.shipped import find
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.ppo.low_data import PAPER_LOW_DATA, LowDataConfig
-from xlvin.run.training import (
-    CELL_IDENTITY,
-    check_holds_run,
-    evaluate_run,
-    fields_apart,
-    shared_transe_file,
-    train_run,
-)
+from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
+from xlvin.run.training import evaluate_run, shared_transe_file, train_run
 from xlvin.run.config import RunConfig, TrainConfig, check_run, transe_key
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")

@@ -32,7 +32,7 @@ from xlvin.envs.maze_data import MazeSet, maze_split
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import reset_envs
-from xlvin.ppo.loop import OnlineData
+from xlvin.ppo.loop import DataSource, OnlineData
 from xlvin.ppo.maze_evaluation import evaluation_contexts, evaluation_starts, success_by_level
 from xlvin.ppo.update import PPOConfig
 from xlvin.ppo.storage import Rollout
@@ -125,7 +125,7 @@ def held_out_sets(cfg: CurriculumConfig, contextual: bool) -> dict[int, HeldOut]
     return sets
 
 
-class Curriculum:
+class Curriculum(DataSource):
     """The continual maze as a data source of the training loop (module docstring): open-ended,
     one rollout of `ppo.num_steps` steps of `ppo.num_envs` envs and one PPO update per round.
 

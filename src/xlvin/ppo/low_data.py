@@ -4,7 +4,7 @@ CartPole-v0: sample only 10 trajectories with the initial policy, then 100 PPO u
 fixed dataset, no further interaction. Acrobot-v1 and MountainCar-v0: 5 trajectories at a time,
 20 times (100 in total), one PPO update after each batch. Both are `rounds` x (collect `episodes`
 complete episodes with the current policy, then `updates` PPO updates on them): `LowData`, a
-data source of the one training loop (`xlvin.ppo.loop.train`).
+data source of the one training loop (`xlvin.ppo.loop.Trainer`).
 
 Repeated updates on one fixed batch keep the behaviour policy's log-probabilities and values
 from collection time, as calling the reference PPO's update again on the same rollout storage
@@ -12,6 +12,7 @@ does (ikostrikov/pytorch-a2c-ppo-acktr-gail): the clipped ratio then keeps the p
 region around the policy that collected the data (`refresh_old_policy` recomputes them instead).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +20,9 @@ import torch
 
 from xlvin.config import option
 from xlvin.errors import UserError
-from xlvin.nn.policy import ActorCritic
+from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.ppo.collect import collect_episodes, collect_until_episodes_end
-from xlvin.ppo.loop import Evaluation
+from xlvin.ppo.loop import DataSource, Evaluation, relabel
 from xlvin.ppo.update import MAX_ENVS
 from xlvin.ppo.storage import Rollout
 
@@ -79,7 +80,7 @@ PAPER_LOW_DATA = {
 }
 
 
-class LowData:
+class LowData(DataSource):
     """`low.rounds` rounds of `low.episodes` episodes sampled from the current policy
     (`collect_episodes`, or `collect_until_episodes_end` for `low.collect == "until_done"`), each
     followed by `low.updates` PPO updates.
@@ -87,16 +88,22 @@ class LowData:
     Round r's envs are reset with seeds from `seed + 1000 * r`, so rounds never replay the same
     initial states. A round's data is a fixed dataset: the loop checkpoints it when it stops
     inside a round; nothing else carries over between rounds.
+
+    The protocol's extras: `low.eval_points` evaluations during training, weight averaging over
+    the last `low.average_last` updates, `low.refresh_old_policy`; `on_first_data` sees round
+    0's real transitions before any update (e.g. TransE pre-training on the protocol's own data).
     """
 
     log_by_env_steps = False
 
     def __init__(
-        self, env_id: str, low: LowDataConfig, seed: int, env_kwargs: dict[str, Any] | None = None
+        self, env_id: str, low: LowDataConfig, seed: int, env_kwargs: dict[str, Any] | None = None,
+        on_first_data: Callable[[TransitionBatch], None] | None = None,
     ) -> None:
         self.env_id, self.low, self.seed = env_id, low, seed
         self.env_kwargs = env_kwargs or {}
         self.rounds, self.updates_per_round = low.rounds, low.updates
+        self.average_last, self.on_first_data = low.average_last, on_first_data
 
     def collect(
         self, policy: ActorCritic, round: int, generator: torch.Generator, accelerate: bool
@@ -112,17 +119,14 @@ class LowData:
             env_kwargs=self.env_kwargs,
         )
 
-    def state_dict(self) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        return {}, {}
+    def after_collect(self, round: int, rollout: Rollout) -> None:
+        if round == 0 and self.on_first_data is not None:
+            self.on_first_data(rollout.transitions())
 
-    def load_state_dict(self, state: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
-        pass
+    def update_batch(self, rollout: Rollout, policy: ActorCritic) -> Rollout:
+        """With `low.refresh_old_policy`, the round's data relabelled under the current policy
+        (log pi_old and V_old recomputed) before each update."""
+        return relabel(rollout, policy) if self.low.refresh_old_policy else rollout
 
-    def finished(self) -> bool:
-        return False
-
-    def metrics(self) -> dict[str, float]:
-        return {}
-
-    def close(self) -> None:
-        pass
+    def evaluation(self) -> Evaluation:
+        return self.low.evaluation()

@@ -15,8 +15,7 @@ from typing import Any
 from torch import nn
 
 from xlvin.envs.failures import EnvFailed
-from xlvin.errors import UserError
-from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer, read_loop_state
+from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer
 from xlvin.io.digests import write_sealed
 from xlvin.io.executor_file import executor_architecture
 from xlvin.io.run_dir import (
@@ -27,8 +26,6 @@ from xlvin.io.run_dir import (
     check_new_run_dir,
     claim_run_dir,
     create_run_dir,
-    open_run_dir,
-    read_json_object,
     require_run_dir,
     write_json,
 )
@@ -60,7 +57,8 @@ from xlvin.run.agents import (
 )
 from xlvin.ppo.curriculum import Curriculum
 from xlvin.ppo.evaluation import evaluate_policy
-from xlvin.ppo.loop import Hooks, OnlineData, train
+from xlvin.ppo.loop import OnlineData, train
+from xlvin.ppo.session import Hooks, Session
 from xlvin.errors import TrainingDiverged
 from xlvin.ppo.low_data import LowData
 from xlvin.run.config import (
@@ -75,104 +73,8 @@ from xlvin.run.config import (
     transe_key,
     with_transe_pretraining,
 )
+from xlvin.run.saved import checkpoint_config, open_to_resume, saved_config
 from xlvin.envs.spaces import Spaces, spaces_from_json, spaces_to_json
-
-
-def saved_config(data: dict[str, Any]) -> dict[str, Any]:
-    """A run's saved config (config.json, a checkpoint's) as this code reads it: fields added
-    since it was saved hold their defaults, so such a run still resumes."""
-    return RunConfig.from_saved(data, "the run's saved config").to_json()
-
-
-def with_total(config: dict[str, Any], total_steps: int) -> dict[str, Any]:
-    """A config's JSON with `ppo.total_steps` set to `total_steps`."""
-    return {**config, "ppo": {**config["ppo"], "total_steps": total_steps}}
-
-
-def checkpoint_config(cfg: RunConfig) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """How a checkpoint's saved config is compared with `cfg`: as `saved_config` reads it, and
-    for online runs whatever its total steps (a run continued to a larger total resumes from a
-    checkpoint taken under the smaller one)."""
-    if cfg.train.protocol != "online":
-        return saved_config
-    return lambda data: with_total(saved_config(data), cfg.ppo.total_steps)
-
-
-#: The fields of a run's config that say which cell of an experiment it is: its seed, env,
-#: agent (and executor) and TransE data; each experiment adds those its cells differ in
-#: (`fields_apart`, Table 1's variants).
-CELL_IDENTITY = (("train", "seed"), ("train", "env"), ("train", "agent"), ("train", "executor"),
-                 ("low_data", "strict_transe"))
-
-
-def check_holds_run(run_dir: Path, cfg: RunConfig, fields: list[tuple[str, str]]) -> None:
-    """Refuse, in one UserError, a run directory that holds another run than `cfg`'s (copied or
-    swapped in from another cell) before its numbers are read: its config.json and its weights'
-    header must both record `cfg`'s value of each of `fields` (section, name), and the weights
-    must match their SHA-256, which summary.json and eval.json are sealed to. A directory with
-    neither file (results written by hand, or before runs wrote them) is left to the digests'
-    legacy reading."""
-    expected = saved_config(cfg.to_json())
-    recorded = []
-    if (run_dir / CONFIG).is_file():
-        recorded.append((run_dir / CONFIG, read_json_object(run_dir / CONFIG)))
-    if (run_dir / MODEL).is_file():
-        recorded.append((run_dir / MODEL, load_weights(run_dir / MODEL)[1].get("config")))
-    for path, data in recorded:
-        config = saved_config(data)
-        for section, name in fields:
-            ours, theirs = config[section].get(name), expected[section].get(name)
-            if ours != theirs:
-                raise UserError(
-                    f"{path} records another run ({section}.{name} is {json.dumps(ours)}, the "
-                    f"cell's is {json.dumps(theirs)}): a run copied or moved from another cell "
-                    "is not tabled; move its directory away and run the cell again")
-
-
-def fields_apart(configs: list[RunConfig]) -> list[tuple[str, str]]:
-    """The (section, name) fields in which `configs` (the cells of one experiment, say) do not
-    all agree: what tells their runs apart, for `check_holds_run`."""
-    saved = [cfg.to_json() for cfg in configs]
-    names = {(section, name) for config in saved for section, values in config.items()
-             for name in values}
-    return sorted((section, name) for section, name in names
-                  if len({json.dumps(c.get(section, {}).get(name)) for c in saved}) > 1)
-
-
-def steps_done(out: Path) -> int:
-    """The env steps the run in `out` has trained, at its last checkpoint (0 without one)."""
-    if not (out / CHECKPOINT).is_file():
-        return 0
-    steps = read_loop_state(out / CHECKPOINT).get("log_step")
-    if type(steps) is not int or steps < 0:
-        raise UserError(f"checkpoint {out / CHECKPOINT} does not fit this run: no valid step count")
-    return steps
-
-
-def open_to_resume(out: Path, cfg: RunConfig) -> bool:
-    """Check that `out` holds the run that `cfg` resumes, changing nothing; True when `cfg`
-    continues it to another total: an online run (finished or not) whose config differs only in
-    `ppo.total_steps`, more than the steps it has trained. Training then continues from its last
-    checkpoint (a finished run keeps one at its end) as if the run had been started with the new
-    total, except for the learning-rate schedule (`xlvin.api.Model.learn`)."""
-    config = cfg.to_json()
-    saved = saved_config(read_json_object(out / CONFIG)) if (out / CONFIG).is_file() else None
-    total, finished = cfg.ppo.total_steps, (out / SUMMARY).is_file()
-    if (saved is None or cfg.train.protocol != "online"
-            or (saved["ppo"]["total_steps"] == total and not finished)):
-        open_run_dir(out, config, saved_config)
-        return False
-    open_run_dir(out, with_total(config, saved["ppo"]["total_steps"]), saved_config,
-                 finished_ok=True)
-    done = steps_done(out)
-    if finished and not (out / CHECKPOINT).is_file():
-        raise UserError(f"{out} has no checkpoint to continue from (trained with "
-                        "--checkpoint-every 0, or by an xlvin that kept none at the end)")
-    if total <= done:
-        state = "finished" if finished else "unfinished"
-        raise UserError(f"{out} holds a {state} run of {done} steps: --total-steps {total} must "
-                        "be more to continue it")
-    return True
 
 
 def prepare_executors(configs: Iterable[TrainConfig]) -> list[Path]:
@@ -246,10 +148,10 @@ def train_run(
     figures). With a larger online `total_steps` it continues the run, finished or not, to that
     total (`open_to_resume`): metrics, TensorBoard, checkpoints and step counts carry on.
 
-    `hooks` (`xlvin.ppo.loop.Hooks`): the API's callbacks; a run they stop finishes there
+    `hooks` (`xlvin.ppo.session.Hooks`): the API's callbacks; a run they stop finishes there
     (weights, summary with `ppo.stopped_by_hooks`, and a checkpoint to continue from).
 
-    `deadline` (a `time.time()` value, see `xlvin.ppo.loop.train`): training stops at the first
+    `deadline` (a `time.time()` value, see `xlvin.ppo.session.Session`): training stops at the first
     update boundary after it, with a checkpoint; the run stays unfinished (no model or summary
     file, `summary["stopped_at_deadline"]` True) and `resume=True` continues it exactly.
 
@@ -346,30 +248,22 @@ def _train_claimed(
                                     normalize=saved_config))
     logger = MetricsLogger(run_dir, rewind_to=rewind_to)
     logger.check()
+    session = Session(log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
+                      hooks=hooks)
     try:
         if t.protocol == "online":
-            result = train(
-                agent, OnlineData(made_env(t), cfg.ppo, t.seed, t.env_kwargs), cfg.ppo, t.seed,
-                log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
-                hooks=hooks,
-            )
+            online = OnlineData(made_env(t), cfg.ppo, t.seed, t.env_kwargs)
+            result = train(agent, online, cfg.ppo, t.seed, session)
         elif t.protocol == "curriculum":
             curriculum = Curriculum(t.env, cfg.ppo, cfg.curriculum, t.seed,
                                     on_level_passed=level_weights_saver(run_dir, cfg, executor_meta,
                                                                         spaces))
-            result = train(agent, curriculum, cfg.ppo, t.seed, log=logger, progress=progress,
-                           checkpoint=checkpoint, deadline=deadline, hooks=hooks)
+            result = train(agent, curriculum, cfg.ppo, t.seed, session)
             summary["curriculum"] = curriculum.history
         else:
-            low = cfg.low_data
-            result = train(
-                agent, LowData(made_env(t), low, t.seed, t.env_kwargs), cfg.ppo, t.seed,
-                evaluation=low.evaluation(), refresh_old_policy=low.refresh_old_policy,
-                average_last=low.average_last,
-                on_first_data=pretrain if wants_transe and strict else None,
-                log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
-                hooks=hooks,
-            )
+            low = LowData(made_env(t), cfg.low_data, t.seed, t.env_kwargs,
+                          on_first_data=pretrain if wants_transe and strict else None)
+            result = train(agent, low, cfg.ppo, t.seed, session)
         summary["ppo_transitions"] = result.transitions
         summary["ppo_episodes"] = result.episodes
     except TrainingDiverged as err:
