@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from xlvin.cli import main
 from xlvin.errors import UserError
-from xlvin.experiments import atari, registry
+from xlvin.experiments import atari, atari_report, registry
 from xlvin.experiments.protocol import run_cells
 from xlvin.io import run_dir as run_dir_module
 from xlvin.io.digests import sealed
@@ -190,7 +190,7 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
     aucs = {"ppo": [0.0, 0.0, 9.0, 12.0, 15.0], "xlvin-r": [0.0, 0.0, 0.0, 0.0, 3.0]}
     records = [fake_record(agent, seed, auc, 2 * auc, None if auc == 0 else 1024 * (seed + 1))
                for agent, values in aucs.items() for seed, auc in enumerate(values)]
-    text = atari.write_results(records, tmp_path)
+    text = atari_report.write_results(records, tmp_path)
     rows = {r["agent"]: r for r in json.loads((tmp_path / "atari.json").read_text())["rows"]}
     for agent, values in aucs.items():
         auc = rows[agent]["auc"]

@@ -30,12 +30,14 @@ import pytest
 
 from xlvin.experiments import (
     atari,
-    atari_vae,
+    atari_report,
+    atari_vae_report,
     continuous,
     executor_ablation,
-    maze,
-    maze_ablation,
+    maze_ablation_report,
+    maze_report,
     table1,
+    table1_report,
 )
 from xlvin.run.agents import resolve_agent
 
@@ -92,7 +94,7 @@ TABLE1 = ["table1-paper", "table1-ours", "ablation/table1-paper-epochs-4x4+ortho
 def _table1(stem: str) -> Render:
     def render(folder: Path) -> dict[str, bytes]:
         data = committed(f"{stem}.json")
-        table1.write_results(data["runs"], folder, data["wall_seconds"])
+        table1_report.write_results(data["runs"], folder, data["wall_seconds"])
         (md,) = folder.glob("*.md")
         return outputs(folder, names={md.name: f"{stem}.md",
                                       md.with_suffix(".png").name: f"{stem}.png"})
@@ -105,13 +107,13 @@ for _stem in TABLE1:
 
 @case("table1", "table1.md", "table1.png")
 def _table1_combined(folder: Path) -> dict[str, bytes]:
-    """What `table1.write_results` writes once both protocols have results: the rows of
+    """What `table1_report.write_results` writes once both protocols have results: the rows of
     table1.json, the runs of both protocols' files."""
     rows = committed("table1.json")["rows"]
     runs = [r for p in table1.PROTOCOLS for r in committed(f"table1-{p}.json")["runs"]]
     folder.mkdir(parents=True, exist_ok=True)
-    table1.plot_combined(rows, runs, folder / "table1.png")
-    return {"table1.md": table1.combined_markdown(rows).encode(),
+    table1_report.plot_combined(rows, runs, folder / "table1.png")
+    return {"table1.md": table1_report.combined_markdown(rows).encode(),
             "table1.png": (folder / "table1.png").read_bytes()}
 
 
@@ -132,10 +134,10 @@ def _mazes(folder: Path) -> dict[str, bytes]:
         # committed table's last line gives it
         wall = re.search(r"Wall time of this invocation: (\d+) s\.\n$",
                          (RESULTS / f"{prefix}maze.md").read_text())
-        maze.write_results([], out, float(wall.group(1)) if wall else None)
+        maze_report.write_results([], out, float(wall.group(1)) if wall else None)
         rendered.update(outputs(out, prefix))
     out = with_json(folder / "ablation", "ablation/maze.json", "maze.json")
-    maze_ablation.write_results([], out)
+    maze_ablation_report.write_results([], out)
     return {**rendered, **outputs(out, "ablation/")}
 
 
@@ -153,7 +155,7 @@ def _atari(where: str) -> Render:
         prefix = f"{where}/" if where else ""
         cells = [{**r, "agent": resolve_agent(r["agent"], tuple(atari.AGENTS))}
                  for r in committed(f"{prefix}atari.json")["cells"]]
-        atari.write_results(cells, folder)
+        atari_report.write_results(cells, folder)
         return outputs(folder, prefix)
     return render
 
@@ -168,11 +170,11 @@ case("atari-freeway-seeds/atari", "atari-freeway-seeds/atari.md",
 
 @case("atari_vae", "atari_vae.md")
 def _atari_vae(folder: Path) -> dict[str, bytes]:
-    """The table as `atari_vae.write_results` assembles it, from the JSON's rows, collapse test,
+    """The table as `atari_vae_report.write_results` assembles it, from the JSON's rows, collapse test,
     reference (the committed study as it was then) and cells."""
     data = committed("atari_vae.json")
-    text = atari_vae.markdown(data["rows"], data["collapse_test"], data["committed_reference"],
-                              data["cells"]) + f"\n\n{data['note']}"
+    text = atari_vae_report.markdown(data["rows"], data["collapse_test"],
+                                     data["committed_reference"], data["cells"]) + f"\n\n{data['note']}"
     return {"atari_vae.md": (text + "\n").encode()}
 
 

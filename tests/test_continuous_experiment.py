@@ -10,7 +10,7 @@ import pytest
 
 from xlvin import UserError
 from xlvin.cli import main
-from xlvin.experiments import continuous, table1
+from xlvin.experiments import continuous, final_eval, table1
 from xlvin.stats import improvement_over, summarize
 
 
@@ -101,8 +101,8 @@ def test_a_tiny_run_tables_its_cells_and_resumes_without_training(
     def no_training(*args: object, **kwargs: object) -> None:
         raise AssertionError("a finished cell was trained again")
 
-    monkeypatch.setattr(table1, "train_run", no_training)
-    monkeypatch.setattr(table1, "evaluate_run", no_training)
+    monkeypatch.setattr(final_eval, "train_run", no_training)
+    monkeypatch.setattr(final_eval, "evaluate_run", no_training)
     (out / "continuous.json").unlink()
     md = continuous.reproduce("Pendulum-v1", "ppo,xlvin-gaussian", seeds=2, budget="64",
                               runs=runs, results=out, jobs=1)  # the same from Python

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from xlvin.cli import main
 from xlvin.envs.maze import AGENT, GOAL, MAZE_ID, WALLS
 from xlvin.envs.maze_data import MOVES, bfs_distances, maze_split
-from xlvin.experiments import maze
+from xlvin.experiments import maze, maze_report
 from xlvin.io import run_dir as run_dir_module
 from xlvin.io.run_dir import read_metrics
 from xlvin.nn.policy import ActorCritic
@@ -234,7 +234,7 @@ def test_level_costs_count_the_seeds_that_passed_each_level_and_their_cost() -> 
     records = [record(0, [(1, True, 100, 6_000), (2, False, 900, 12_000)], 100.0),
                record(1, [(1, True, 300, 12_000), (2, True, 50, 600)], 200.0),
                record(2, [(1, True, 200, 3_000)], 50.0)]
-    rows = [line for line in maze.level_costs(records) if line.startswith("| maze")]
+    rows = [line for line in maze_report.level_costs(records) if line.startswith("| maze")]
     # level 1: all three passed; medians 200 episodes, 6,000 steps, wall 1.0 of (1, 1, 1) min
     assert rows == ["| maze | gvin | 1 | 3 / 3 | 200 (100 - 300) | 6,000 (3,000 - 12,000) | 1.0 |",
                     "| maze | gvin | 2 | 1 / 2 | 475 (50 - 900) | 6,300 (600 - 12,000) | 1.0 |"]

@@ -13,7 +13,7 @@ import torch
 
 from xlvin.cli import main
 from xlvin.errors import UserError
-from xlvin.experiments import maze, maze_ablation
+from xlvin.experiments import maze, maze_ablation, maze_ablation_report
 from xlvin.experiments.maze_ablation import ARMS, HORIZON, aggregate, cell_scores
 from xlvin.io.run_dir import MetricsLogger
 from xlvin.nn.executor import VIExecutor
@@ -129,7 +129,7 @@ def test_the_executors_contribution_is_xlvin_against_each_arm_that_changes_only_
     assert untrained["steps_to_last"]["p"] == 1.0 and untrained["held_out_16"]["p"] == 1.0
     assert untrained["area"]["p"] == 1.0
     assert chi["steps_to_last"]["p"] == pytest.approx(0.5)  # the same cells: ties count half
-    md = "\n".join(maze_ablation.contribution_markdown(contribution))
+    md = "\n".join(maze_ablation_report.contribution_markdown(contribution))
     assert "| XLVIN, untrained executor | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] |" in md
 
 
@@ -205,7 +205,7 @@ def test_cells_come_seed_by_seed_so_a_cut_run_leaves_every_arm_the_same_seeds() 
 def test_results_of_cells_run_elsewhere_are_kept(tmp_path: Path) -> None:
     """A second machine's cells add to the committed results rather than replace them."""
     first = [record(agent, 100, [1000, 2000, 3000]) for agent in ARMS.values()]
-    maze_ablation.write_results(first, tmp_path)
+    maze_ablation_report.write_results(first, tmp_path)
     data = json.loads((tmp_path / "maze.json").read_text())
     data["geometry"] = {"mazes": 56, "levels": [1, 2, 9],
                         "transe_only": {"rho": 0.2, "value_r2": 0.05},
@@ -214,7 +214,7 @@ def test_results_of_cells_run_elsewhere_are_kept(tmp_path: Path) -> None:
                                                           "value_r2": {"per_seed": {"100": 0.3}}}}}}
     (tmp_path / "maze.json").write_text(json.dumps(data))
     again = [record("ppo-32", 100, [500, 500, 500]), record("ppo-32", 101, [4000, 4000, 4000])]
-    maze_ablation.write_results(again, tmp_path)
+    maze_ablation_report.write_results(again, tmp_path)
     data = json.loads((tmp_path / "maze.json").read_text())
     runs = {(r["agent"], r["seed"]): r for r in data["runs"]}
     assert len(runs) == 7 and runs[("ppo-32", 100)]["env_steps"] == 1500  # the new record wins
@@ -232,7 +232,7 @@ def test_results_of_cells_run_elsewhere_are_kept(tmp_path: Path) -> None:
 def test_corrupt_earlier_results_are_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "maze.json").write_text('{"runs": [{"agent": 3}]}')
     with pytest.raises(UserError, match="corrupt results"):
-        maze_ablation.write_results([record("ppo-32", 100, [1000, 1000, 1000])], tmp_path)
+        maze_ablation_report.write_results([record("ppo-32", 100, [1000, 1000, 1000])], tmp_path)
 
 
 def test_another_experiments_maze_json_is_refused_not_merged(tmp_path: Path) -> None:
@@ -241,7 +241,7 @@ def test_another_experiments_maze_json_is_refused_not_merged(tmp_path: Path) -> 
     other = json.dumps({"runs": [record("vin", 0, [1000, 1000, 1000])]})
     (tmp_path / "maze.json").write_text(other)
     with pytest.raises(UserError, match="not the maze ablation's .*vin.*results/ablation"):
-        maze_ablation.write_results([record("ppo-32", 100, [1000, 1000, 1000])], tmp_path)
+        maze_ablation_report.write_results([record("ppo-32", 100, [1000, 1000, 1000])], tmp_path)
     assert (tmp_path / "maze.json").read_text() == other and not (tmp_path / "maze.md").exists()
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.test_ppo import FIXED, RANDOM, RecordingAgent
-from xlvin.experiments import table1
+from xlvin.experiments import table1, table1_report
 from xlvin.io.executor_file import load_executor
 from xlvin.nn.executor import MessagePassing
 from xlvin.ppo import loop
@@ -309,7 +309,7 @@ def test_both_protocols_give_the_combined_table_json_and_plot(tmp_path: Path) ->
     for protocol, base in (("paper", 30.0), ("ours", 150.0)):
         records = [_record(protocol, agent, seed, base + seed + (10 if agent == "xlvin-r" else 0))
                    for agent in ("ppo", "xlvin-r") for seed in range(4)]
-        md = table1.write_results(records, tmp_path, wall_seconds=None)
+        md = table1_report.write_results(records, tmp_path, wall_seconds=None)
         assert table1.PROTOCOL_LABELS[protocol] in md
         assert (tmp_path / f"table1-{protocol}.png").stat().st_size > 0
         assert (tmp_path / "table1.md").exists() == (protocol == "ours")
@@ -330,7 +330,7 @@ def test_a_variant_with_a_dot_keeps_its_whole_name(tmp_path: Path) -> None:
     table1-paper-kl-0.* that the second overwrites."""
     for v in ("kl-0.01", "kl-0.03"):
         records = [{**_record("paper", "xlvin-r", seed, 50.0), "variant": v} for seed in range(3)]
-        table1.write_results(records, tmp_path, wall_seconds=None)
+        table1_report.write_results(records, tmp_path, wall_seconds=None)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [f"table1-paper-kl-0.0{i}.{ext}" for i in (1, 3) for ext in ("json", "md", "png")]
 

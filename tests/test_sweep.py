@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from xlvin.cli import main
-from xlvin.experiments import ray_session, registry, sweep, table1
+from xlvin.experiments import ray_session, registry, sweep, table1, table1_report
 from xlvin.experiments.protocol import Experiment
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -112,7 +112,8 @@ def test_tiny_sweep_on_local_ray_with_two_workers(
     assert [r["final_return"] for r in sorted(data["runs"], key=lambda r: r["seed"])] == finals
     assert row["episodes_mean"] == 10 and all(r["progress"][0]["updates"] == 2 for r in data["runs"])
     md = (results / "table1-ours.md").read_text()
-    assert md == table1.markdown(table1.aggregate(data["runs"]), data["wall_seconds"])
+    assert md == table1_report.markdown(table1_report.aggregate(data["runs"]),
+                                       data["wall_seconds"])
     assert f"**{np.mean(finals):.1f} [" in md and md in out
     assert (results / "table1-ours.png").stat().st_size > 0
 

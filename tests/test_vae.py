@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from xlvin.errors import UserError
-from xlvin.experiments import atari, atari_vae
+from xlvin.experiments import atari, atari_vae, atari_vae_report
 from xlvin.io.run_dir import read_metrics
 from xlvin.nn.encoders import NatureCNN
 from xlvin.nn.vae import FrameDecoder, VAEWorldModel, kl_to_standard_normal
@@ -173,7 +173,7 @@ def test_results_writer_gives_the_collapse_test_and_the_committed_numbers(tmp_pa
     committed.write_text(json.dumps({"rows": [row]}))
     images = {s: {"originals": np.zeros((4, 84, 84), np.uint8),
                   "reconstructions": np.full((4, 84, 84), 128, np.uint8)} for s in (0, 1)}
-    text = atari_vae.write_results(records, tmp_path / "out", committed, images)
+    text = atari_vae_report.write_results(records, tmp_path / "out", committed, images)
     data = json.loads((tmp_path / "out" / "atari_vae.json").read_text())
     assert {"note", "rows", "collapse_test", "committed_reference", "cells", "frames",
             "frames_seed"} <= set(data)

@@ -40,10 +40,12 @@ from xlvin.config import csv_choices
 from xlvin.errors import UserError
 from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
+from xlvin.experiments.final_eval import EVAL_FILE, EVAL_SEED, finish_run, is_finished
 from xlvin.experiments.protocol import Experiment, run_cells
+from xlvin.experiments.results import kept, write_files
 from xlvin.io.digests import read_sealed
-from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
-from xlvin.io.run_dir import CONFIG, SUMMARY, reading_results, write_json
+from xlvin.io.files import atomic_savefig, read_json
+from xlvin.io.run_dir import CONFIG, SUMMARY, reading_results
 from xlvin.kernels import cpu_name
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
@@ -99,7 +101,6 @@ BINS, EXPAND, DEPTH = 7, 4, 2
 #: TransE's random-policy pre-training, once per environment: at most 5,000 transitions.
 TRANSE = TransEConfig(episodes=100, max_transitions=5_000, epochs=5, shared=True)
 EVAL_EPISODES = 10
-EVAL_SEED = table1.EVAL_SEED
 
 
 def joint_actions(env: str) -> int:
@@ -188,14 +189,14 @@ def status(cell: Cell, root: Path) -> str:
     """finished, started (a run directory with a config: training, or interrupted and to
     resume) or pending."""
     run_dir = cell.run_dir(root)
-    if table1.is_finished(run_dir):
+    if is_finished(run_dir):
         return "finished"
     return "started" if (run_dir / CONFIG).is_file() else "pending"
 
 
 def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
-    """Train and evaluate one cell unless finished (`table1.finish_run`); its record."""
-    table1.finish_run(cell.run_dir(root), cell.config(), EVAL_EPISODES, EVAL_SEED)
+    """Train and evaluate one cell unless finished (`finish_run`); its record."""
+    finish_run(cell.run_dir(root), cell.config(), EVAL_EPISODES, EVAL_SEED)
     return cell_record(cell, root)
 
 
@@ -207,7 +208,7 @@ def cell_record(cell: Cell, root: Path) -> dict[str, Any]:
     check_holds_run(run_dir, cell.config(), [*CELL_IDENTITY, *fields_apart(others)])
     with reading_results(run_dir):
         summary = read_sealed(run_dir / SUMMARY, run_dir)
-        evaluation = read_sealed(run_dir / table1.EVAL_FILE, run_dir)
+        evaluation = read_sealed(run_dir / EVAL_FILE, run_dir)
         return {
             **dataclasses.asdict(cell),
             "final_return": evaluation["mean"],
@@ -322,12 +323,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of an earlier RESULTS/continuous.json for the (env, steps) `rows` do not bring
     (run elsewhere, or by another invocation's --envs)."""
-    path = results / "continuous.json"
-    if not path.is_file():
-        return []
-    fresh = {(r["env"], r["steps"]) for r in rows}
-    with reading_results(path):
-        return [r for r in read_json(path)["rows"] if (r["env"], r["steps"]) not in fresh]
+    return kept(results / "continuous.json", "rows", rows, lambda r: (r["env"], r["steps"]))
 
 
 def write_results(records: list[dict[str, Any]], results: Path,
@@ -347,10 +343,8 @@ def write_results(records: list[dict[str, Any]], results: Path,
     order = list(ENVS)
     rows = sorted(kept_rows(results, rows) + rows,
                   key=lambda r: (order.index(r["env"]), r["steps"], list(AGENTS).index(r["agent"])))
-    prepare_results(results)
     md = markdown(rows)
-    atomic_write_text(results / "continuous.md", md)
-    write_json(results / "continuous.json", {
+    write_files(results, "continuous", md, {
         "partial": any(r["unfinished"] for r in rows),
         "settings": {"bins": BINS, "expand": EXPAND, "depth": DEPTH,
                      "eval_episodes": EVAL_EPISODES, "eval_seed": EVAL_SEED,

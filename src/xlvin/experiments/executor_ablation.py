@@ -19,7 +19,6 @@ Per (protocol, init, environment, arm): the final policy's and the max-over-eval
 init), from the seeds every arm of it has finished; RESULTS/executor.{md,json,png}, the figure with one point per seed.
 """
 
-import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,10 @@ import numpy as np
 
 from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
+from xlvin.experiments.final_eval import is_finished
+from xlvin.experiments.results import kept, write_files
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
-from xlvin.io.files import atomic_savefig, atomic_write_text, prepare_results, read_json
-from xlvin.io.run_dir import reading_results, write_json
+from xlvin.io.files import atomic_savefig
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 
 #: arm -> protocol -> (Table-1 agent, variant).
@@ -74,7 +74,7 @@ def finished_seeds(root: Path, protocol: str, env: str, agent: str, variant: str
     """The seeds of the cell (protocol, env, agent, variant) that have finished under `root`."""
     seeds_dir = Cell(protocol, env, agent, 0, variant=variant).run_dir(root).parent
     return {int(d.name[4:]) for d in seeds_dir.glob("seed*")
-            if d.name[4:].isdigit() and table1.is_finished(d)}
+            if d.name[4:].isdigit() and is_finished(d)}
 
 
 def finished_records(root: Path, protocols: list[str], envs: list[str],
@@ -194,13 +194,8 @@ def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     """The rows of an earlier RESULTS/executor.json whose (protocol, init, env) `rows` do not
     bring (run on another machine, whose run directories are not here), each with its init
     (rows written before inits were an option: the protocol's own)."""
-    path = results / "executor.json"
-    if not path.is_file():
-        return []
-    fresh = {(r["protocol"], r["init"], r["env"]) for r in rows}
-    with reading_results(path):
-        earlier = [{**r, "init": _init(r)} for r in read_json(path)["rows"]]
-        return [r for r in earlier if (r["protocol"], r["init"], r["env"]) not in fresh]
+    return kept(results / "executor.json", "rows", rows,
+                lambda r: (r["protocol"], r["init"], r["env"]), lambda r: {**r, "init": _init(r)})
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
@@ -210,10 +205,8 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     rows = sorted(kept_rows(results, rows) + rows, key=lambda r: (
         table1.PROTOCOLS.index(r["protocol"]), r["env"], INITS.index(r["init"]),
         list(ARMS).index(r["arm"])))
-    prepare_results(results)
     md = markdown(rows)
-    atomic_write_text(results / "executor.md", md)
-    write_json(results / "executor.json", {"arms": ARMS, "protocol_init": PROTOCOL_INIT,
-                                           "rows": rows})
+    write_files(results, "executor", md, {"arms": ARMS, "protocol_init": PROTOCOL_INIT,
+                                          "rows": rows})
     plot(rows, results / "executor.png")
     return md

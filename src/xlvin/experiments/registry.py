@@ -10,13 +10,19 @@ from xlvin.config import add_options, csv_choices, from_args
 from xlvin.errors import UserError
 from xlvin.experiments import (
     atari,
+    atari_report,
     atari_vae,
+    atari_vae_report,
     continuous,
     executor_ablation,
     maze,
     maze_ablation,
+    maze_ablation_report,
+    maze_report,
     table1,
+    table1_report,
 )
+from xlvin.experiments.final_eval import is_finished
 from xlvin.experiments.protocol import Experiment, Record
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.run.config import check_device
@@ -29,12 +35,12 @@ Options = argparse.Namespace
 
 def _table1_finished(cell: table1.Cell, root: Path) -> Record | None:
     run_dir = cell.run_dir(root)
-    return table1.cell_record(cell, run_dir) if table1.is_finished(run_dir) else None
+    return table1.cell_record(cell, run_dir) if is_finished(run_dir) else None
 
 
 def _table1_write(records: list[Record], results: Path, wall: float) -> str:
-    md = table1.write_results(records, results, wall)
-    stem = results / (table1.results_stem(records[0]["protocol"], records[0]["variant"])
+    md = table1_report.write_results(records, results, wall)
+    stem = results / (table1_report.results_stem(records[0]["protocol"], records[0]["variant"])
                       if records else "table1")
     return md + f"\nwrote {stem}.md, .json, .png"
 
@@ -44,10 +50,10 @@ def _classic_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -
         records = [r for r in (_table1_finished(c, args.runs) for c in cells) if r is not None]
         if not records:
             raise UserError(f"none of the {len(cells)} cells has finished under {args.runs}")
-        return (table1.write_results(records, args.results, None) + f"\n{len(records)} of "
+        return (table1_report.write_results(records, args.results, None) + f"\n{len(records)} of "
                 f"{len(cells)} cells have finished; their results are written")
-    stem = args.results / table1.results_stem(args.protocol, args.variant)
-    return (table1.write_results(trained, args.results, wall)
+    stem = args.results / table1_report.results_stem(args.protocol, args.variant)
+    return (table1_report.write_results(trained, args.results, wall)
             + f"\nwrote {stem}.md, .json, .png; runs under {args.runs}")
 
 
@@ -135,15 +141,15 @@ def _maze_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> s
     if trained is None:
         records = _curricula_so_far(cells, args.runs, args.include_running)
         finished = sum(r["in_progress"] is None for r in records)
-        return (maze.write_results(records, args.results, None) + f"\n{finished} of {len(cells)} "
+        return (maze_report.write_results(records, args.results, None) + f"\n{finished} of {len(cells)} "
                 f"cells have finished; still training, reported with their progress so far: "
                 f"{len(records) - finished}; results written")
-    return (maze.write_results(trained, args.results, wall)
+    return (maze_report.write_results(trained, args.results, wall)
             + f"\nwrote {args.results}/maze.md, .json and the figures; runs under {args.runs}")
 
 
 def _maze_write(records: list[Record], results: Path, wall: float) -> str:
-    return (maze.write_results(records, results, wall)
+    return (maze_report.write_results(records, results, wall)
             + f"\nwrote {results}/maze.md, .json and the figures")
 
 
@@ -202,7 +208,7 @@ def _maze_ablation_report(cells: Cells, trained: Trained, wall: Wall, args: Opti
     # after training, the cells a deadline stopped are reported with their progress
     records = _curricula_so_far(cells, args.runs, trained is not None or args.include_running)
     ended = sum(r["in_progress"] is None for r in records)
-    return (maze_ablation.write_results(records, args.results, args.runs)
+    return (maze_ablation_report.write_results(records, args.results, args.runs)
             + f"\nwrote {args.results}/maze.md, .json, .png: {ended} of {len(cells)} cells ended, "
             f"{len(records) - ended} still training; runs under {args.runs}")
 
@@ -250,9 +256,9 @@ def _atari_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> 
                    if atari.has_record(c, args.runs)]
         if not records:
             raise UserError(f"none of the {len(cells)} cells has a record under {args.runs}")
-        return (atari.write_results(records, args.results) + f"\n{len(records)} of {len(cells)} "
+        return (atari_report.write_results(records, args.results) + f"\n{len(records)} of {len(cells)} "
                 "cells have records; their results are written")
-    return (atari.write_results(trained, args.results)
+    return (atari_report.write_results(trained, args.results)
             + f"\nwrote {args.results}/atari.json and atari_<game>.png; runs under {args.runs}")
 
 
@@ -272,7 +278,7 @@ ATARI = Experiment(
     postfix=lambda r: (f"{r['game']} {r['agent']} s{r['seed']}: {r['transitions_reached']:,} "
                        f"transitions, greedy {r['final_eval']['mean']:.1f}"),
     sweep_name="atari", finished=atari.finished_record,
-    write_results=lambda records, results, wall: atari.write_results(records, results),
+    write_results=lambda records, results, wall: atari_report.write_results(records, results),
     sweep_help="Figures 4 and 6: Freeway / Alien / Enduro from pixels (as `xlvin reproduce atari`)",
     label=lambda c: f"{c.game} {c.agent} seed{c.seed} ({c.transitions:,} transitions)",
     outcome=lambda r: f"AUC {r['auc']:.2f}, greedy {r['final_eval']['mean']:.1f}",
@@ -285,8 +291,8 @@ def _vae_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> st
         records = [r for r in (atari_vae.record_of(c, args.runs) for c in cells) if r is not None]
         if not records:
             raise UserError(f"none of the {len(cells)} cells has a record under {args.runs}")
-    return (atari_vae.write_results(records, args.results, args.committed,
-                                    atari_vae.saved_images(cells, args.runs))
+    return (atari_vae_report.write_results(records, args.results, args.committed,
+                                    atari_vae_report.saved_images(cells, args.runs))
             + f"\n{len(records)} of {len(cells)} cells have records; wrote "
             f"{args.results}/atari_vae.json, .md, .png")
 

@@ -1,0 +1,272 @@
+"""The maze ablation's results (`xlvin.experiments.maze_ablation`'s arms): the arms' table with
+P(arm > PPO-32), what the executor contributes, each level's cost, PPO's update sizes and the
+encoders' geometry, and the figure; RESULTS/maze.{md,json,png}, with the cells an earlier
+maze.json holds of other machines kept."""
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlvin.errors import UserError
+from xlvin.experiments.figures import pyplot
+from xlvin.experiments.maze_ablation import (
+    ARMS,
+    BASELINE,
+    COMMITTED,
+    GEOMETRY,
+    HORIZON,
+    STATISTICS,
+    UPDATE_STATS,
+    aggregate,
+    cell_scores,
+    executor_contribution,
+    geometry,
+    per_level,
+    summarize_geometry,
+    with_update_sizes,
+)
+from xlvin.experiments.maze_embeddings import PAPER_LEVELS
+from xlvin.experiments.maze_report import table_head
+from xlvin.experiments.results import others, write_files
+from xlvin.io.files import atomic_savefig, read_json
+from xlvin.io.run_dir import reading_results
+from xlvin.stats import improvement_text, interval_text
+
+
+def contribution_markdown(contribution: dict[str, dict[str, Any]]) -> list[str]:
+    """`executor_contribution` as a table."""
+    lines = ["", (f"What the executor contributes: P({COMMITTED} beats the arm) [95 % CI] over the "
+                  "cells that ended: fewer env steps to pass level 10, a larger area, higher "
+                  "held-out success"), "",
+             "| arm | env steps to pass level 10 | area under the level curve | held-out 8x8 | "
+             "held-out 16x16 |", "|---|---|---|---|---|"]
+    for arm, p in contribution.items():
+        cells = [improvement_text(p.get(name)) for name in STATISTICS]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+#: The decimals each of `UPDATE_STATS` is printed with.
+UPDATE_DIGITS = {"approx_kl": 3, "clipfrac": 2, "entropy": 2}
+#: The levels whose update sizes the tables show (the PPO-32 + TransE arm fails level 2).
+UPDATE_LEVELS = (1, 2, 3)
+
+
+def update_markdown(records: list[dict[str, Any]]) -> list[str]:
+    """Per arm and level of `UPDATE_LEVELS`: the median over its cells of their median approx
+    KL, clip fraction and entropy (the records' `"updates"`), and the cells."""
+    lines = ["", "PPO's update sizes: per cell the median over a level's updates, then the median "
+                 "over the cells that tried the level (n): approx KL / clip fraction / entropy", "",
+             "| arm | " + " | ".join(f"level {level}" for level in UPDATE_LEVELS) + " |",
+             "|---|" + "---|" * len(UPDATE_LEVELS)]
+    for arm, agent in ARMS.items():
+        cells = [r["updates"] for r in records if r["agent"] == agent and "updates" in r]
+        row = [_update_text([c[level] for c in cells if level in c])
+               for level in map(str, UPDATE_LEVELS)]
+        if cells:
+            lines.append(f"| {arm} | " + " | ".join(row) + " |")
+    return lines + [""]
+
+
+def _update_text(seen: list[dict[str, float]]) -> str:
+    """'kl / clipfrac / entropy (n)': the medians over `seen` cells' update sizes of one level."""
+    if not seen:
+        return "-"
+    medians = (f"{np.median([c[name] for c in seen]):.{UPDATE_DIGITS[name]}f}"
+               for name in UPDATE_STATS)
+    return " / ".join(medians) + f" ({len(seen)})"
+
+
+def _stat_text(stat: dict[str, Any] | None, scale: float, digits: int) -> str:
+    if stat is None:
+        return "-"
+    return interval_text(stat["iqm"] * scale, stat["iqm_low"] * scale, stat["iqm_high"] * scale,
+                         digits)
+
+
+def markdown(rows: list[dict[str, Any]], levels: dict[str, Any], budget: int) -> str:
+    lines = [("| arm | cells ended (finished / failed) | still training | env steps to pass level "
+              "10, k: IQM [95 % CI] | P(fewer than PPO-32) | area under the level curve | "
+              "P(> PPO-32) | held-out 8x8 after level 10, % | P(> PPO-32) | held-out 16x16 after "
+              "level 10, % | P(> PPO-32) | minutes to pass level 10 |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        failed = ", ".join(f"s{s}: level {d}" for s, d in r["failed"].items())
+        lines.append(
+            f"| {r['arm']} | {len(r['seeds'])} ({len(r['finished'])} / {len(r['failed'])}"
+            f"{': ' + failed if failed else ''}) | {len(r['running'])} | "
+            f"**{_stat_text(r['steps_to_last'], 1e-3, 0)}** | "
+            f"{improvement_text(r.get('steps_to_last_over_ppo'))} | "
+            f"{_stat_text(r['area'], 1, 3)} | {improvement_text(r.get('area_over_ppo'))} | "
+            f"{_stat_text(r['held_out_8'], 100, 1)} | "
+            f"{improvement_text(r.get('held_out_8_over_ppo'))} | "
+            f"{_stat_text(r['held_out_16'], 100, 1)} | "
+            f"{improvement_text(r.get('held_out_16_over_ppo'))} | "
+            f"{_stat_text(r['seconds_to_last'], 1 / 60, 1)} |")
+    all_levels = sorted({int(d) for arm in levels.values() for d in arm})
+    lines += ["", ("Env steps (k) and minutes to pass each level, median over the cells that "
+                   "passed it (passed / tried)"), "",
+              *table_head("arm", [f"level {d}" for d in all_levels])]
+    for arm, per in levels.items():
+        cells_text = []
+        for d in all_levels:
+            p = per.get(str(d))
+            if p is None:
+                cells_text.append("-")
+            elif p["median_env_steps"] is None:
+                cells_text.append(f"0 / {p['tried']}")
+            else:
+                minutes = "" if p["median_seconds"] is None else f", {p['median_seconds'] / 60:.1f} min"
+                cells_text.append(f"{p['median_env_steps'] / 1e3:.0f} k{minutes} "
+                                  f"({p['passed']} / {p['tried']})")
+        lines.append(f"| {arm} | " + " | ".join(cells_text) + " |")
+    lines += ["", (
+        f"Each arm over its cells that ended (passed every level, or failed one within "
+        f"{budget:,} episodes); cells still training are counted but not in the statistics. A "
+        f"cell that failed counts at {HORIZON / 1e6:.0f} M env steps to pass level 10; the area "
+        f"under its level curve (levels passed against env steps, up to {HORIZON / 1e6:.0f} M, "
+        "as a fraction of all 10) holds its last level. IQM with its 95 % bootstrap interval; "
+        "P(> PPO-32): the probability that a cell of the arm beats one of PPO-32 (fewer steps, "
+        "larger area, higher success), with its bootstrap interval. `xlvin reproduce "
+        "maze-ablation`; see `xlvin.experiments.maze_ablation`.")]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) -> None:
+    """Left: every cell's level curve (levels passed against env steps), one colour per arm.
+    Right: per statistic, every cell as a point per arm and the IQM with its interval."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2),
+                             gridspec_kw={"width_ratios": [1.6, 1, 1, 1]})
+    colours = {arm: f"C{i}" for i, arm in enumerate(ARMS)}
+    arm_of = {agent: arm for arm, agent in ARMS.items()}
+    ax = axes[0]
+    labelled: set[str] = set()
+    for r in records:
+        arm = arm_of[r["agent"]]
+        s = cell_scores(r)
+        xs = [0.0] + [x / 1e6 for x in s["steps_at_pass"]]
+        ys = list(range(len(xs)))
+        xs.append(max(xs[-1], r["env_steps"] / 1e6))
+        ys.append(ys[-1])
+        ax.step(xs, ys, where="post", color=colours[arm], alpha=0.7,
+                linestyle="--" if r["in_progress"] is not None else "-",
+                label=None if arm in labelled else arm)
+        labelled.add(arm)
+        if r["failed_level"] is not None:
+            ax.scatter([xs[-1]], [ys[-1]], marker="x", color=colours[arm], s=40)
+    ax.set_xlabel("env steps (M)")
+    ax.set_ylabel("levels passed")
+    ax.set_title("level curves (dashed: still training; x: failed a level)", fontsize=9)
+    ax.legend(fontsize=7)
+    for ax, (name, title, scale) in zip(axes[1:], (
+            ("steps_to_last", "env steps to pass level 10 (M)", 1e-6),
+            ("held_out_8", "held-out 8x8 after level 10", 1.0),
+            ("held_out_16", "held-out 16x16 after level 10", 1.0))):
+        for i, row in enumerate(rows):
+            stat = row[name]
+            if stat is None:
+                continue
+            values = np.array(stat["per_seed"]) * scale
+            ax.scatter(i + np.linspace(-0.15, 0.15, len(values)), values, s=12,
+                       color=colours[row["arm"]], alpha=0.7)
+            ax.errorbar(i, stat["iqm"] * scale,
+                        yerr=[[(stat["iqm"] - stat["iqm_low"]) * scale],
+                              [(stat["iqm_high"] - stat["iqm"]) * scale]],
+                        fmt="_", color="black", markersize=16, capsize=4)
+        ax.set_xticks(range(len(rows)), [textwrap.fill(r["arm"], 14) for r in rows], fontsize=6)
+        if name.startswith("held_out"):
+            ax.set_ylim(-0.02, 1.02)
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("the maze executor ablated: continual 8x8 maze, CPU preset (pruned depth-4 "
+                 "tree, 32 wide); IQM and 95 % CI over the cells that ended", fontsize=9)
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=110)
+    plt.close(fig)
+
+
+def geometry_markdown(geo: dict[str, Any]) -> list[str]:
+    if not geo.get("arms"):
+        return []
+    levels = geo["levels"]
+    lines = []
+    for name, title in GEOMETRY.items():
+        lines += ["", (f"{title[0].upper()}{title[1:]}, over {geo['mazes']} held-out 8x8 mazes "
+                       "with a path of 6 or more moves, after each level: IQM [95 % CI] over "
+                       "the cells that passed it (n)"), "",
+                  *table_head("arm", [f"after level {d}" for d in levels])]
+        for arm, per in geo["arms"].items():
+            cells = [f"{_stat_text(per[str(d)][name], 1, 2)} ({per[str(d)][name]['n']})"
+                     if name in per.get(str(d), {}) else "-" for d in levels]
+            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+        if geo.get("transe_only"):
+            lines += ["", (f"Before any level, the XLVIN arms' common start (TransE "
+                           f"pre-training alone): {geo['transe_only'][name]:.2f}.")]
+    return lines
+
+
+def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict]:
+    """What RESULTS/maze.json holds of cells not in `records` (run elsewhere, or on a machine
+    whose run directories are gone): their records, and their geometry {arm: {level: {measure:
+    {"per_seed": {seed: value}}}}}, with the TransE start's if `records` do not bring it."""
+    path = results / "maze.json"
+    if not path.is_file():
+        return [], {}
+    with reading_results(path):
+        data = read_json(path)
+        strangers = sorted({r["agent"] for r in data["runs"]} - set(ARMS.values()))
+        if strangers:
+            raise UserError(f"{path} is not the maze ablation's (it has {', '.join(strangers)}, "
+                            "which are none of its arms): give --results a folder of its own, "
+                            "such as results/ablation")
+        runs = others(data["runs"], records, lambda r: (r["agent"], r["seed"]))
+        cells = {(r["agent"], str(r["seed"])) for r in runs}
+        geo = data.get("geometry") or {}
+        kept = {arm: {level: {name: {"per_seed": {seed: value
+                                                  for seed, value in row["per_seed"].items()
+                                                  if (ARMS[arm], seed) in cells}}
+                              for name, row in measures.items()}
+                      for level, measures in levels.items()}
+                for arm, levels in geo.get("arms", {}).items()}
+        return runs, {**{k: v for k, v in geo.items() if k != "arms"}, "arms": kept}
+
+
+def merge_geometry(geo: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
+    """`geometry`'s output with the kept cells' values added (and summarised again)."""
+    arms: dict[str, Any] = {}
+    for arm in ARMS:
+        for level in map(str, PAPER_LEVELS):
+            for name in GEOMETRY:
+                per_seed = {
+                    **kept.get("arms", {}).get(arm, {}).get(level, {}).get(name, {}).get("per_seed", {}),
+                    **geo.get("arms", {}).get(arm, {}).get(level, {}).get(name, {}).get("per_seed", {})}
+                if per_seed:
+                    arms.setdefault(arm, {}).setdefault(level, {})[name] = {"per_seed": per_seed}
+    out = {**kept, **geo, "arms": arms, "levels": list(PAPER_LEVELS)}
+    return summarize_geometry(out) if arms else {}
+
+
+def write_results(records: list[dict[str, Any]], results: Path, root: Path | None = None) -> str:
+    """RESULTS/maze.{md,json,png} of the ablation's records (finished and still training), with
+    figure 5's geometry of every arm (`geometry`) when their run directories under `root` are
+    given. Cells in an earlier RESULTS/maze.json and not in `records` are kept (`kept_results`),
+    so that results gathered over several machines add up."""
+    kept_runs, kept_geo = kept_results(results, records)
+    records = kept_runs + (with_update_sizes(records, root) if root is not None else records)
+    rows = aggregate(records)
+    levels = per_level(records)
+    geo = merge_geometry(geometry(records, root) if root is not None else {}, kept_geo)
+    budget = records[0]["curriculum"]["budget"]
+    contribution = executor_contribution(rows)
+    md = (markdown(rows, levels, budget) + "\n".join(contribution_markdown(contribution))
+          + "\n".join(update_markdown(records)) + "\n".join(geometry_markdown(geo)) + "\n")
+    write_files(results, "maze", md, {"arms": ARMS, "baseline": BASELINE, "horizon": HORIZON,
+                                      "rows": rows, "executor_contribution": contribution,
+                                      "per_level": levels, "geometry": geo, "runs": records})
+    plot(rows, records, results / "maze.png")
+    return md

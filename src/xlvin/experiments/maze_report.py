@@ -1,0 +1,222 @@
+"""The mazes' results (`xlvin.experiments.maze`'s records): per cell the levels passed, per
+level what it cost, and the held-out success after each passed level over a whole held-out split
+(each level weighted by its share of the split's starts); the tables and figures 2, 7 and 9."""
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlvin.envs.maze_data import maze_split
+from xlvin.experiments.figures import pyplot
+from xlvin.experiments.maze import AGENT_NOTES, AGENTS, DIR_NAMES, MAZE_PPO
+from xlvin.experiments.results import kept, write_files
+from xlvin.io.files import atomic_savefig
+from xlvin.ppo.curriculum import CurriculumConfig
+
+
+def weighted_all(rates: dict[str, float], counts: dict[int, int]) -> float:
+    """Success over a whole held-out split from per-level rates: each level weighted by its
+    count of starts in the split (levels without a rate are skipped)."""
+    levels = [d for d in counts if str(d) in rates]
+    total = sum(counts[d] for d in levels)
+    return sum(rates[str(d)] * counts[d] for d in levels) / total
+
+
+def held_out_counts(curriculum: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """{side: {level: starts}} of the held-out splits a curriculum evaluates on."""
+    splits = CurriculumConfig(**curriculum).held_out_splits()
+    return {str(size): mazes.level_counts() for size, mazes in splits.items()}
+
+
+def curves(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per experiment, agent and held-out side: the success over the whole held-out split after
+    passing each level, per seed (None after a failure), the failures, and the seeds still
+    training."""
+    out: dict[str, Any] = {}
+    for r in records:
+        counts = held_out_counts(r["curriculum"])
+        for side, per_level in counts.items():
+            row = out.setdefault(r["experiment"], {}).setdefault(side, {}).setdefault(
+                r["agent"], {"seeds": [], "after_level": {}, "failed_at": {}, "running": []})
+            row["seeds"].append(r["seed"])
+            if r.get("in_progress") is not None:
+                row["running"].append(r["seed"])
+            for h in r["levels"]:
+                if h["passed"]:
+                    value = weighted_all(h["held_out"][side], per_level)
+                    row["after_level"].setdefault(str(h["level"]), {})[str(r["seed"])] = value
+            if r["failed_level"] is not None:
+                row["failed_at"][str(r["seed"])] = r["failed_level"]
+    return out
+
+
+def level_costs(records: list[dict[str, Any]]) -> list[str]:
+    """Per experiment, agent and level tried: how many seeds passed it of those that tried it,
+    and the median (min - max) episodes and env steps it took; the wall time is estimated from
+    each run's mean steps/s (runs log no per-level clock)."""
+    lines = [("What each level cost, over the seeds that tried it (wall: env steps / the run's "
+              "mean steps/s)"), "",
+             ("| experiment | agent | level | passed / tried | episodes, median (min - max) | "
+              "env steps, median (min - max) | wall, median (min) |"),
+             "|---|---|---|---|---|---|---|"]
+    tried: dict[tuple[str, str, int], list[tuple[dict[str, Any], float]]] = {}
+    for r in records:
+        for h in r["levels"]:
+            tried.setdefault((r["experiment"], r["agent"], h["level"]), []).append(
+                (h, r["steps_per_second"]))
+    for (experiment, agent, level), runs in sorted(
+            tried.items(), key=lambda kv: (kv[0][0], list(AGENTS).index(kv[0][1]), kv[0][2])):
+        episodes = [h["episodes"] for h, _ in runs]
+        steps = [h["env_steps"] for h, _ in runs]
+        wall = [h["env_steps"] / sps / 60 for h, sps in runs]
+        lines.append(f"| {experiment} | {agent} | {level} | {sum(h['passed'] for h, _ in runs)} / "
+                     f"{len(runs)} | {np.median(episodes):,.0f} ({min(episodes):,} - "
+                     f"{max(episodes):,}) | {np.median(steps):,.0f} ({min(steps):,} - "
+                     f"{max(steps):,}) | {np.median(wall):.1f} |")
+    return lines
+
+
+def table_head(first: str, columns: list[str]) -> list[str]:
+    """The header and rule of a markdown table of a `first` column and one per `columns`."""
+    return [f"| {first} | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+
+
+def markdown(records: list[dict[str, Any]], wall_seconds: float | None) -> str:
+    """Per cell: levels passed, the failed level, env steps, wall; per level: the seeds that
+    passed it and its cost; then the held-out success after each passed level (mean over seeds
+    that passed it)."""
+    lines = [("| experiment | agent | seed | levels passed | failed at level | env steps | "
+             "episodes | wall (s) | steps/s |"), "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(records, key=lambda r: (r["experiment"], list(AGENTS).index(r["agent"]),
+                                            r["seed"])):
+        passed = r["levels_passed"]
+        span = f"{passed[0]}-{passed[-1]}" if passed else "none"
+        now = r.get("in_progress")
+        if now is not None:
+            span += (f" (still training on level {now['level']}: {now['episodes']:,} episodes, "
+                     f"{100 * now['window_success']:.1f} % of the window)")
+        lines.append(f"| {r['experiment']} | {r['agent']} | {r['seed']} | {span} | "
+                     f"{r['failed_level'] or '-'} | {r['env_steps']:,} | {r['episodes']:,} | "
+                     f"{r['wall_seconds']:.0f} | {r['steps_per_second']:,.0f} |")
+    lines += ["", *level_costs(records)]
+    for experiment, sides in curves(records).items():
+        for side, agents in sides.items():
+            levels = sorted({int(d) for a in agents.values() for d in a["after_level"]})
+            if not levels:
+                lines += ["", f"{experiment}: no agent passed a level; no held-out evaluation."]
+                break
+            lines += ["", (f"{experiment}: held-out {side}x{side} success (all levels) after "
+                      "passing each level, mean over the seeds that passed it (n)"), "",
+                      *table_head("agent", [f"level {d}" for d in levels])]
+            for agent, row in agents.items():
+                cells = []
+                for d in levels:
+                    values = list(row["after_level"].get(str(d), {}).values())
+                    cells.append(f"{100 * np.mean(values):.1f} % ({len(values)})" if values else "-")
+                lines.append(f"| {agent} | " + " | ".join(cells) + " |")
+    config = records[0]["curriculum"]
+    lines += ["", (f"Curriculum: levels {config['first_level']}-{config['last_level'] or 'max'}, "
+              f"pass at {100 * config['threshold']:.0f} % of the last {config['window']:,} "
+              f"episodes, budget {config['budget']:,} episodes a level, held-out starts per level "
+              f"{config['eval_per_level'] or 'all'}; PPO: {MAZE_PPO.num_envs} envs x "
+              f"{MAZE_PPO.num_steps} steps, lr {MAZE_PPO.lr} constant (ours).")]
+    if wall_seconds is not None:
+        lines.append(f"Wall time of this invocation: {wall_seconds:.0f} s.")
+    return "\n".join(lines) + "\n"
+
+
+def _cell_key(record: dict[str, Any]) -> tuple[str, str, int]:
+    return record["experiment"], record["agent"], record["seed"]
+
+
+#: A cell's agent as written before the canonical names (vin_mean) -> its name (vin-mean).
+LEGACY = {old: name for name, old in DIR_NAMES.items()}
+
+
+def _canonical(record: dict[str, Any]) -> dict[str, Any]:
+    """A kept record with its agent's canonical name."""
+    return {**record, "agent": LEGACY.get(record["agent"], record["agent"])}
+
+
+def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
+    """RESULTS/maze.{md,json} (every experiment's records and curves) and the figures: maze_8x8
+    and maze_16x16 (figure 2), contextual_maze (figure 9; contextual_maze_16x16 beside it),
+    maze_stats (figure 7). Records of an
+    experiment already in maze.json and not in `records` are kept."""
+    records = kept(results / "maze.json", "runs", records, _cell_key, _canonical) + records
+    md = markdown(records, wall_seconds)
+    curve_data = curves(records)
+    write_files(results, "maze", md, {"curves": curve_data, "runs": records})
+    budget = records[0]["curriculum"]["budget"]
+    for experiment, sides in curve_data.items():
+        for side, agents in sides.items():
+            name = (f"maze_{side}x{side}" if experiment == "maze" else
+                    "contextual_maze" + ("" if side == "8" else f"_{side}x{side}"))
+            plot_curves(agents, side, experiment, budget, results / f"{name}.png")
+    plot_stats(records[0]["curriculum"], results / "maze_stats.png")
+    return md
+
+
+def plot_curves(agents: dict[str, Any], side: str, experiment: str, budget: int, path: Path) -> None:
+    """Held-out success after each passed level, one line per agent (mean over seeds, every seed
+    a dot), a cross where a seed failed a level (paper figures 2 and 9)."""
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, (agent, row) in enumerate(agents.items()):
+        color = f"C{i}"
+        levels = sorted(int(d) for d in row["after_level"])
+        means = [np.mean(list(row["after_level"][str(d)].values())) for d in levels]
+        n, running = len(row["seeds"]), len(row.get("running", []))
+        seeds = f"{n} seed{'s' if n > 1 else ''}" + (f", {running} still training" if running else "")
+        note = f", {AGENT_NOTES[agent]}" if agent in AGENT_NOTES else ""
+        ax.plot(levels, means, "-o", color=color, markersize=4, label=f"{agent}{note} ({seeds})")
+        for d in levels:
+            values = list(row["after_level"][str(d)].values())
+            ax.scatter([d] * len(values), values, color=color, s=8, alpha=0.4)
+        shift = 0.15 * (i - (len(agents) - 1) / 2)  # agents failing one level side by side
+        for level, count in Counter(row["failed_at"].values()).items():
+            ax.scatter([level + shift], [0.0], marker="x", color=color, s=60)
+            if count > 1:
+                ax.annotate(str(count), (level + shift, 0.0), xytext=(0, 6),
+                            textcoords="offset points", ha="center", fontsize=7, color=color)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("level passed (8x8 training mazes)")
+    ax.set_ylabel(f"held-out success, {side}x{side} mazes")
+    ax.set_ylim(-0.05, 1.05)
+    title = "contextual maze" if experiment == "contextual-maze" else "continual maze"
+    ax.set_title(f"{title}: held-out {side}x{side} after each level\n"
+                 f"x: a level failed within {budget:,} episodes (with the number of seeds)\n"
+                 f"every agent: PPO {MAZE_PPO.num_envs} envs x {MAZE_PPO.num_steps} steps, "
+                 f"lr {MAZE_PPO.lr} constant", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=120)
+    plt.close(fig)
+
+
+def plot_stats(curriculum: dict[str, Any], path: Path) -> None:
+    """Optimal path length histograms of the 8x8 training and held-out mazes and the 16x16
+    held-out mazes (paper figure 7)."""
+    plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    cfg = CurriculumConfig(**curriculum)
+    sets = [(f"{cfg.size}x{cfg.size} train", maze_split(cfg.size, "train", cfg.dataset, cfg.dataset_seed))]
+    sets += [(f"{size}x{size} test", mazes) for size, mazes in cfg.held_out_splits().items()]
+    fig, axes = plt.subplots(1, len(sets), figsize=(4 * len(sets), 3.2))
+    for ax, (name, mazes) in zip(np.atleast_1d(axes), sets):
+        counts = mazes.level_counts()
+        ax.bar(list(counts), list(counts.values()))
+        ax.set_yscale("log")
+        ax.set_title(f"{name} ({len(mazes):,} starts)", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("optimal path length (level)")
+    np.atleast_1d(axes)[0].set_ylabel("starts")
+    fig.suptitle(f"dataset: {cfg.dataset}", fontsize=9)
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=120)
+    plt.close(fig)

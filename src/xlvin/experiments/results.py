@@ -1,0 +1,40 @@
+"""An experiment's results files: its table and data written together (`write_files`), and
+the one rule for what an earlier results file keeps (`kept`, `others`): its entries of cells
+(or rows) that the records at hand do not bring, run elsewhere or by another invocation, so
+that results gathered over several machines add up."""
+
+from collections.abc import Callable, Hashable, Iterable
+from pathlib import Path
+from typing import Any
+
+from xlvin.io.files import atomic_write_text, prepare_results, read_json
+from xlvin.io.run_dir import reading_results, write_json
+
+Entry = dict[str, Any]
+
+
+def others(earlier: Iterable[Entry], fresh: Iterable[Entry],
+           key: Callable[[Entry], Hashable]) -> list[Entry]:
+    """The entries of `earlier` whose `key` no entry of `fresh` has, in their order."""
+    mine = {key(r) for r in fresh}
+    return [r for r in earlier if key(r) not in mine]
+
+
+def kept(path: Path, section: str, fresh: Iterable[Entry], key: Callable[[Entry], Hashable],
+         fix: Callable[[Entry], Entry] = dict) -> list[Entry]:
+    """`others` of an earlier results file's `section` (each entry `fix`ed first: older
+    spellings made current) and `fresh`; [] without the file. A file that is not the JSON the
+    code wrote is one UserError naming it (`reading_results`)."""
+    if not path.is_file():
+        return []
+    with reading_results(path):
+        return others([fix(r) for r in read_json(path)[section]], fresh, key)
+
+
+def write_files(results: Path, stem: str, markdown: str, data: dict[str, Any]) -> None:
+    """RESULTS/STEM.md (`markdown` as it is) and RESULTS/STEM.json (`data`), each written whole
+    (a killed writer leaves the earlier file), in a results folder made if missing. `stem` may
+    hold dots (kl-0.01): the suffixes are appended."""
+    prepare_results(results)
+    atomic_write_text(results / f"{stem}.md", markdown)
+    write_json(results / f"{stem}.json", data)

@@ -1,0 +1,318 @@
+"""Paper Table 1's results (`xlvin.experiments.table1`'s cells): over training seeds, each
+statistic's interquartile mean with its 95 % stratified bootstrap interval, mean and std, and
+P(agent > PPO) (rliable's definitions, `xlvin.stats`), beside the paper's numbers; one
+protocol's table and figure, and once both protocols have results, the combined ones."""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlvin.errors import UserError
+from xlvin.experiments.figures import pyplot
+from xlvin.experiments.results import write_files
+from xlvin.experiments.table1 import (
+    AGENTS,
+    ENVS,
+    LAST,
+    PAPER,
+    PROGRESS_EPISODES,
+    PROTOCOL_LABELS,
+    PROTOCOLS,
+)
+from xlvin.io.files import atomic_savefig, read_json
+from xlvin.io.run_dir import reading_results
+from xlvin.kernels import check_one_mode
+from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
+STATISTICS = {
+    "final": ("final_return", "final policy (100 fresh episodes)"),
+    "max_eval": ("max_eval_return", "max over per-update evaluations (authors' statistic)"),
+    "last_evals": ("last_evals_mean", f"mean of the last {LAST} per-update evaluations"),
+}
+
+
+def _key(r: dict[str, Any]) -> tuple[str, str, str, bool, str]:
+    return r["protocol"], r["env"], r["agent"], r["strict"], r["variant"]
+
+
+def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (protocol, env, agent, TransE data, variant): every statistic's IQM with its
+    95 % bootstrap interval, mean and std over seeds; P(agent > PPO) on the final policy (against
+    the PPO cells of the same protocol, env and variant); data counts."""
+    groups: dict[tuple[str, str, str, bool, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(_key(r), []).append(r)
+    rows = []
+    for key in sorted(groups, key=lambda k: (PROTOCOLS.index(k[0]), ENVS.index(k[1]),
+                                             list(AGENTS).index(k[2]), k[3], k[4])):
+        protocol, env, agent, strict, variant = key
+        group = sorted(groups[key], key=lambda r: r["seed"])
+        paper = PAPER.get((env, agent), (float("nan"), float("nan")))
+        row: dict[str, Any] = {
+            "protocol": protocol, "env": env, "agent": agent, "strict": strict,
+            "variant": variant, "seeds": [r["seed"] for r in group],
+            "paper_mean": paper[0], "paper_std": paper[1],
+            "episodes_mean": float(np.mean([r["episodes"] for r in group])),
+            "transitions_mean": float(np.mean([r["transitions"] for r in group])),
+            "transe_transitions_mean": float(np.mean([r["transe_transitions"] for r in group])),
+            "wall_seconds_total": float(sum(r["wall_seconds"] for r in group)),
+        }
+        for name, (field, _) in STATISTICS.items():
+            row[name] = summarize(np.array([r[field] for r in group]))
+        if env == "MountainCar-v0":  # the flag: an episode shorter than the 200-step limit
+            row["flag_episodes_per_seed"] = [sum(x > -200 for x in r["training_returns"])
+                                             for r in group]
+        ppo = groups.get((protocol, env, "ppo", False, variant))
+        if agent != "ppo" and ppo:
+            row["p_better_than_ppo"] = {
+                **improvement_over([r["final_return"] for r in group],
+                                   [r["final_return"] for r in ppo]),
+                "ppo_seeds": len(ppo)}
+        rows.append(row)
+    return rows
+
+
+def _ci(s: dict[str, float]) -> str:
+    return interval_text(s["iqm"], s["iqm_low"], s["iqm_high"], 1)
+
+
+def _stat(row: dict[str, Any] | None, name: str) -> str:
+    """A row's statistic as IQM [CI], or - where the row is missing."""
+    return "-" if row is None else _ci(row[name])
+
+
+def _pm(mean: float, std: float) -> str:
+    return "-" if np.isnan(mean) else (f"{mean:.1f}" if np.isnan(std) else f"{mean:.1f} +- {std:.1f}")
+
+
+def _label(r: dict[str, Any]) -> str:
+    label = r["agent"]
+    if r["strict"]:
+        label += " (strict TransE)"
+    if r["variant"]:
+        label += f" [{r['variant']}]"
+    return label
+
+
+def markdown(rows: list[dict[str, Any]], wall_seconds: float | None) -> str:
+    """One protocol's table: every statistic of every cell."""
+    header = (
+        "| env | agent | paper (mean +- std, 5 seeds) | final policy: IQM [95 % CI] | final: mean "
+        "+- std | max over evaluations (authors'): IQM [95 % CI] | last 10 evaluations: IQM "
+        "[95 % CI] | P(> PPO), final [95 % CI] | episodes | transitions | TransE random "
+        "transitions | seeds |"
+    )
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        better = improvement_text(r.get("p_better_than_ppo"))
+        lines.append(
+            f"| {r['env']} | {_label(r)} | {_pm(r['paper_mean'], r['paper_std'])} | "
+            f"**{_ci(r['final'])}** | {r['final']['mean']:.1f} +- {r['final']['std']:.1f} | "
+            f"{_ci(r['max_eval'])} | {_ci(r['last_evals'])} | {better} | "
+            f"{r['episodes_mean']:.1f} | {r['transitions_mean']:.0f} | "
+            f"{r['transe_transitions_mean']:.0f} | {len(r['seeds'])} |"
+        )
+    protocols = sorted({r["protocol"] for r in rows})
+    about = (
+        f"Run under {'; '.join(PROTOCOL_LABELS[p] for p in protocols)} (`xlvin reproduce "
+        f"classic --protocol {'|'.join(protocols)}`; see `xlvin.experiments.table1`). Final "
+        "policy: greedy, 100 episodes with seeds 1,000,000+, never used in training: our "
+        "headline. Max over "
+        f"evaluations: the best of the {PROGRESS_EPISODES}-episode greedy evaluations after "
+        "every update (fresh episodes each time), the statistic the authors' script prints; "
+        f"last 10: the mean of the last {LAST} of them. IQM: interquartile mean over training "
+        "seeds, 95 % stratified bootstrap interval (2,000 resamples); P(> PPO): probability that "
+        "a run of the agent beats a run of PPO on the final policy, with its bootstrap interval. "
+        "Episodes and transitions: what PPO learned from (protocol paper: every step of all envs, "
+        "unfinished episodes included); TransE random transitions: the random-policy data of "
+        "its pre-training (protocol paper: one shared pre-training per environment)."
+    )
+    notes = ["", about]
+    for r in rows:
+        if "flag_episodes_per_seed" in r:
+            notes.append(
+                f"{r['env']} {_label(r)}: training episodes that reached the flag, per seed: "
+                f"{', '.join(map(str, r['flag_episodes_per_seed']))} (of "
+                f"{r['episodes_mean']:.0f} a seed on average)."
+            )
+    cells = sum(len(r["seeds"]) for r in rows)
+    train = sum(r["wall_seconds_total"] for r in rows)
+    notes.append(
+        f"{cells} cells; their training (pre-training included, final evaluation excluded) took "
+        f"{train:.0f} s of worker time in all."
+    )
+    if wall_seconds is not None:
+        notes.append(
+            f"Wall time of this invocation: {wall_seconds:.0f} s (cells finished earlier are "
+            "skipped, so a resumed invocation is shorter than a full run)."
+        )
+    return "\n".join(lines + notes) + "\n"
+
+
+def combined_markdown(rows: list[dict[str, Any]]) -> str:
+    """The paper's number beside ours under both protocols and both statistics (standard TransE
+    data, no variant)."""
+    by = {(r["protocol"], r["env"], r["agent"]): r for r in rows
+          if not r["strict"] and not r["variant"]}
+    header = (
+        "| env | agent | paper | protocol paper: authors' statistic (max over evaluations) | "
+        "protocol paper: final policy | protocol ours: authors' statistic | protocol ours: "
+        "final policy | P(> PPO), final, paper protocol | P(> PPO), final, ours |"
+    )
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    for env in ENVS:
+        for agent in AGENTS:
+            paper, ours = by.get(("paper", env, agent)), by.get(("ours", env, agent))
+            if paper is None and ours is None:
+                continue
+            ref = PAPER.get((env, agent), (float("nan"), float("nan")))
+            lines.append(
+                f"| {env} | {agent} | {_pm(*ref)} | {_stat(paper, 'max_eval')} | "
+                f"**{_stat(paper, 'final')}** | {_stat(ours, 'max_eval')} | "
+                f"**{_stat(ours, 'final')}** | {improvement_text(paper and paper.get('p_better_than_ppo'))} | "
+                f"{improvement_text(ours and ours.get('p_better_than_ppo'))} |"
+            )
+    return "\n".join(lines) + (
+        "\n\nIQM over training seeds [95 % stratified bootstrap CI]; the final policy (bold) is "
+        "our headline. The paper reports mean +- std over 5 seeds of the maximum over "
+        f"evaluations. The {PROTOCOL_LABELS['ours']}.\n"
+    )
+
+
+def results_stem(protocol: str, variant: str = "") -> str:
+    """The file name (without suffix) of a protocol's (and variant's) results."""
+    return f"table1-{protocol}" + (f"-{variant}" if variant else "")
+
+
+def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
+    """Aggregate one protocol's records (of one variant) into RESULTS/table1-PROTOCOL.{md,json,png}
+    (table1-PROTOCOL-VARIANT.* for a variant); when both protocols have results without variant,
+    also RESULTS/table1.{md,json,png} (the combined table and plot). Returns the markdown."""
+    kinds = {(r["protocol"], r["variant"]) for r in records}
+    if len(kinds) != 1:
+        raise UserError(f"write_results takes one protocol's and variant's records, got {sorted(kinds)}")
+    ((protocol, variant),) = kinds
+    check_one_mode({f"{r['env']} {r['agent']} seed {r['seed']}": r.get("kernels") for r in records})
+    rows = aggregate(records)
+    md = markdown(rows, wall_seconds)
+    stem = results_stem(protocol, variant)  # may hold dots (kl-0.01): append, never with_suffix
+    write_files(results, stem, md, {"protocol": protocol, "rows": rows, "runs": records,
+                                    "wall_seconds": wall_seconds})
+    plot(rows, records, results / f"{stem}.png")
+    both = []
+    for p in PROTOCOLS:
+        if (results / f"table1-{p}.json").is_file():
+            with reading_results(results / f"table1-{p}.json"):
+                table = read_json(results / f"table1-{p}.json")
+                both.append({"rows": list(table["rows"]), "runs": list(table["runs"])})
+    if len(both) == len(PROTOCOLS):
+        rows = [row for table in both for row in table["rows"]]
+        write_files(results, "table1", combined_markdown(rows),
+                    {"protocols": list(PROTOCOLS), "rows": rows})
+        plot_combined(rows, [run for table in both for run in table["runs"]],
+                      results / "table1.png")
+    return md
+
+
+def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) -> None:
+    """Top: every seed's final policy (filled) and max over evaluations (hollow) per agent, with
+    the IQM and its 95 % interval, and the paper's number (star). Bottom: the per-update greedy
+    evaluations, IQM over seeds with a band from the 25th to the 75th percentile."""
+    plt = pyplot()
+
+    envs = [e for e in ENVS if any(r["env"] == e for r in rows)]
+    fig, axes = plt.subplots(2, len(envs), figsize=(5.5 * len(envs), 8), squeeze=False)
+    rng = np.random.default_rng(0)
+    for column, env in enumerate(envs):
+        top, bottom = axes[0, column], axes[1, column]
+        env_rows = [r for r in rows if r["env"] == env]
+        for i, row in enumerate(env_rows):
+            group = [r for r in records if _key(r) == _key(row)]
+            color = f"C{i}"
+            for offset, (name, marker) in ((-0.15, ("final", "o")), (0.15, ("max_eval", "o"))):
+                field = STATISTICS[name][0]
+                values = [r[field] for r in group]
+                x = i + offset + rng.uniform(-0.05, 0.05, len(values))
+                top.scatter(x, values, s=14, marker=marker, alpha=0.7,
+                            facecolors=color if name == "final" else "none", edgecolors=color)
+                s = row[name]
+                top.errorbar(i + offset, s["iqm"], yerr=[[s["iqm"] - s["iqm_low"]],
+                             [s["iqm_high"] - s["iqm"]]], fmt="_", color="k", capsize=4, ms=14)
+            if not np.isnan(row["paper_mean"]):
+                top.scatter(i, row["paper_mean"], marker="*", s=120, color="gold",
+                            edgecolors="k", zorder=5)
+            curves = [[p["eval_return"] for p in r["progress"]] for r in group]
+            length = min(len(c) for c in curves) if curves else 0
+            if length:
+                y = np.array([c[:length] for c in curves])  # [seeds, evaluations]
+                x = [p["updates"] for p in group[0]["progress"][:length]]
+                iqm_curve = [iqm(y[:, j]) for j in range(length)]
+                bottom.plot(x, iqm_curve, color=color, label=_label(row))
+                bottom.fill_between(x, np.percentile(y, 25, 0), np.percentile(y, 75, 0),
+                                    color=color, alpha=0.15)
+        top.set_xticks(range(len(env_rows)), [_label(r) for r in env_rows], rotation=20,
+                       fontsize=8)
+        top.set_title(f"{env}: filled final policy, hollow max over evaluations, * paper")
+        top.title.set_fontsize(9)
+        top.set_ylabel("return (IQM, 95 % CI)")
+        top.grid(alpha=0.3)
+        bottom.set_xlabel("PPO updates")
+        bottom.set_ylabel(f"greedy return ({PROGRESS_EPISODES} episodes), IQM over seeds")
+        bottom.grid(alpha=0.3)
+        if bottom.lines:
+            bottom.legend(fontsize=7)
+        else:  # records written before learning curves were kept
+            bottom.text(0.5, 0.5, "no evaluations during training recorded", ha="center",
+                        va="center", transform=bottom.transAxes, fontsize=8)
+    protocol = rows[0]["protocol"] if rows else ""
+    fig.suptitle(f"Table 1, protocol {protocol}: {len(rows[0]['seeds']) if rows else 0} seeds")
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=110)
+    plt.close(fig)
+
+
+def plot_combined(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) -> None:
+    """One panel per environment; per agent, every seed as a point with the IQM and its 95 %
+    interval: protocol paper's final policy, its max over evaluations (the authors' statistic),
+    and protocol ours' final policy; the paper's number as a star."""
+    plt = pyplot()
+
+    by = {(r["protocol"], r["env"], r["agent"]): r for r in rows
+          if not r["strict"] and not r["variant"]}
+    shown = (("paper", "final", "o", "full", "paper: final policy"),
+             ("paper", "max_eval", "o", "none", "paper: max over evaluations (authors')"),
+             ("ours", "final", "s", "full", "ours (our variant): final policy"))
+    envs = [e for e in ENVS if any(k[1] == e for k in by)]
+    fig, axes = plt.subplots(1, len(envs), figsize=(5.5 * len(envs), 4.5), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, env in zip(axes[0], envs, strict=True):
+        agents = [a for a in AGENTS if any((p, env, a) in by for p in PROTOCOLS)]
+        for i, agent in enumerate(agents):
+            for j, (protocol, name, marker, fill, label) in enumerate(shown):
+                row = by.get((protocol, env, agent))
+                if row is None:
+                    continue
+                x0 = i + (j - 1) * 0.25
+                values = [r[STATISTICS[name][0]] for r in records if _key(r) == _key(row)]
+                color = f"C{j}"
+                ax.scatter(x0 + rng.uniform(-0.05, 0.05, len(values)), values, s=14,
+                           marker=marker, alpha=0.7, edgecolors=color,
+                           facecolors=color if fill == "full" else "none",
+                           label=label if i == 0 else None)
+                s = row[name]
+                ax.errorbar(x0, s["iqm"], yerr=[[s["iqm"] - s["iqm_low"]],
+                            [s["iqm_high"] - s["iqm"]]], fmt="_", color="k", capsize=4, ms=12)
+            paper_mean = PAPER.get((env, agent), (float("nan"),))[0]
+            if not np.isnan(paper_mean):
+                ax.scatter(i, paper_mean, marker="*", s=130, color="gold", edgecolors="k",
+                           zorder=5, label="paper (max over evaluations)" if i == 0 else None)
+        ax.set_xticks(range(len(agents)), agents)
+        ax.set_title(env)
+        ax.set_ylabel("return: seeds, IQM and 95 % CI")
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+    fig.suptitle("Table 1: both protocols, both statistics")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    atomic_savefig(fig, path, dpi=110)
+    plt.close(fig)
