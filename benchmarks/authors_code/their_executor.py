@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from benchmarks.authors_code.convert import write_executor_file
-from xlvin.experiments import table1
+from xlvin.experiments import table1, table1_report
 from xlvin.experiments.jobs import map_jobs
 
 VARIANT = "their-executor"
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     records = map_jobs(partial(run, root=args.runs, executor=ours), args.seeds, args.jobs)
     args.results.mkdir(parents=True, exist_ok=True)
-    print(table1.write_results(records, args.results / VARIANT, time.time() - start))
+    print(table1_report.write_results(records, args.results / VARIANT, time.time() - start))
     return 0
 
 

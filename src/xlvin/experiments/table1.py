@@ -388,11 +388,3 @@ def _shared_file(need: tuple[str, Cell, int]) -> Path:
         return executor_file(cfg.train.executor, cfg.train, progress=True, position=position)
     spaces, arch = check_run(cfg)
     return shared_transe_file(cfg, spaces, arch, progress=True, position=position)
-
-
-def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
-    """`xlvin.experiments.table1_report.write_results`, importable here for
-    benchmarks/authors_code/their_executor.py until it imports it from there."""
-    from xlvin.experiments import table1_report
-
-    return table1_report.write_results(records, results, wall_seconds)
