@@ -275,7 +275,8 @@ class Model:
                                                   total_steps, out, resume, self)
         if rounded:
             warnings.warn(f"total_steps {rounded}", stacklevel=3)
-        forget_save(run_dir)  # a saved run trained on is a run of its own
+        if resume:
+            forget_save(run_dir)  # a saved run trained on is a run of its own
         try:
             self.policy, self.summary = train_run(cfg, run_dir, progress=progress, resume=resume,
                                                   hooks=hooks)

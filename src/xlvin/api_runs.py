@@ -1,7 +1,7 @@
 """The run behind a model of `xlvin.api`: the config and run directory `learn` trains (a new run,
-or the model's continued in place for n more steps), a config on
-another env (`set_env`, `evaluate(env=...)`), the temporary run directory of `learn()` without
-`out=`, and where a stopped run's checkpoint left it.
+or the model's continued in place for n more steps), a config on another env (`set_env`,
+`evaluate(env=...)`), the temporary run directory of `learn()` without `out=`, and where a
+stopped run's checkpoint left it.
 """
 
 import dataclasses

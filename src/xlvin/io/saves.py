@@ -11,6 +11,7 @@ a folder holding anything a save did not write (a run directory `xlvin train` or
 wrote, a saved run trained on since, any other file) is refused and left as it is.
 """
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -70,8 +71,8 @@ def check_save_path(path: Path, what: str) -> None:
     if path.is_dir() and is_save(path):
         return
     if path.exists():
-        held = ("a run directory" if (path / CONFIG).exists() else "files") if path.is_dir() \
-            else "a file"
+        held = "a file" if not path.is_dir() else (
+            "a run directory" if (path / CONFIG).exists() else "files")
         raise UserError(f"{what}: {path} holds {held} that no save wrote, kept as it is; give a "
                         "new or empty folder, or one an earlier save wrote (it is overwritten)")
     check_creatable(path, what)
@@ -108,9 +109,13 @@ def write_run_copy(run_dir: Path, folder: Path) -> None:
 
 
 def forget_save(run_dir: Path) -> None:
-    """A saved run about to train on in place becomes a run directory of its own: no later save
-    replaces it."""
-    (run_dir / SAVED).unlink(missing_ok=True)
+    """A saved run about to train on in place (continued, resumed) becomes a run directory of
+    its own: no later save replaces it. A folder it cannot write is left as it is: training
+    refuses it in one line."""
+    mark = run_dir / SAVED
+    with contextlib.suppress(OSError):
+        if mark.is_file() or mark.is_symlink():
+            mark.unlink()
 
 
 def read_progress(path: Path) -> tuple[dict[str, Any] | None, int, dict[str, Any] | None]:
