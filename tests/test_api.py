@@ -209,6 +209,9 @@ def test_load_refuses_another_agent_and_save_overwrites_only_its_own_saves(
         with pytest.raises(UserError, match=rf"save\(.*\): .*{folder} holds {held}"):
             second.save(tmp_path / folder)
         assert files(tmp_path / folder) == before
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(UserError, match="a-file is a file, kept as it is"):
+        second.save(tmp_path / "a-file")
     # a saved run trained on since is a run of its own: no save replaces it
     continued = PPO.load(tmp_path / "ppo").learn(32, progress=False)
     assert continued.num_timesteps == 64 and not (tmp_path / "ppo" / SAVED).exists()

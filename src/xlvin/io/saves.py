@@ -70,9 +70,10 @@ def check_save_path(path: Path, what: str) -> None:
     holding anything but an earlier save; a new or empty folder, or an earlier save, it may."""
     if path.is_dir() and is_save(path):
         return
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{what}: {path} is a file, kept as it is; give a folder")
     if path.exists():
-        held = "a file" if not path.is_dir() else (
-            "a run directory" if (path / CONFIG).exists() else "files")
+        held = "a run directory" if (path / CONFIG).exists() else "files"
         raise UserError(f"{what}: {path} holds {held} that no save wrote, kept as it is; give a "
                         "new or empty folder, or one an earlier save wrote (it is overwritten)")
     check_creatable(path, what)
