@@ -3,7 +3,8 @@
     python examples/cartpole_api.py [--out runs/cp] [--tiny]
 
 `--tiny` trains for a few hundred steps only (the tests run every example so). The run
-directory is the one `xlvin train` writes: `xlvin evaluate runs/cp` reads it too.
+directory is the one `xlvin train` writes: `xlvin evaluate runs/cp` reads it too; running the
+example again overwrites its save.
 """
 
 import argparse
@@ -13,7 +14,7 @@ import gymnasium as gym
 from xlvin import XLVIN
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--out", default="runs/cp", help="run directory to create")
+parser.add_argument("--out", default="runs/cp", help="run directory to save to")
 parser.add_argument("--tiny", action="store_true", help="a smoke run: a tiny training budget")
 args = parser.parse_args()
 # any option of `xlvin train`, by name: here the smoke run's small rollouts and pre-training

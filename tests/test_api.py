@@ -16,6 +16,7 @@ from tests.bright_channel import BrightChannel
 from xlvin import PPO, XLVIN, ATreeC, Model, UserError
 from xlvin.api import REPEATED_FLAGS
 from xlvin.cli import build_parser, main
+from xlvin.io.saves import SAVED
 from xlvin.nn.encoders import ChannelsFirst, MLPEncoder, NatureCNN, OneHot
 from xlvin.run.training import load_run, train_run
 from xlvin.run.config import RunConfig, TrainConfig, option_names
@@ -135,7 +136,8 @@ def test_api_save_and_cli_evaluate_agree_and_the_reverse(
     model = XLVIN("CartPole-v1", executor=str(executor_path), seed=0, **TINY)
     model.learn(total_steps=64, progress=False)
     saved = model.save(tmp_path / "api")
-    assert sorted(p.name for p in saved.iterdir()) == sorted(p.name for p in model.run_dir.iterdir())
+    assert sorted(p.name for p in saved.iterdir() if p.name != SAVED) == sorted(
+        p.name for p in model.run_dir.iterdir())
     assert main(["evaluate", str(saved), "--episodes", "5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {**model.evaluate(episodes=5), "finite": True}
     assert main(["evaluate", str(saved), "--episodes", "5", "--json", "--stochastic"]) == 0
@@ -168,13 +170,53 @@ def test_api_save_and_cli_evaluate_agree_and_the_reverse(
     assert all(torch.equal(api_weights[k], cli_weights[k]) for k in api_weights)
 
 
-def test_load_refuses_another_agent_and_save_never_overwrites(tmp_path: Path) -> None:
-    model = PPO("CartPole-v1", **TINY).learn(total_steps=32, progress=False)
-    model.save(tmp_path / "ppo")
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (the lock aside), by its relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+def test_load_refuses_another_agent_and_save_overwrites_only_its_own_saves(
+    tmp_path: Path,
+) -> None:
+    """As Stable-Baselines3's, `save(path)` twice overwrites (a script runs twice) and loads
+    the second model; a run directory, a folder holding anything a save did not write, or a
+    saved run trained on since, is refused in one line and left as it is."""
+    first = PPO("CartPole-v1", seed=0, **TINY).learn(total_steps=32, progress=False)
+    first.save(tmp_path / "ppo")
     with pytest.raises(UserError, match="is a ppo run; use PPO"):
         ATreeC.load(tmp_path / "ppo")
-    with pytest.raises(UserError, match="already holds a run"):
-        model.save(tmp_path / "ppo")
+    second = PPO("CartPole-v1", seed=1, **TINY).learn(total_steps=64, progress=False)
+    second.save(tmp_path / "ppo")
+    loaded = PPO.load(tmp_path / "ppo")
+    assert loaded.num_timesteps == 64 and files(tmp_path / "ppo").keys() - {SAVED} == files(
+        second.run_dir).keys()
+    assert all(torch.equal(a, b) for a, b in zip(loaded.get_parameters()["policy"].values(),
+                                                 second.get_parameters()["policy"].values()))
+    PPO("CartPole-v1", seed=2, **TINY).save(tmp_path / "ppo")  # an untrained model's save too
+    assert PPO.load(tmp_path / "ppo").num_timesteps == 0 and not (tmp_path / "ppo" / SAVED).exists()
+    first.save(tmp_path / "ppo")  # and a run's copy over a saved policy
+    assert PPO.load(tmp_path / "ppo").num_timesteps == 32
+    # a run directory, a save with a file added, a folder of other files: refused, untouched
+    run = PPO("CartPole-v1", seed=3, **TINY).learn(total_steps=32, out=tmp_path / "run",
+                                                   progress=False)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    first.save(tmp_path / "added")
+    (tmp_path / "added" / "notes.txt").write_text("mine")
+    for folder, held in (("run", "a run directory"), ("mine", "files"), ("added", "a run dir")):
+        before = files(tmp_path / folder)
+        with pytest.raises(UserError, match=rf"save\(.*\): .*{folder} holds {held}"):
+            second.save(tmp_path / folder)
+        assert files(tmp_path / folder) == before
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(UserError, match="a-file is a file, kept as it is"):
+        second.save(tmp_path / "a-file")
+    # a saved run trained on since is a run of its own: no save replaces it
+    continued = PPO.load(tmp_path / "ppo").learn(32, progress=False)
+    assert continued.num_timesteps == 64 and not (tmp_path / "ppo" / SAVED).exists()
+    with pytest.raises(UserError, match="holds a run directory that no save wrote"):
+        run.save(tmp_path / "ppo")
 
 
 def test_learn_resume_continues_exactly(tmp_path: Path) -> None:

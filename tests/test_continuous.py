@@ -27,7 +27,7 @@ from xlvin.ppo.evaluation import evaluate_policy
 from xlvin.ppo.loop import OnlineData, scale_rewards, train
 from xlvin.ppo.session import Session
 from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update
-from xlvin.envs.spaces import env_spaces, spaces_from_json, spaces_to_json
+from xlvin.envs.spaces import env_spaces, recorded_spaces, spaces_from_json, spaces_to_json
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
@@ -248,6 +248,15 @@ def test_box_spaces_round_trip_and_are_checked() -> None:
     with pytest.raises(UserError, match="spaces.action_kind must be"):
         spaces_from_json(bad, "test")
     assert "action_kind" not in spaces_to_json(env_spaces("CartPole-v1"))  # as before
+
+
+def test_recorded_spaces_rebuild_every_action_space() -> None:
+    """A loaded model whose env cannot be made shows the spaces its run recorded (MultiDiscrete
+    ones were shown as an empty Box before)."""
+    for env_id in ("CartPole-v1", BUTTONS, "Pendulum-v1"):
+        env = gym.make(env_id)
+        observation, action = recorded_spaces(env_spaces(env_id))
+        assert action == env.action_space and observation.shape == env.observation_space.shape
 
 
 def test_running_norm_merges_batches_like_the_whole() -> None:

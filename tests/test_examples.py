@@ -29,9 +29,11 @@ def test_examples_folder_holds_the_three_examples() -> None:
 
 @pytest.mark.usefixtures("tiny_default_executors")
 def test_cartpole_api_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    run_example("cartpole_api.py", "--tiny", "--out", str(tmp_path / "cp"), monkeypatch=monkeypatch)
-    out = capsys.readouterr().out
-    assert re.search(r"action [01], V\(s\) = -?\d", out) and "over 10 episodes" in out
+    for _ in range(2):  # twice: the second run's save overwrites the first's
+        run_example("cartpole_api.py", "--tiny", "--out", str(tmp_path / "cp"),
+                    monkeypatch=monkeypatch)
+        out = capsys.readouterr().out
+        assert re.search(r"action [01], V\(s\) = -?\d", out) and "over 10 episodes" in out
     # the example's run directory is an `xlvin evaluate` one
     assert main(["evaluate", str(tmp_path / "cp"), "--episodes", "2"]) == 0
 
@@ -77,7 +79,8 @@ def readme_python_block() -> str:
 def test_readme_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     """The block itself, with its 51,200 and 10,240 steps cut to 256 and 64, its evaluations
     every 128 steps (and the pre-training to a few episodes): the only edits made to it. Its
-    totals are whole rollouts: it runs without a warning."""
+    totals are whole rollouts: it runs without a warning; and it runs twice, its saves
+    overwritten by the second run's (issue 58)."""
     code = readme_python_block()
     assert "total_steps=51_200" in code and "depth=2, seed=0)" in code
     assert "total_steps=10_240" in code and "every=10_000" in code
@@ -90,11 +93,12 @@ def test_readme_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "transe_epochs=1)")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "readme.py").write_text(code)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        runpy.run_path(str(tmp_path / "readme.py"), run_name="__main__")
-    assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0
-    assert (tmp_path / "runs" / "cp" / "model.safetensors").is_file()
-    assert (tmp_path / "runs" / "best" / "model.safetensors").is_file()
-    assert json.loads((tmp_path / "runs" / "cp" / "summary.json").read_text())["ppo"][
-        "env_steps"] == 256 + 64
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            runpy.run_path(str(tmp_path / "readme.py"), run_name="__main__")
+        assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0
+        assert (tmp_path / "runs" / "cp" / "model.safetensors").is_file()
+        assert (tmp_path / "runs" / "best" / "model.safetensors").is_file()
+        assert json.loads((tmp_path / "runs" / "cp" / "summary.json").read_text())["ppo"][
+            "env_steps"] == 256 + 64

@@ -13,15 +13,21 @@ bad settings in one UserError before anything is created.
 A stop takes effect at the next update boundary: the run saves a checkpoint there and finishes
 (weights and summary written); `learn(n)` continues it later. Callbacks run with every random
 generator of training saved and restored around them, so a callback that only observes (an
-evaluation, a save) leaves the run's numbers as they are without it.
+evaluation, a save) leaves the run's numbers as they are without it (`Hooks`, the training
+loop's view of them). `model.logger` (`Logger`) records numbers of a callback's own.
 """
 
-from collections.abc import Callable, Iterable
+import contextlib
+import random
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from xlvin.errors import UserError
-from xlvin.io.run_dir import is_saved_policy
+from xlvin.io.saves import is_saved_policy
 
 
 class Callback:
@@ -195,3 +201,64 @@ class StopOnReward(Callback):
 
     def on_evaluation(self, model: Any, result: dict[str, Any]) -> bool:
         return result["mean"] < self.threshold
+
+
+@contextlib.contextmanager
+def rngs_kept() -> Iterator[None]:
+    """Restore torch's, NumPy's and Python's global generators after the block."""
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            np.random.set_state(numpy_state)
+            random.setstate(python_state)
+
+
+class Hooks:
+    """The training loop's hooks over a user's `Callback`: the model shows the policy being
+    trained and the steps so far, and the training's random generators are kept."""
+
+    def __init__(self, model: Any, callback: Callback) -> None:
+        self.model, self.callback = model, callback
+
+    def _call(self, policy: Any, result: Any, hook: Callable[..., Any], *args: Any) -> bool:
+        self.model.policy, self.model._num_timesteps = policy, result.env_steps
+        with rngs_kept():
+            return hook(self.model, *args) is not False
+
+    def on_rollout(self, policy: Any, result: Any) -> bool:
+        return self._call(policy, result, self.callback.on_rollout)
+
+    def on_update(self, policy: Any, result: Any, metrics: dict[str, float]) -> bool:
+        return self._call(policy, result, self.callback.on_update, dict(metrics))
+
+    def on_evaluation(self, policy: Any, result: Any, evaluation: dict[str, float]) -> bool:
+        return self._call(policy, result, self.callback.on_evaluation,
+                          {"mean": evaluation["eval_return"], **evaluation})
+
+    def recorded(self) -> dict[str, float]:
+        return self.model.logger.dump()
+
+
+class Logger:
+    """`model.logger`, as Stable-Baselines3's for what callbacks use of it: `record(key, value)`
+    logs a number with the next update's metrics (DIR/metrics.jsonl and TensorBoard, under
+    `key`; the last value recorded for a key wins)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def record(self, key: str, value: Any, exclude: Any = None) -> None:
+        if not isinstance(key, str) or not key or key == "step":
+            raise UserError(f"logger.record: key must be a name other than 'step', got {key!r}")
+        if isinstance(value, torch.Tensor | np.ndarray | np.generic) and np.size(value) == 1:
+            value = value.item()
+        if type(value) not in (int, float) or not np.isfinite(value):
+            raise UserError(f"logger.record({key!r}, ...): a finite number, got {value!r}")
+        self.values[key] = float(value)
+
+    def dump(self) -> dict[str, float]:
+        """The values recorded since the last dump, and forget them."""
+        values, self.values = self.values, {}
+        return values

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xlvin.api import EVAL_SEED, Model, check_evaluation
+from xlvin.api import Model
+from xlvin.api_options import EVAL_SEED, check_evaluation
 from xlvin.config import add_options, from_args, load_json
 from xlvin.envs.packages import import_gym_packages
 from xlvin.envs.wrappers import import_env_wrappers

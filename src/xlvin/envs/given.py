@@ -1,6 +1,8 @@
 """The env a user passed to the API (`resolve_env`): an id, or an object (an instance, a
 callable, or a vector env of different or asynchronous sub-envs) as the entry point the API
-registers for it.
+registers for it; the options a model takes from it (`env_options`); and, for a run loaded in
+another process, the checks that its env can be made here (`check_run_env`) or the registration
+of the user's env under the run's id (`register_as`).
 
 Every path that makes a run's env makes it from its id; for such an id, `GivenEnv` makes it
 the way the user made it, never as something else:
@@ -22,6 +24,8 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
+from xlvin.envs.packages import require_gym_packages
+from xlvin.envs.spaces import Spaces, require_spaces
 from xlvin.errors import UserError, one_line
 
 #: ids of the instances lent to a training vector env now (one lender at a time).
@@ -218,3 +222,60 @@ def resolve_env(env: EnvLike, env_kwargs: dict[str, Any] | None) -> tuple[str, d
         return _registered_id(env), kwargs, None
     raise UserError(f"env must be an id, a gymnasium Env, a callable that makes one or a vector "
                     f"env, got {type(env).__name__}")
+
+
+def env_options(env: EnvLike, env_kwargs: dict[str, Any] | None, wrappers: Sequence[str],
+                num_envs: int | None, source: str) -> dict[str, Any]:
+    """The run options of the env a model is made with (`resolve_env`): env, env_kwargs and a
+    vector env's num_envs; one UserError for `num_envs` (the option given) other than the vector
+    env's, or for `wrappers` around a vector env whose sub-envs are each its own."""
+    env_id, kwargs, size = resolve_env(env, env_kwargs)
+    given = given_env(env_id)
+    if wrappers and given is not None and given.own_vector and given.instance is None:
+        raise UserError(f"{source}: env_wrappers= wrap every sub-env alike; this vector env's "
+                        "sub-envs are each its own (or in worker processes): wrap them in its "
+                        "env_fns instead")
+    if size is None:
+        return {"env": env_id, "env_kwargs": kwargs}
+    if num_envs is not None and num_envs != size:
+        raise UserError(f"{source}: num_envs={num_envs} but the vector env has {size}")
+    return {"env": env_id, "env_kwargs": kwargs, "num_envs": size}
+
+
+def check_run_env(env_id: str, env_kwargs: dict[str, Any], gym_packages: list[str],
+                  wrappers: Sequence[str], spaces: Spaces) -> None:
+    """Refuse, in one line saying what to pass, a run's env that cannot be made in this process
+    (its modules not imported, or an env the API registered from a Python object in the process
+    that trained it), or whose spaces are not `spaces`, the model's. Only ids in gymnasium's
+    registry are made (`env_spaces`): a run's id that names a module (`module:Env`) is refused,
+    never imported."""
+    require_gym_packages(gym_packages, env_id)
+    if env_id.startswith(API_PREFIX) and env_id not in gym.registry:
+        raise UserError(
+            f"the run's environment {env_id!r} was registered from a Python object by the "
+            "process that trained it and cannot be made here: pass --env ID, a registered "
+            "env with its spaces, to xlvin evaluate (--gym-packages MODULE registers yours; "
+            "in Python: env=, the env or a callable that makes it)")
+    require_spaces(env_id, env_kwargs, wrappers, spaces)
+
+
+def _make_as(env_id: str, kwargs: dict[str, Any], **run_kwargs: Any) -> gym.Env:
+    """`gym.make(env_id)`: the env a run's unregistered id stands for (`register_as`)."""
+    return gym.make(env_id, **{**kwargs, **run_kwargs})
+
+
+def register_as(env: EnvLike, run_id: str, run_kwargs: dict[str, Any]) -> None:
+    """Make the run's env `run_id` with `env` in this process (`Model.load(env=...)`): an env the
+    API registered from a Python object in the process that trained it is registered again,
+    under the run's id, as `env` (a callable or instance as the API registers it, so that the
+    run's checkpoint of its state fits); any other must be the run's own env."""
+    env_id, kwargs, _ = resolve_env(env, None)
+    if (env_id, kwargs) == (run_id, run_kwargs):
+        return
+    if not run_id.startswith(API_PREFIX):
+        raise UserError(f"env= is {env_id!r} but the run trained on {run_id!r}; "
+                        "evaluate(env=...) evaluates on another env")
+    maker = (gym.registry[env_id].entry_point if env_id.startswith(API_PREFIX)
+             else functools.partial(_make_as, env_id, kwargs))
+    gym.registry.pop(run_id, None)
+    gym.register(run_id, entry_point=maker, disable_env_checker=True)

@@ -177,6 +177,20 @@ def flatten_parts(parts: tuple[Part, ...], obs: Mapping[str, Any]) -> np.ndarray
     return np.concatenate(arrays, axis=-1)
 
 
+def flat_observation(parts: tuple[Part, ...], obs: Any, name: str) -> np.ndarray:
+    """A Dict observation (or batch) that `name` (e.g. predict) was given as the flat vector the
+    policy reads (`flatten_parts`), or one UserError saying which parts and shapes it reads."""
+    if not isinstance(obs, Mapping) or any(p.key not in obs for p in parts):
+        raise UserError(f"{name}: this model reads Dict observations with parts "
+                        f"{', '.join(p.key for p in parts)}; got {type(obs).__name__}")
+    try:
+        return flatten_parts(parts, obs)
+    except ValueError:
+        shapes = ", ".join(f"{p.key} {list(p.shape)}" for p in parts)
+        raise UserError(f"{name}: the parts of an observation have shapes {shapes} (a batch "
+                        "[N, ...] each)") from None
+
+
 class FlatDict(gym.ObservationWrapper):
     """The observation adapter of Dict observations, on the env: each one as its flat vector
     (`flatten_parts`), so that rollouts store one array per step."""
@@ -278,6 +292,31 @@ def env_spaces(
     obs_space, action_space = env.observation_space, env.action_space
     env.close()
     return classify(env_id, obs_space, action_space)
+
+
+def require_spaces(env_id: str, env_kwargs: dict[str, Any], wrappers: Sequence[str],
+                   spaces: Spaces) -> None:
+    """Refuse, in one line, an env whose spaces (`env_spaces`) are not `spaces` (a model's)."""
+    found = env_spaces(env_id, env_kwargs, wrappers)
+    fields = ("obs_shape", "num_actions", "states", "action_kind", "action_nvec", "parts")
+    if any(getattr(found, f) != getattr(spaces, f) for f in fields):
+        raise UserError(
+            f"env {env_id!r} has observations {list(found.obs_shape)} and "
+            f"{found.num_actions} actions; the model reads {list(spaces.obs_shape)} and "
+            f"{spaces.num_actions}")
+
+
+def recorded_spaces(spaces: Spaces) -> tuple[gym.Space, gym.Space]:
+    """(observation space, action space) of one env rebuilt from a run's recorded `spaces`, for
+    where its env cannot be made: a Box of the observation's shape as the agent reads it, and
+    the action space itself."""
+    observation = gym.spaces.Box(-np.inf, np.inf, spaces.obs_shape, np.float32)
+    if spaces.action_kind == "discrete":
+        return observation, gym.spaces.Discrete(spaces.num_actions)
+    if spaces.action_kind == "multi_discrete":
+        return observation, gym.spaces.MultiDiscrete(list(spaces.action_nvec))
+    return observation, gym.spaces.Box(np.array(spaces.action_low, np.float32),
+                                       np.array(spaces.action_high, np.float32))
 
 
 #: Bounds on a stored observation shape: what any supported env gives, with room to spare.

@@ -85,12 +85,6 @@ def check_creatable(path: Path, what: str = "--out") -> None:
         raise UserError(f"{what} {path}: cannot write in {ancestor}")
 
 
-def is_saved_policy(path: Path) -> bool:
-    """Whether `path` is a folder holding at most what `Model.save_policy` writes (its config,
-    weights and lock): one that a later save may overwrite."""
-    return path.is_dir() and {p.name for p in path.iterdir()} <= {CONFIG, MODEL, LOCK}
-
-
 def check_new_run_dir(path: Path) -> None:
     """Refuse `path` for a new run unless it is missing or an empty directory (its lock aside),
     and unless it can be created; changes nothing."""
