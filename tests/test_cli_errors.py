@@ -221,7 +221,7 @@ def test_a_big_tree_that_fits_is_said_in_one_line_with_its_cost() -> None:
     """`XLVIN(depth=12)` on CartPole fits in memory, but its 8,191 latent states a minibatch
     observation cost gigabytes and minutes: the estimate says so; a default tree says nothing."""
     from xlvin import XLVIN
-    from xlvin.run.config import big_tree_notice
+    from xlvin.run.checks import big_tree_notice
 
     deep = XLVIN("CartPole-v1", depth=12)
     notice = big_tree_notice(deep.config, deep.spaces, deep.architecture)
@@ -239,10 +239,10 @@ def test_the_big_tree_line_comes_before_training(
 ) -> None:
     """Printed by `train` before the run directory exists (here a small tree, with the
     threshold lowered so that it counts as big)."""
-    from xlvin.run import config as run_config, training as run
+    from xlvin.run import checks, training as run
 
     seen = []
-    monkeypatch.setattr(run_config, "BIG_TREE_BYTES", 1)
+    monkeypatch.setattr(checks, "BIG_TREE_BYTES", 1)
     monkeypatch.setattr(run, "check_new_run_dir", lambda out: seen.append(
         (out.exists(), capsys.readouterr().err)))
     assert main(["train", "--env", "CartPole-v1", "--agent", "xlvin", "--depth", "2",

@@ -19,7 +19,7 @@ from xlvin.io.run_dir import MetricsLogger
 from xlvin.nn.executor import VIExecutor
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.pretrain.executor import DEFAULT_EXECUTORS, pretrain_executor
-from xlvin.run.config import check_run
+from xlvin.run.checks import check_run
 from xlvin.envs.spaces import Spaces
 
 

@@ -63,17 +63,9 @@ from xlvin.ppo.collect import make_vector_env, policy_device
 from xlvin.ppo.loop import TrainResult
 from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.run.training import evaluate_agent, read_run, train_run, weights_metadata
-from xlvin.run.config import (
-    MAX_SEED,
-    SECTIONS,
-    RunConfig,
-    check_run,
-    made_env,
-    check_device,
-    on_cpu,
-    option_names,
-    whole_rollouts,
-)
+from xlvin.run.config import MAX_SEED, SECTIONS, RunConfig, on_cpu, option_names, whole_rollouts
+from xlvin.run.architecture import made_env
+from xlvin.run.checks import check_device, check_run
 from xlvin.envs.spaces import Spaces, env_spaces, flatten_parts
 
 #: The first seed of `evaluate` (and `xlvin evaluate`): far from every training seed.

@@ -73,7 +73,8 @@ from xlvin.run.training import (
     prepare_executors,
     train_run,
 )
-from xlvin.run.config import RunConfig, TrainConfig, check_device
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.checks import check_device
 
 GAMES = ("Freeway", "Alien", "Enduro")
 #: The agents, by their canonical names (`xlvin.run.agents.AGENT_NAMES`, which also say what

@@ -49,7 +49,8 @@ from xlvin.run.training import (
     prepare_executors,
     train_run,
 )
-from xlvin.run.config import RunConfig, TrainConfig, check_device
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.checks import check_device
 
 #: Experiments: name -> (env id, default agents).
 EXPERIMENTS = {

@@ -68,7 +68,9 @@ from xlvin.run.training import (
     shared_transe_file,
     train_run,
 )
-from xlvin.run.config import RunConfig, TrainConfig, check_run, transe_key
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.transe import transe_key
+from xlvin.run.checks import check_run
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
 PROTOCOLS = ("paper", "ours")
