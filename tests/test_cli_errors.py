@@ -1,6 +1,7 @@
 """Bad input: one clear line on stderr, a non-zero exit, and existing run directories untouched."""
 
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -151,6 +152,37 @@ def test_version_answers_without_importing_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("xlvin ")
+
+
+def test_train_help_answers_at_once_without_importing_torch() -> None:
+    """`xlvin train --help` builds the train command's parser only, from the torch-free config
+    schema: no torch, no gymnasium, and under a second of CPU (it took 3.2 s with torch)."""
+    code = ("import sys; from xlvin.cli import main; assert main(['train', '--help']) == 0; "
+            "heavy = {'torch', 'gymnasium'} & set(sys.modules); assert not heavy, heavy")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "--total-steps" in done.stdout
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timed = subprocess.run([sys.executable, "-m", "xlvin.cli", "train", "--help"],
+                           capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert timed.returncode == 0 and timed.stdout == done.stdout
+    assert cpu < 1.0, f"xlvin train --help took {cpu:.2f} s of CPU"
+
+
+def test_each_command_alone_has_the_parser_it_has_among_all() -> None:
+    """`COMMANDS` names every command, and a command line naming one builds its module's
+    commands only, with the options they have in the whole parser."""
+    from xlvin.cli import COMMANDS, _command_parser, _command_words, build_parser
+
+    whole = build_parser()
+    assert _command_words(whole) == set(COMMANDS)
+    for word, module in COMMANDS.items():
+        alone = build_parser([word])
+        assert set(_command_words(alone)) == {w for w, m in COMMANDS.items() if m == module}
+        assert (_command_parser(alone, [word]).format_help()
+                == _command_parser(whole, [word]).format_help())
 
 
 @pytest.mark.parametrize("argv, guess", [

@@ -63,13 +63,11 @@ from xlvin.ppo.collect import make_vector_env, policy_device
 from xlvin.ppo.loop import TrainResult
 from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.run.training import evaluate_agent, read_run, train_run, weights_metadata
-from xlvin.run.config import MAX_SEED, SECTIONS, RunConfig, on_cpu, option_names, whole_rollouts
+from xlvin.run.config import EVAL_SEED, MAX_SEED, SECTIONS, RunConfig, on_cpu, option_names, whole_rollouts
 from xlvin.run.architecture import made_env
 from xlvin.run.checks import check_device, check_run
 from xlvin.envs.spaces import Spaces, env_spaces, flatten_parts
 
-#: The first seed of `evaluate` (and `xlvin evaluate`): far from every training seed.
-EVAL_SEED = 1_000_000
 #: Stable-Baselines3's policy names: `PPO("MlpPolicy", env)` takes the env second.
 SB3_POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
 #: Stable-Baselines3's constructor names that are ours under another name.

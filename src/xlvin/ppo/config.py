@@ -1,15 +1,17 @@
 """The algorithm's configs, torch-free (the command line's parser lists their fields without
 importing torch): PPO's hyperparameters (`xlvin.ppo.update`), the paper's low-data protocol
-(`xlvin.ppo.low_data`) and the continual maze (`xlvin.ppo.curriculum`)."""
+(`xlvin.ppo.low_data`) and the continual maze (`xlvin.ppo.curriculum`). What their methods run is
+imported when they run: the progress evaluations (torch) and the maze data (`xlvin.envs`, which
+imports gymnasium to register its envs)."""
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from xlvin.config import option
-from xlvin.envs.maze_data import MazeSet, maze_split
 from xlvin.errors import UserError
 
 if TYPE_CHECKING:
+    from xlvin.envs.maze_data import MazeSet
     from xlvin.ppo.loop import Evaluation
 
 #: The most parallel envs a run may have: a checkpoint's JSON header holds every env's state, and
@@ -188,7 +190,7 @@ class LowDataConfig:
             raise UserError(f"low-data protocol: collect must be episodes or until_done, got {self.collect!r}")
 
     def evaluation(self) -> "Evaluation":
-        """The progress evaluations of `xlvin.ppo.loop` (imported here: it runs torch)."""
+        """The progress evaluations of `xlvin.ppo.loop`."""
         from xlvin.ppo.loop import Evaluation
 
         return Evaluation(points=self.eval_points, episodes=self.eval_episodes)
@@ -225,9 +227,11 @@ class CurriculumConfig:
         if not 0.0 < self.threshold <= 1.0:
             raise UserError(f"curriculum: threshold must be in (0, 1], got {self.threshold}")
 
-    def held_out_splits(self) -> dict[int, MazeSet]:
+    def held_out_splits(self) -> dict[int, "MazeSet"]:
         """{maze side: held-out mazes}: the test split of the training data set, and generated
         mazes of side `ood_size` (out of distribution)."""
+        from xlvin.envs.maze_data import maze_split
+
         sources = {self.size: self.dataset}
         if self.ood_size and self.ood_size != self.size:
             sources[self.ood_size] = "generated"
@@ -243,6 +247,8 @@ class CurriculumConfig:
     def levels(self) -> list[int]:
         """The levels of the curriculum, in order: those of the training split from
         `first_level` to `last_level`."""
+        from xlvin.envs.maze_data import maze_split
+
         present = sorted(maze_split(self.size, "train", self.dataset, self.dataset_seed).level_counts())
         last = self.last_level or present[-1]
         levels = [d for d in present if self.first_level <= d <= last]

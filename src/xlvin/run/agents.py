@@ -58,7 +58,7 @@ from xlvin.envs.spaces import MIN_IMAGE_SIZE, OBSERVATION_KINDS, Spaces, image_s
 
 @dataclass(frozen=True)
 class Architecture:
-    """A run's network, derived once from its config and its env (`xlvin.run.config.
+    """A run's network, derived once from its config and its env (`xlvin.run.architecture.
     architecture`): every width and size a builder reads, presets resolved."""
 
     agent: str

@@ -22,6 +22,8 @@ DEFAULT_EXECUTOR = "random"
 INITS = ("orthogonal", "pytorch")
 #: Training seeds: [0, MAX_SEED] (NumPy's legacy global seeding takes 32 bits).
 MAX_SEED = 2**32 - 1
+#: The first seed of `evaluate` (and `xlvin evaluate`): far from every training seed.
+EVAL_SEED = 1_000_000
 #: TrainConfig fields written to config.json (and the weights' header) only when set: a run
 #: without them writes exactly the config it wrote before they existed.
 WRITTEN_WHEN_SET = ("env_kwargs", "gym_packages", "env_wrappers")
