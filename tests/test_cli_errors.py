@@ -283,3 +283,21 @@ def test_the_big_tree_line_comes_before_training(
                  "--out", str(tmp_path / "run")]) == 0
     existed, err = seen[0]
     assert not existed and "xlvin: --depth 2 builds 7 latent states per observation" in err
+
+
+def test_a_field_error_names_its_fields_in_each_readers_terms() -> None:
+    """Flags on the command line, keywords in Python (a number, a quoted string or a path joined
+    with `=`, a word apart), the same error through a worker's pickle."""
+    import pickle
+
+    from xlvin.errors import FieldError
+
+    err = FieldError("{depth=} with {:,} actions; {agent=} needs {env_wrappers}, {out=}", 12345,
+                     depth=9, agent="vin", out="/tmp/run")
+    assert err.field == "depth"
+    assert str(err) == "--depth 9 with 12,345 actions; --agent vin needs --env-wrapper, --out /tmp/run"
+    python = err.in_python()
+    assert str(python) == "depth=9 with 12,345 actions; agent vin needs env_wrappers, out=/tmp/run"
+    assert python.command_line_message == str(err)
+    again = pickle.loads(pickle.dumps(python))
+    assert (str(again), again.command_line_message, again.field) == (str(python), str(err), "depth")

@@ -116,6 +116,28 @@ def test_a_million_bins_on_pendulum_is_refused_before_transe_pretraining(
         Model(env="Pendulum-v1", agent="xlvin", action_bins=10**6)
 
 
+@pytest.mark.parametrize("env, bins, said", [
+    ("6-D Box", "1000", "--action-bins 1000 x 6 dimensions = 6,000 action outputs (1000 bins ^ 6 "
+                        "dimensions = about 10^18 joint actions): more than the 4,096"),
+    ("Pendulum-v1", "1000000", "--action-bins 1000000 x 1 dimensions = 1,000,000 action outputs "
+                               "(1000000 bins ^ 1 dimensions = 1000000 joint actions)"),
+])
+def test_bins_of_too_many_actions_are_refused_before_anything_is_built(
+    env: str, bins: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Issue 58: 1,000 bins on a 6-D Box (10^18 joint actions) and 10^6 bins on Pendulum fit in
+    a big machine's memory, and were accepted, to run TransE pre-training for hours; they are
+    refused in one line with the numbers, on the command line and in Python."""
+    this_machine_has(monkeypatch, 2**50)  # memory is not what refuses them
+    where = ["--env", BIG, "--env-kwargs", "box_dims=6"] if env == "6-D Box" else ["--env", env]
+    line = refused(["train", "--quiet", *where, "--action-bins", bins], tmp_path / "out", capsys)
+    assert said in line and line.endswith("a run may have; choose fewer bins"), line
+    kwargs = {"env_kwargs": {"box_dims": 6}} if env == "6-D Box" else {}
+    with pytest.raises(UserError, match=f"action_bins={bins} x "):
+        Model(env=BIG if env == "6-D Box" else env, agent="xlvin", action_bins=int(bins), **kwargs)
+    assert Model(env=BIG, agent="xlvin", action_bins=100, env_kwargs={"box_dims": 6})  # 600
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("bounds") / "run"

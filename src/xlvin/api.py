@@ -20,7 +20,6 @@ import copy
 import dataclasses
 import functools
 import random
-import re
 import shutil
 import tempfile
 import warnings
@@ -39,7 +38,7 @@ from xlvin.config import close_match, from_dict, load_json, to_dict
 from xlvin.envs.given import API_PREFIX, EnvLike, GivenEnv, given_env, resolve_env
 from xlvin.envs.packages import import_gym_packages, require_gym_packages
 from xlvin.envs.wrappers import import_env_wrappers, wrapper_spec
-from xlvin.errors import UserError
+from xlvin.errors import FieldError, UserError
 from xlvin.io.digests import read_sealed
 from xlvin.io.executor_file import read_executor_meta
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
@@ -134,51 +133,26 @@ def check_evaluation(episodes: int, seed: int) -> None:
     """Refuse an evaluation of no episodes or more than MAX_EVAL_EPISODES, or seeds outside
     [0, MAX_SEED]."""
     if episodes <= 0:
-        raise UserError(f"--episodes must be > 0, got {episodes}")
+        raise FieldError("{episodes} must be > 0, got {}", episodes)
     if episodes > MAX_EVAL_EPISODES:
-        raise UserError(f"--episodes must be at most {MAX_EVAL_EPISODES:,}, got {episodes:,}")
+        raise FieldError("{episodes} must be at most {:,}, got {:,}", MAX_EVAL_EPISODES, episodes)
     if not 0 <= seed <= MAX_SEED:
-        raise UserError(f"--seed must be in [0, {MAX_SEED}], got {seed}")
-
-
-#: Flags that name a keyword argument of the API (beyond `option_names`).
-API_FLAGS = ("episodes", "out", "resume", "config")
-#: Flags given once per item -> the keyword argument of their list.
-REPEATED_FLAGS = {"env-wrapper": "env_wrappers"}
-#: A command-line flag in an error message, and the value after it.
-FLAG = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)( (?=[\d'\"/.~-]))?")
-
-
-def in_python_terms(message: str) -> str:
-    """An error message of the shared checks with its flags as the API's keyword arguments:
-    `--seed must be` -> `seed must be`, `--depth 9 builds` -> `depth=9 builds`."""
-    if "in Python:" in message:  # already says both
-        return message
-    known = {*option_names(), *API_FLAGS}
-
-    def keyword(match: re.Match[str]) -> str:
-        name = REPEATED_FLAGS.get(match[1], match[1].replace("-", "_"))
-        if name not in known:
-            return match[0]
-        return f"{name}=" if match[2] else name
-
-    return FLAG.sub(keyword, message)
+        raise FieldError("{seed} must be in [0, {}], got {}", MAX_SEED, seed)
 
 
 def _python_errors(method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method` with its UserErrors' flags in Python terms (`in_python_terms`); the command
-    line, which calls the API too, prints the original (`command_line_message`)."""
+    """`method` with its FieldErrors naming keyword arguments, not flags (`FieldError.
+    in_python`); the command line, which calls the API too, prints its own terms
+    (`command_line_message`)."""
 
     @functools.wraps(method)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         try:
             return method(*args, **kwargs)
-        except UserError as err:
+        except FieldError as err:
             if hasattr(err, "command_line_message"):
                 raise
-            python = type(err)(in_python_terms(str(err)))
-            python.command_line_message = str(err)
-            raise python from None
+            raise err.in_python() from None
 
     return wrapped
 

@@ -8,7 +8,7 @@ import os
 from xlvin.envs.maze import is_maze_env
 from xlvin.envs.spaces import MIN_IMAGE_SIZE, Spaces, require_registered
 from xlvin.envs.wrappers import wrapped_env_id
-from xlvin.errors import UserError
+from xlvin.errors import FieldError
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic
 from xlvin.run.agents import Architecture, agent_spec, build_agent
@@ -92,8 +92,8 @@ def action_bins(t: TrainConfig, spaces: Spaces) -> int:
     preset resolved; one UserError for bins of actions that are no Box."""
     if spaces.action_kind != "box":
         if t.action_bins:
-            raise UserError(f"--action-bins {t.action_bins} bins Box actions; {t.env} has "
-                            f"{spaces.action_kind} actions")
+            raise FieldError("{action_bins=} bins Box actions; {} has {} actions", t.env,
+                             spaces.action_kind, action_bins=t.action_bins)
         return 0
     return t.action_bins or (DEFAULT_BINS if agent_spec(t.agent).expands else 0)
 
@@ -116,10 +116,11 @@ def expansion(t: TrainConfig, spaces: Spaces, bins: int) -> tuple[str, int]:
     counted = (f"{bins} bins ^ {len(factors)} dimensions = {number(joint)}" if bins
                else number(joint))
     if t.expand > joint:
-        raise UserError(f"--expand {t.expand} is more than the {counted} joint actions of {t.env}")
+        raise FieldError("{expand=} is more than the {} joint actions of {}", counted, t.env,
+                         expand=t.expand)
     if method == "gaussian" and not bins:
-        raise UserError(f"--expansion gaussian draws around ordered bins of Box actions; {t.env} "
-                        f"has {spaces.action_kind} actions: use uniform or policy")
+        raise FieldError("{expansion} gaussian draws around ordered bins of Box actions; {} has "
+                         "{} actions: use uniform or policy", t.env, spaces.action_kind)
     return method, t.expand or min(DEFAULT_SAMPLES, joint)
 
 
@@ -130,38 +131,38 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
     spec = agent_spec(t.agent)
     bins = action_bins(t, spaces)
     if spaces.action_kind != "discrete" and not spec.any_actions:
-        raise UserError(f"{t.env} has {spaces.action_kind} actions; --agent {t.agent} needs "
-                        "Discrete actions (use --agent ppo or xlvin)")
+        raise FieldError("{} has {} actions; {agent=} needs Discrete actions (use {agent} ppo "
+                         "or xlvin)", t.env, spaces.action_kind, agent=t.agent)
     if spaces.action_kind == "box" and not bins and t.ppo_transe:
-        raise UserError(f"{t.env} has Box actions; --ppo-transe needs them binned: add "
-                        f"--action-bins B (e.g. {DEFAULT_BINS})")
+        raise FieldError("{} has Box actions; {ppo_transe} needs them binned: add {action_bins} "
+                         "B (e.g. {})", t.env, DEFAULT_BINS)
     method, samples = expansion(t, spaces, bins) if spec.expands else ("all", 0)
     children = samples or math.prod(spaces.action_factors(bins))
     norm_obs = cfg.ppo.normalises(spaces.action_kind == "box" and spaces.kind == "flat")[0]
     if norm_obs and spaces.kind != "flat":
-        raise UserError(f"--norm-obs normalises flat observations; {t.env} has {spaces.kind} "
-                        "observations")
+        raise FieldError("{norm_obs} normalises flat observations; {} has {} observations",
+                         t.env, spaces.kind)
     if cfg.ppo.use_sde and spaces.action_kind != "box":
-        raise UserError(f"--use-sde explores Box actions; {t.env} has {spaces.action_kind} actions")
+        raise FieldError("{use_sde} explores Box actions; {} has {} actions", t.env,
+                         spaces.action_kind)
     if cfg.ppo.use_sde and bins:
-        raise UserError(f"--use-sde explores with a Gaussian; --action-bins {bins} makes the "
-                        "policy a categorical over bins: use one")
+        raise FieldError("{use_sde} explores with a Gaussian; {action_bins=} makes the policy a "
+                         "categorical over bins: use one", action_bins=bins)
     if t.separate_critic and t.agent != "ppo":
-        raise UserError(f"--separate-critic is an option of --agent ppo, not {t.agent}")
+        raise FieldError("{separate_critic} is an option of {agent} ppo, not {}", t.agent)
     if t.activation != "relu" and spaces.kind != "flat":
-        raise UserError(f"--activation {t.activation} is the flat-observation encoder's; {t.env} "
-                        f"has {spaces.kind} observations")
+        raise FieldError("{activation=} is the flat-observation encoder's; {} has {} "
+                         "observations", t.env, spaces.kind, activation=t.activation)
     if t.prune > children:
-        raise UserError(f"--prune {t.prune}: the environment has only {children} actions")
+        raise FieldError("{prune=}: the environment has only {} actions", children,
+                         prune=t.prune)
     if t.prune and spaces.action_kind != "discrete":
-        raise UserError(f"--prune ranks Discrete actions; {t.env} has {spaces.action_kind} "
-                        "actions: use --expansion")
+        raise FieldError("{prune} ranks Discrete actions; {} has {} actions: use {expansion}",
+                         t.env, spaces.action_kind)
     if t.transition_loss == "vae" and spaces.kind != "image":
-        raise UserError("--transition-loss vae reconstructs images [C, H, W]; "
-                        f"{t.env} has {spaces.kind} observations")
+        raise FieldError("{transition_loss} vae reconstructs images [C, H, W]; {} has {} "
+                         "observations", t.env, spaces.kind)
     k, f = embedding_width(t, spaces), hidden_width(t)
-    joint = (f" ({bins} bins ^ {spaces.num_actions} dimensions, all expanded: sample some with "
-             "--expand N)" if bins and not samples else "")
     nodes: int | None = 1
     if agent_spec(t.agent).tree:
         batch = minibatch_size(cfg)
@@ -169,11 +170,13 @@ def architecture(cfg: RunConfig, spaces: Spaces) -> Architecture:
         total = machine_memory()
         nodes = tree_nodes(children, t.depth, total // node_bytes)
         if nodes is None:
-            raise UserError(
-                f"--depth {t.depth} with {number(children)}{joint} actions builds more than "
-                f"{total // node_bytes:,} latent states per observation, too many for a minibatch "
-                f"of {batch} in this machine's {total / 2**30:,.0f} GiB"
-            )
+            joint = (" ({} bins ^ {} dimensions, all expanded: sample some with {expand} N)"
+                     if bins and not samples else "")
+            raise FieldError(
+                "{depth=} with {}" + joint + " actions builds more than {:,} latent states per "
+                "observation, too many for a minibatch of {} in this machine's {:,.0f} GiB",
+                number(children), *((bins, spaces.num_actions) if joint else ()),
+                total // node_bytes, batch, total / 2**30, depth=t.depth)
     return Architecture(
         agent=t.agent, hidden=f, embedding_dim=k, depth=t.depth, prune=t.prune, tree_nodes=nodes,
         gamma=cfg.ppo.gamma, transe_weight=t.transe_weight, transe_negatives=t.transe_negatives,

@@ -5,6 +5,7 @@ what to change."""
 
 import json
 import math
+from typing import Any
 
 import torch
 
@@ -13,7 +14,7 @@ from xlvin.envs.maze import is_maze_env
 from xlvin.envs.packages import require_gym_packages
 from xlvin.envs.spaces import Spaces, env_spaces
 from xlvin.envs.wrappers import check_wrapper_specs
-from xlvin.errors import UserError
+from xlvin.errors import FieldError
 from xlvin.progress import duration
 from xlvin.run.agents import Architecture, agent_spec
 from xlvin.run.architecture import (
@@ -21,6 +22,7 @@ from xlvin.run.architecture import (
     architecture,
     machine_memory,
     minibatch_size,
+    number,
     tree_node_bytes,
 )
 from xlvin.run.config import MAX_SEED, RunConfig, TrainConfig
@@ -31,41 +33,43 @@ def validate(cfg: TrainConfig) -> None:
     """Reject bad settings with one clear line."""
     spec = agent_spec(cfg.agent)
     if not 0 <= cfg.seed <= MAX_SEED:
-        raise UserError(f"--seed must be in [0, {MAX_SEED}], got {cfg.seed}")
+        raise FieldError("{seed} must be in [0, {}], got {}", MAX_SEED, cfg.seed)
     if cfg.depth < 0:
-        raise UserError(f"--depth must be >= 0, got {cfg.depth}")
+        raise FieldError("{depth} must be >= 0, got {}", cfg.depth)
     if cfg.prune < 0 or (cfg.prune and not spec.prune):
-        raise UserError(f"--prune must be >= 0 and applies to --agent xlvin only, got {cfg.prune}")
+        raise FieldError("{prune} must be >= 0 and applies to {agent} xlvin only, got {}", cfg.prune)
     if cfg.action_bins < 0 or cfg.action_bins == 1:
-        raise UserError(f"--action-bins must be >= 2 (or 0: the preset), got {cfg.action_bins}")
+        raise FieldError("{action_bins} must be >= 2 (or 0: the preset), got {}", cfg.action_bins)
     if cfg.expand < 0 or ((cfg.expand or cfg.expansion) and not spec.expands):
-        raise UserError(f"--expand must be >= 0 and --expand and --expansion apply to --agent "
-                        f"xlvin only, got --expand {cfg.expand} with --agent {cfg.agent}")
+        raise FieldError("{expand} must be >= 0 and {expand} and {expansion} apply to {agent} "
+                         "xlvin only, got {expand=} with {agent=}", expand=cfg.expand,
+                         agent=cfg.agent)
     if cfg.expand and cfg.expansion == "all":
-        raise UserError(f"--expand {cfg.expand} draws actions for a sampled --expansion "
-                        "(uniform, gaussian, policy), not all")
+        raise FieldError("{expand=} draws actions for a sampled {expansion} (uniform, "
+                         "gaussian, policy), not all", expand=cfg.expand)
     if cfg.prune and cfg.expansion not in ("", "all"):
-        raise UserError(f"--prune and --expansion {cfg.expansion} both choose the actions a node "
-                        "expands: use one")
+        raise FieldError("{prune} and {expansion=} both choose the actions a node expands: use "
+                         "one", expansion=cfg.expansion)
     if spec.maze_only and not is_maze_env(cfg.env):
-        raise UserError(f"--agent {cfg.agent} plans on a maze's grid; it needs a maze env, not {cfg.env}")
+        raise FieldError("{agent=} plans on a maze's grid; it needs a maze env, not {}", cfg.env,
+                         agent=cfg.agent)
     if cfg.depth < spec.min_depth:
-        raise UserError(f"--agent {cfg.agent} needs --depth >= {spec.min_depth} (it backs values "
-                        "up a tree)")
+        raise FieldError("{agent=} needs {depth} >= {} (it backs values up a tree)",
+                         spec.min_depth, agent=cfg.agent)
     if cfg.embedding_dim < 0 or cfg.hidden < 0:
-        raise UserError("--embedding-dim and --hidden must be >= 0 (0: the preset)")
+        raise FieldError("{embedding_dim} and {hidden} must be >= 0 (0: the preset)")
     if cfg.transe_weight < 0:
-        raise UserError(f"--transe-weight must be >= 0, got {cfg.transe_weight}")
+        raise FieldError("{transe_weight} must be >= 0, got {}", cfg.transe_weight)
     if cfg.transition_loss == "vae" and (not spec.transe or cfg.pretrain_transe is True):
-        raise UserError("--transition-loss vae applies to --agent xlvin trained without TransE "
-                        "pre-training: leave out --pretrain-transe true")
+        raise FieldError("{transition_loss} vae applies to {agent} xlvin trained without TransE "
+                         "pre-training: leave out {pretrain_transe} true")
     if cfg.checkpoint_every < 0:
-        raise UserError(f"--checkpoint-every must be >= 0, got {cfg.checkpoint_every}")
+        raise FieldError("{checkpoint_every} must be >= 0, got {}", cfg.checkpoint_every)
     try:
         json.dumps(cfg.env_kwargs, allow_nan=False)
     except (TypeError, ValueError):
-        raise UserError("--env-kwargs values must be JSON values (numbers, strings, true/false, "
-                        "null, lists, objects)") from None
+        raise FieldError("{env_kwargs} values must be JSON values (numbers, strings, "
+                         "true/false, null, lists, objects)") from None
     check_wrapper_specs(cfg.env_wrappers)
     check_device(cfg.device)
 
@@ -76,10 +80,10 @@ def check_device(device: str) -> None:
     if device == "cpu":
         return
     if kind != "cuda" or (index and not index.isdigit()):
-        raise UserError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+        raise FieldError("{device} must be cpu, cuda or cuda:N, got {!r}", device)
     count = torch.cuda.device_count()
     if count == 0 or int(index or 0) >= count:
-        raise UserError(f"--device {device}: this machine has {count} CUDA GPU(s)")
+        raise FieldError("{device=}: this machine has {} CUDA GPU(s)", count, device=device)
 
 
 def check_minibatch(cfg: RunConfig) -> None:
@@ -88,22 +92,23 @@ def check_minibatch(cfg: RunConfig) -> None:
     protocol learns from whole episodes, whose number of steps is known only once collected.)"""
     ppo = cfg.ppo
     if cfg.train.protocol != "low_data" and ppo.minibatch_size > ppo.batch_size:
-        raise UserError(
-            f"--minibatch-size {ppo.minibatch_size} is larger than the rollout, --num-envs "
-            f"{ppo.num_envs} x --num-steps {ppo.num_steps} = {ppo.batch_size} transitions: no "
-            f"minibatch would be full and PPO would never step; use at most {ppo.batch_size}")
+        raise FieldError(
+            "{minibatch_size=} is larger than the rollout, {num_envs=} x {num_steps=} = {} "
+            "transitions: no minibatch would be full and PPO would never step; use at most {}",
+            ppo.batch_size, ppo.batch_size, minibatch_size=ppo.minibatch_size,
+            num_envs=ppo.num_envs, num_steps=ppo.num_steps)
 
 
 def check_curriculum(cfg: RunConfig) -> None:
     """The continual maze needs a maze env and a constant learning rate (it has no known end),
     and mazes with levels in its range; the curriculum sets the maze's options itself."""
     if not is_maze_env(cfg.train.env):
-        raise UserError(f"--protocol curriculum runs on the maze envs, not {cfg.train.env}")
+        raise FieldError("{protocol} curriculum runs on the maze envs, not {}", cfg.train.env)
     if cfg.ppo.anneal_lr:
-        raise UserError("--protocol curriculum has no known end to anneal to: use --anneal-lr false")
+        raise FieldError("{protocol} curriculum has no known end to anneal to: use {anneal_lr} false")
     if cfg.train.env_kwargs or cfg.train.env_wrappers:
-        raise UserError("--protocol curriculum sets the maze's options itself: no --env-kwargs "
-                        "or --env-wrapper")
+        raise FieldError("{protocol} curriculum sets the maze's options itself: no {env_kwargs} "
+                         "or {env_wrappers}")
     cfg.curriculum.levels()
 
 
@@ -112,9 +117,13 @@ def check_curriculum(cfg: RunConfig) -> None:
 BIG_TREE_BYTES = 2**30
 
 
-def memory_parts(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str, int]:
-    """A generous estimate of what a run keeps in memory, in bytes (float32), part by part
-    (named as a message says them): the weights (x4: gradients and Adam's two moments), the
+#: A part of a message: a `FieldError` template, its values and its fields.
+Said = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+
+def memory_parts(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> list[tuple[Said, int]]:
+    """A generous estimate of what a run keeps in memory, in bytes (float32), part by part,
+    each named as a message says it: the weights (x4: gradients and Adam's two moments), the
     action layers and their activations over a minibatch (with a sampled expansion, one-hots for
     every tree node), an online rollout's observations and TransE's data."""
     k, f = arch.embedding_dim, arch.hidden
@@ -123,19 +132,19 @@ def memory_parts(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str
     layers = 4 if agent_spec(cfg.train.agent).tree else 2  # head, transition, edges, rollout policy
     one_hots = 3 * ((arch.tree_nodes or 1) - 1) if arch.expansion != "all" else 0
     weights = spaces.flat_size * max(f, k) + (spaces.num_actions + 4) * (f + k) ** 2
-    binned = (f"--action-bins {arch.action_bins} x {spaces.num_actions} dimensions = "
-              if arch.action_bins else "")
-    parts = {
-        f"the network (--hidden {f}, --embedding-dim {k}) on {spaces.flat_size:,} input floats":
-            16 * weights,
-        f"{binned}{width:,} action outputs":
-            4 * width * (4 * layers * (f + k) + minibatch_size(cfg) * (4 + one_hots)),
-        f"--num-envs x --num-steps {cfg.ppo.batch_size} observations of {floats:,} floats":
-            4 * 2 * cfg.ppo.batch_size * floats,
-    }
+    binned: Said = (("{action_bins=} x {} dimensions = {:,} action outputs",
+                     (spaces.num_actions, width), {"action_bins": arch.action_bins})
+                    if arch.action_bins else ("{:,} action outputs", (width,), {}))
+    parts: list[tuple[Said, int]] = [
+        (("the network ({hidden=}, {embedding_dim=}) on {:,} input floats", (spaces.flat_size,),
+          {"hidden": f, "embedding_dim": k}), 16 * weights),
+        (binned, 4 * width * (4 * layers * (f + k) + minibatch_size(cfg) * (4 + one_hots))),
+        (("{num_envs} x {num_steps=} observations of {:,} floats", (floats,),
+          {"num_steps": cfg.ppo.batch_size}), 4 * 2 * cfg.ppo.batch_size * floats),
+    ]
     if pretrains_transe(cfg, spaces):  # obs and next obs, and their split copies
-        parts[f"TransE's data of at least {transe_transitions(cfg):,} transitions"] = (
-            4 * 4 * transe_transitions(cfg) * floats)
+        parts.append((("TransE's data of at least {:,} transitions", (transe_transitions(cfg),),
+                       {}), 4 * 4 * transe_transitions(cfg) * floats))
     return parts
 
 
@@ -144,12 +153,34 @@ def check_model_fits(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None
     TransE data could not fit in this machine's memory (`memory_parts`), in one line naming the
     parts that need the most."""
     parts = memory_parts(cfg, spaces, arch)
-    need, total = sum(parts.values()), machine_memory()
+    need, total = sum(size for _, size in parts), machine_memory()
     if need > total:
-        big = [f"{name} ({size / 2**30:,.1f} GiB)" for name, size in
-               sorted(parts.items(), key=lambda part: -part[1]) if size >= need / 10]
-        raise UserError(f"{', '.join(big)} need about {need / 2**30:,.0f} GiB; this machine has "
-                        f"{total / 2**30:,.0f} GiB")
+        big = [part for part in sorted(parts, key=lambda part: -part[1]) if part[1] >= need / 10]
+        template = ", ".join(f"{said[0]} ({{:,.1f}} GiB)" for said, _ in big)
+        values = [v for said, size in big for v in (*said[1], size / 2**30)]
+        fields = {name: v for said, _ in big for name, v in said[2].items()}
+        raise FieldError(f"{template} need about {{:,.0f}} GiB; this machine has {{:,.0f}} GiB",
+                         *values, need / 2**30, total / 2**30, **fields)
+
+
+#: The most action outputs binned Box actions may have, bins x dimensions: the policy's head and
+#: the one-hot input of every transition (TransE pre-training's, each tree node's). Far above any
+#: useful binning (the preset: 11 bins a dimension), and low enough that those layers stay
+#: cheap: 1,000 bins on 6 dimensions (10^18 joint actions) or 10^6 bins on Pendulum ran for hours.
+MAX_ACTION_OUTPUTS = 4096
+
+
+def check_action_bins(spaces: Spaces, arch: Architecture) -> None:
+    """Refuse binned Box actions of more than MAX_ACTION_OUTPUTS outputs, in one line giving
+    the bins, the dimensions and their joint actions (bins ^ dimensions)."""
+    outputs = action_width(spaces, arch.action_bins)
+    if arch.action_bins and outputs > MAX_ACTION_OUTPUTS:
+        dims = spaces.num_actions
+        raise FieldError(
+            "{action_bins=} x {} dimensions = {:,} action outputs ({} bins ^ {} dimensions = {} "
+            "joint actions): more than the {:,} a run may have; choose fewer bins", dims, outputs,
+            arch.action_bins, dims, number(arch.action_bins**dims), MAX_ACTION_OUTPUTS,
+            action_bins=arch.action_bins)
 
 
 #: An optimistic rate of this code on one machine: floating-point operations a second, and the
@@ -202,16 +233,16 @@ def check_budget(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
     if seconds > MAX_RUN_SECONDS:
         tree = f", {arch.tree_nodes:,} latent states per observation" if arch.tree_nodes > 1 else ""
         low = cfg.low_data
-        asked = (f"--total-steps {cfg.ppo.total_steps:,}" if cfg.train.protocol == "online" else
-                 f"--low-data-rounds {low.rounds:,} x --low-data-episodes {low.episodes:,} (one "
-                 f"step each at least, learnt from {low.updates:,} x {cfg.ppo.update_epochs:,} "
-                 "times)")
-        fewer = "steps" if cfg.train.protocol == "online" else "episodes"
-        raise UserError(
-            f"{asked} would take at least {seconds / 86400:,.0f} "
-            f"days ({forward_flops(spaces, arch):,} FLOPs per forward pass{tree}, at "
-            f"{OPTIMISTIC_FLOPS:.0e} FLOP/s), more than the {MAX_RUN_SECONDS // 86400} days a run "
-            f"may take: choose fewer {fewer} or a smaller network")
+        online = cfg.train.protocol == "online"
+        asked = ("{total_steps=:,}" if online else "{low_data_rounds=:,} x "
+                 "{low_data_episodes=:,} (one step each at least, learnt from {:,} x {:,} times)")
+        raise FieldError(
+            asked + " would take at least {:,.0f} days ({:,} FLOPs per forward pass{}, at {:.0e} "
+            "FLOP/s), more than the {} days a run may take: choose fewer {} or a smaller network",
+            *(() if online else (low.updates, cfg.ppo.update_epochs)), seconds / 86400,
+            forward_flops(spaces, arch), tree, OPTIMISTIC_FLOPS, MAX_RUN_SECONDS // 86400,
+            "steps" if online else "episodes", total_steps=cfg.ppo.total_steps,
+            low_data_rounds=low.rounds, low_data_episodes=low.episodes)
 
 
 #: What one collected episode's records take at least, in Python objects: its first and last
@@ -229,9 +260,9 @@ def check_round_fits(cfg: RunConfig, spaces: Spaces) -> None:
     need = episodes * (math.prod(spaces.obs_shape) * 2 * 4 + EPISODE_BYTES)
     total = machine_memory()
     if need > total:
-        raise UserError(
-            f"--low-data-episodes {episodes:,} need at least {need / 2**30:,.0f} GiB a round; "
-            f"this machine has {total / 2**30:,.0f} GiB")
+        raise FieldError("{low_data_episodes=:,} need at least {:,.0f} GiB a round; this "
+                         "machine has {:,.0f} GiB", need / 2**30, total / 2**30,
+                         low_data_episodes=episodes)
 
 
 def transe_flops(spaces: Spaces, arch: Architecture) -> int:
@@ -261,11 +292,12 @@ def check_transe_budget(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> N
         return
     seconds = transe_seconds(cfg, spaces, arch)
     if seconds > MAX_RUN_SECONDS:
-        raise UserError(
-            f"--transe-epochs {cfg.transe.epochs} of TransE pre-training would take at least "
-            f"{seconds / 86400:,.0f} days ({transe_transitions(cfg):,} transitions or more, "
-            f"{transe_flops(spaces, arch):,} FLOPs each, at {OPTIMISTIC_FLOPS:.0e} FLOP/s), more "
-            f"than the {MAX_RUN_SECONDS // 86400} days a run may take: choose fewer epochs")
+        raise FieldError(
+            "{transe_epochs=} of TransE pre-training would take at least {:,.0f} days ({:,} "
+            "transitions or more, {:,} FLOPs each, at {:.0e} FLOP/s), more than the {} days a run "
+            "may take: choose fewer epochs", seconds / 86400, transe_transitions(cfg),
+            transe_flops(spaces, arch), OPTIMISTIC_FLOPS, MAX_RUN_SECONDS // 86400,
+            transe_epochs=cfg.transe.epochs)
 
 
 def big_tree_notice(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> str | None:
@@ -294,12 +326,13 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
     if cfg.ppo.atari_vector == "ale":
         ale_vector_game(cfg.train.env)
         if cfg.train.protocol != "online" or cfg.train.env_kwargs or cfg.train.env_wrappers:
-            raise UserError("--atari-vector ale trains online, with no --env-kwargs or --env-wrapper")
+            raise FieldError("{atari_vector} ale trains online, with no {env_kwargs} or {env_wrappers}")
     if spaces is None:
         require_gym_packages(cfg.train.gym_packages, cfg.train.env)
         spaces = env_spaces(cfg.train.env, cfg.train.env_kwargs, cfg.train.env_wrappers)
     arch = architecture(cfg, spaces)
     check_model_fits(cfg, spaces, arch)
+    check_action_bins(spaces, arch)
     check_budget(cfg, spaces, arch)
     check_round_fits(cfg, spaces)
     check_transe_budget(cfg, spaces, arch)
