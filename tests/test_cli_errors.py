@@ -295,7 +295,8 @@ def test_a_field_error_names_its_fields_in_each_readers_terms() -> None:
     err = FieldError("{depth=} with {:,} actions; {agent=} needs {env_wrappers}, {out=}", 12345,
                      depth=9, agent="vin", out="/tmp/run")
     assert err.field == "depth"
-    assert str(err) == "--depth 9 with 12,345 actions; --agent vin needs --env-wrapper, --out /tmp/run"
+    assert str(err) == ("--depth 9 with 12,345 actions; --agent vin needs --env-wrapper, "
+                        "--out /tmp/run")
     python = err.in_python()
     assert str(python) == "depth=9 with 12,345 actions; agent vin needs env_wrappers, out=/tmp/run"
     assert python.command_line_message == str(err)

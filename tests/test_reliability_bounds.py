@@ -67,7 +67,8 @@ def test_transe_epochs_that_could_never_finish_are_refused(tmp_path: Path, capsy
     with pytest.raises(UserError, match="transe_epochs=1000000000000 of TransE"):
         Model(env="CartPole-v1", agent="xlvin-r", transe_epochs=10**12)
     # far above any real pre-training: 1,000 epochs pass
-    checks.check_run(RunConfig(train=TrainConfig(agent="xlvin-r"), transe=TransEConfig(epochs=1000)))
+    checks.check_run(RunConfig(train=TrainConfig(agent="xlvin-r"),
+                               transe=TransEConfig(epochs=1000)))
 
 
 def test_too_many_torch_threads_are_refused_not_a_segfault(tmp_path: Path) -> None:

@@ -77,11 +77,12 @@ class _Terms(string.Formatter):
     def format_field(self, value: Any, format_spec: str) -> str:
         if not isinstance(value, _Field):
             return super().format_field(value, format_spec)
-        name = value.name if self.python else "--" + FLAGS.get(value.name, value.name.replace("_", "-"))
+        flag = "--" + FLAGS.get(value.name, value.name.replace("_", "-"))
+        name = value.name if self.python else flag
         if not value.has_value:
             return name
         said = super().format_field(value.value, format_spec)
-        return f"{name}={said}" if self.python and said[:1] in JOINED and said else f"{name} {said}"
+        return f"{name}={said}" if self.python and said[:1] in JOINED else f"{name} {said}"
 
 
 class _Field:

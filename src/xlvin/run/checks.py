@@ -37,7 +37,8 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.depth < 0:
         raise FieldError("{depth} must be >= 0, got {}", cfg.depth)
     if cfg.prune < 0 or (cfg.prune and not spec.prune):
-        raise FieldError("{prune} must be >= 0 and applies to {agent} xlvin only, got {}", cfg.prune)
+        raise FieldError("{prune} must be >= 0 and applies to {agent} xlvin only, got {}",
+                         cfg.prune)
     if cfg.action_bins < 0 or cfg.action_bins == 1:
         raise FieldError("{action_bins} must be >= 2 (or 0: the preset), got {}", cfg.action_bins)
     if cfg.expand < 0 or ((cfg.expand or cfg.expansion) and not spec.expands):
@@ -105,7 +106,8 @@ def check_curriculum(cfg: RunConfig) -> None:
     if not is_maze_env(cfg.train.env):
         raise FieldError("{protocol} curriculum runs on the maze envs, not {}", cfg.train.env)
     if cfg.ppo.anneal_lr:
-        raise FieldError("{protocol} curriculum has no known end to anneal to: use {anneal_lr} false")
+        raise FieldError("{protocol} curriculum has no known end to anneal to: use {anneal_lr} "
+                         "false")
     if cfg.train.env_kwargs or cfg.train.env_wrappers:
         raise FieldError("{protocol} curriculum sets the maze's options itself: no {env_kwargs} "
                          "or {env_wrappers}")
