@@ -76,7 +76,8 @@ def pretrained_files() -> dict[str, tuple[Path, Path]]:
         executors_dir,
         shared_transe_path,
     )
-    from xlvin.run.config import check_run, transe_key
+    from xlvin.run.transe import transe_key
+    from xlvin.run.checks import check_run
 
     cfg = table1.Cell("paper", "CartPole-v0", "xlvin-r", 0).config()
     cached = {

@@ -29,7 +29,8 @@ from xlvin.pretrain.executor import (
     executor_key,
 )
 from xlvin.pretrain.files import cached_executor_path, shared_transe_path
-from xlvin.run.config import check_run, transe_key
+from xlvin.run.transe import transe_key
+from xlvin.run.checks import check_run
 
 #: The executors shipped: every default executor, and CartPole's in the authors' variant
 #: (LayerNorm, linear messages: `xlvin reproduce classic --protocol paper`'s XLVIN-CP).

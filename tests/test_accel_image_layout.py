@@ -8,7 +8,8 @@ import torch
 from xlvin.accel.image_layout import channels_last
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import TransitionBatch
-from xlvin.run.config import RunConfig, TrainConfig, agent_of
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.architecture import agent_of
 from xlvin.envs.spaces import Spaces
 
 FRAMES = Spaces((4, 36, 36), "image", 3)

@@ -18,7 +18,8 @@ from xlvin.ppo.evaluation import evaluate_policy
 from xlvin.ppo.loop import train_ppo
 from xlvin.ppo.update import PPOConfig
 from xlvin.run.training import load_run
-from xlvin.run.config import RunConfig, TrainConfig, agent_of
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.architecture import agent_of
 from xlvin.envs.spaces import Spaces
 
 

@@ -14,9 +14,9 @@ from safetensors.torch import load_file
 
 from tests.bright_channel import BrightChannel
 from xlvin import PPO, XLVIN, ATreeC, Model, UserError
-from xlvin.api import REPEATED_FLAGS
 from xlvin.cli import build_parser, main
 from xlvin.io.saves import SAVED
+from xlvin.errors import FLAGS
 from xlvin.nn.encoders import ChannelsFirst, MLPEncoder, NatureCNN, OneHot
 from xlvin.run.training import load_run, train_run
 from xlvin.run.config import RunConfig, TrainConfig, option_names
@@ -39,7 +39,9 @@ def test_every_train_flag_is_a_keyword_argument_of_the_same_name(tmp_path: Path)
     parser = build_parser()
     train = parser._subparsers._group_actions[0].choices["train"]
     # a flag given once per item names its list: --env-wrapper A --env-wrapper B, env_wrappers=
-    flags = {REPEATED_FLAGS.get(a.option_strings[-1][2:], a.option_strings[-1][2:].replace("-", "_"))
+    # (errors say each field by its flag: `xlvin.errors.FLAGS`)
+    lists = {flag: field for field, flag in FLAGS.items()}
+    flags = {lists.get(a.option_strings[-1][2:], a.option_strings[-1][2:].replace("-", "_"))
              for a in train._actions if a.option_strings}
     # --reproducible is the process's kernel mode, set before torch loads: not a model's option
     process = {"help", "out", "quiet", "resume", "config", "no_reproducible"}

@@ -24,7 +24,8 @@ from xlvin.ppo.collect import make_vector_env, reset_envs
 from xlvin.envs.env_state import env_state, restorable, restore_env_state
 from xlvin.ppo.update import PPOConfig
 from xlvin.run.training import train_run
-from xlvin.run.config import RunConfig, TrainConfig, check_device
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.checks import check_device
 
 
 def test_training_env_ends_episodes_on_lives_and_reports_whole_unclipped_games() -> None:

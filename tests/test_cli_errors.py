@@ -1,6 +1,7 @@
 """Bad input: one clear line on stderr, a non-zero exit, and existing run directories untouched."""
 
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -153,6 +154,37 @@ def test_version_answers_without_importing_torch() -> None:
     assert done.stdout.startswith("xlvin ")
 
 
+def test_train_help_answers_at_once_without_importing_torch() -> None:
+    """`xlvin train --help` builds the train command's parser only, from the torch-free config
+    schema: no torch, no gymnasium, and under a second of CPU (it took 3.2 s with torch)."""
+    code = ("import sys; from xlvin.cli import main; assert main(['train', '--help']) == 0; "
+            "heavy = {'torch', 'gymnasium'} & set(sys.modules); assert not heavy, heavy")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "--total-steps" in done.stdout
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timed = subprocess.run([sys.executable, "-m", "xlvin.cli", "train", "--help"],
+                           capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert timed.returncode == 0 and timed.stdout == done.stdout
+    assert cpu < 1.0, f"xlvin train --help took {cpu:.2f} s of CPU"
+
+
+def test_each_command_alone_has_the_parser_it_has_among_all() -> None:
+    """`COMMANDS` names every command, and a command line naming one builds its module's
+    commands only, with the options they have in the whole parser."""
+    from xlvin.cli import COMMANDS, _command_parser, _command_words, build_parser
+
+    whole = build_parser()
+    assert _command_words(whole) == set(COMMANDS)
+    for word, module in COMMANDS.items():
+        alone = build_parser([word])
+        assert set(_command_words(alone)) == {w for w, m in COMMANDS.items() if m == module}
+        assert (_command_parser(alone, [word]).format_help()
+                == _command_parser(whole, [word]).format_help())
+
+
 @pytest.mark.parametrize("argv, guess", [
     (["train", "--out", "r", "--total-timesteps", "100"], "did you mean --total-steps?"),
     (["reproduce", "classic", "--seedz", "3"], "did you mean --seeds?"),
@@ -221,7 +253,7 @@ def test_a_big_tree_that_fits_is_said_in_one_line_with_its_cost() -> None:
     """`XLVIN(depth=12)` on CartPole fits in memory, but its 8,191 latent states a minibatch
     observation cost gigabytes and minutes: the estimate says so; a default tree says nothing."""
     from xlvin import XLVIN
-    from xlvin.run.config import big_tree_notice
+    from xlvin.run.checks import big_tree_notice
 
     deep = XLVIN("CartPole-v1", depth=12)
     notice = big_tree_notice(deep.config, deep.spaces, deep.architecture)
@@ -239,10 +271,10 @@ def test_the_big_tree_line_comes_before_training(
 ) -> None:
     """Printed by `train` before the run directory exists (here a small tree, with the
     threshold lowered so that it counts as big)."""
-    from xlvin.run import config as run_config, training as run
+    from xlvin.run import checks, training as run
 
     seen = []
-    monkeypatch.setattr(run_config, "BIG_TREE_BYTES", 1)
+    monkeypatch.setattr(checks, "BIG_TREE_BYTES", 1)
     monkeypatch.setattr(run, "check_new_run_dir", lambda out: seen.append(
         (out.exists(), capsys.readouterr().err)))
     assert main(["train", "--env", "CartPole-v1", "--agent", "xlvin", "--depth", "2",
@@ -251,3 +283,22 @@ def test_the_big_tree_line_comes_before_training(
                  "--out", str(tmp_path / "run")]) == 0
     existed, err = seen[0]
     assert not existed and "xlvin: --depth 2 builds 7 latent states per observation" in err
+
+
+def test_a_field_error_names_its_fields_in_each_readers_terms() -> None:
+    """Flags on the command line, keywords in Python (a number, a quoted string or a path joined
+    with `=`, a word apart), the same error through a worker's pickle."""
+    import pickle
+
+    from xlvin.errors import FieldError
+
+    err = FieldError("{depth=} with {:,} actions; {agent=} needs {env_wrappers}, {out=}", 12345,
+                     depth=9, agent="vin", out="/tmp/run")
+    assert err.field == "depth"
+    assert str(err) == ("--depth 9 with 12,345 actions; --agent vin needs --env-wrapper, "
+                        "--out /tmp/run")
+    python = err.in_python()
+    assert str(python) == "depth=9 with 12,345 actions; agent vin needs env_wrappers, out=/tmp/run"
+    assert python.command_line_message == str(err)
+    again = pickle.loads(pickle.dumps(python))
+    assert (str(again), again.command_line_message, again.field) == (str(python), str(err), "depth")

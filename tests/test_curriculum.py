@@ -241,7 +241,7 @@ def test_level_costs_count_the_seeds_that_passed_each_level_and_their_cost() -> 
 
 
 def test_transe_pretraining_data_comes_from_the_curriculums_training_mazes() -> None:
-    from xlvin.run.config import transe_env_kwargs
+    from xlvin.run.transe import transe_env_kwargs
     from xlvin.pretrain.random_data import random_transitions
     from xlvin.run.config import RunConfig, TrainConfig
 

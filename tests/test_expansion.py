@@ -22,7 +22,8 @@ from xlvin.ppo.evaluation import evaluate_policy
 from xlvin.ppo.loop import OnlineData, train
 from xlvin.ppo.session import Session
 from xlvin.ppo.update import PPOConfig
-from xlvin.run.config import RunConfig, TrainConfig, check_run
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.checks import check_run
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 

@@ -224,7 +224,9 @@ def test_transe_pretraining_is_off_by_default_for_images_only(env: str, given, e
     """The paper's Atari agents learn TransE during PPO only: a first pixel run does not spend
     minutes pre-training it, unless asked."""
     pytest.importorskip("ale_py")
-    from xlvin.run.config import RunConfig, TrainConfig, check_run, with_transe_pretraining
+    from xlvin.run.config import RunConfig, TrainConfig
+    from xlvin.run.transe import with_transe_pretraining
+    from xlvin.run.checks import check_run
 
     cfg = RunConfig(train=TrainConfig(env=env, agent="xlvin", pretrain_transe=given))
     spaces, _ = check_run(cfg)

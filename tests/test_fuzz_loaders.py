@@ -16,7 +16,9 @@ from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, MODEL
 from xlvin.nn.policy import ActorCritic
 from xlvin.run.training import load_run
-from xlvin.run.config import RunConfig, TrainConfig, agent_of, check_run
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.architecture import agent_of
+from xlvin.run.checks import check_run
 from xlvin.envs.spaces import Spaces
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,

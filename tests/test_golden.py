@@ -27,7 +27,8 @@ from xlvin.pretrain.files import (
     shared_transe_path,
 )
 from xlvin.run.training import train_run
-from xlvin.run.config import check_run, transe_key
+from xlvin.run.transe import transe_key
+from xlvin.run.checks import check_run
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -20,7 +20,7 @@ from xlvin.nn.executor import VIExecutor
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.pretrain.executor import pretrain_executor
 from xlvin.pretrain.executor_config import DEFAULT_EXECUTORS
-from xlvin.run.config import check_run
+from xlvin.run.checks import check_run
 from xlvin.envs.spaces import Spaces
 
 

@@ -28,7 +28,8 @@ from xlvin.ppo.update import PPOConfig
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.pretrain.files import load_executor_processor
 from xlvin.run.training import level_weights_saver
-from xlvin.run.config import RunConfig, TrainConfig, agent_of
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.architecture import agent_of
 from xlvin.envs.spaces import Spaces
 
 

@@ -23,7 +23,8 @@ from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.tree import execute_levels, execute_tree, expand_pruned_tree, expand_tree
 from xlvin.pretrain.executor_eval import immediate_reward_baseline
-from xlvin.run.config import RunConfig, TrainConfig, check_run
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.checks import check_run
 from xlvin.envs.spaces import Spaces
 
 #   0 1 2 3 4

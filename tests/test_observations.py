@@ -17,7 +17,8 @@ from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.nn.encoders import DictEncoder, NatureCNN, SmallCNN
 from xlvin.run.agents import image_encoder
-from xlvin.run.config import RunConfig, TrainConfig, agent_of
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.architecture import agent_of
 from xlvin.envs.spaces import (
     Part,
     classify,

@@ -20,7 +20,8 @@ from xlvin.ppo.collect import collect_until_episodes_end
 from xlvin.ppo.update import estimate_advantages, normalise_over_batch
 from xlvin.ppo.low_data import LowDataConfig
 from xlvin.run.training import train_run
-from xlvin.run.config import RunConfig, TrainConfig, agent_of
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.architecture import agent_of
 from xlvin.envs.spaces import Spaces
 from xlvin.ppo.storage import Rollout
 

@@ -1,5 +1,5 @@
 """One place builds every agent: the registry (`xlvin.run.agents`), the architecture derived
-once from the config (`xlvin.run.config.architecture`), and the discount reaching every
+once from the config (`xlvin.run.architecture.architecture`), and the discount reaching every
 agent that uses it."""
 
 from pathlib import Path

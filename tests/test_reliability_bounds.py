@@ -18,7 +18,14 @@ from xlvin import Model
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.pretrain.transe import TransEConfig
-from xlvin.run import config as run_config
+from xlvin.run import architecture, checks
+from xlvin.run.config import RunConfig, TrainConfig
+
+def this_machine_has(monkeypatch: pytest.MonkeyPatch, memory: int) -> None:
+    """The memory every bound measures against (the tree's, the model's, a round's)."""
+    for module in (architecture, checks):
+        monkeypatch.setattr(module, "machine_memory", lambda: memory)
+
 
 #: A registered env of the observation and action spaces its kwargs give (obs_shape, box_dims).
 BIG = "test-bounds/Spaces-v0"
@@ -60,8 +67,8 @@ def test_transe_epochs_that_could_never_finish_are_refused(tmp_path: Path, capsy
     with pytest.raises(UserError, match="transe_epochs=1000000000000 of TransE"):
         Model(env="CartPole-v1", agent="xlvin-r", transe_epochs=10**12)
     # far above any real pre-training: 1,000 epochs pass
-    run_config.check_run(run_config.RunConfig(train=run_config.TrainConfig(agent="xlvin-r"),
-                                              transe=TransEConfig(epochs=1000)))
+    checks.check_run(RunConfig(train=TrainConfig(agent="xlvin-r"),
+                               transe=TransEConfig(epochs=1000)))
 
 
 def test_too_many_torch_threads_are_refused_not_a_segfault(tmp_path: Path) -> None:
@@ -79,7 +86,7 @@ def test_too_many_torch_threads_are_refused_not_a_segfault(tmp_path: Path) -> No
 def test_spaces_and_bins_that_cannot_fit_in_memory_are_refused_with_the_numbers(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    monkeypatch.setattr(run_config, "machine_memory", lambda: 64 * 2**30)
+    this_machine_has(monkeypatch, 64 * 2**30)
     args, words = {
         # TransE's random-policy data: at least 1,000 transitions of 10^7 floats, twice
         "10^7 observation floats": (["--env", BIG, "--env-kwargs", "obs_shape=[1,10000000]"],
@@ -102,12 +109,34 @@ def test_a_million_bins_on_pendulum_is_refused_before_transe_pretraining(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     # the tree's sampled nodes each read one-hots of 10^6 inputs: about 112 GiB
-    monkeypatch.setattr(run_config, "machine_memory", lambda: 64 * 2**30)
+    this_machine_has(monkeypatch, 64 * 2**30)
     line = refused(["train", "--env", "Pendulum-v1", "--action-bins", "1000000", "--quiet"],
                    tmp_path / "out", capsys)
     assert "--action-bins 1000000 x 1 dimensions = 1,000,000 action outputs" in line
     with pytest.raises(UserError, match="action_bins=1000000 x 1 dimensions"):
         Model(env="Pendulum-v1", agent="xlvin", action_bins=10**6)
+
+
+@pytest.mark.parametrize("env, bins, said", [
+    ("6-D Box", "1000", "--action-bins 1000 x 6 dimensions = 6,000 action outputs (1000 bins ^ 6 "
+                        "dimensions = about 10^18 joint actions): more than the 4,096"),
+    ("Pendulum-v1", "1000000", "--action-bins 1000000 x 1 dimensions = 1,000,000 action outputs "
+                               "(1000000 bins ^ 1 dimensions = 1000000 joint actions)"),
+])
+def test_bins_of_too_many_actions_are_refused_before_anything_is_built(
+    env: str, bins: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Issue 58: 1,000 bins on a 6-D Box (10^18 joint actions) and 10^6 bins on Pendulum fit in
+    a big machine's memory, and were accepted, to run TransE pre-training for hours; they are
+    refused in one line with the numbers, on the command line and in Python."""
+    this_machine_has(monkeypatch, 2**50)  # memory is not what refuses them
+    where = ["--env", BIG, "--env-kwargs", "box_dims=6"] if env == "6-D Box" else ["--env", env]
+    line = refused(["train", "--quiet", *where, "--action-bins", bins], tmp_path / "out", capsys)
+    assert said in line and line.endswith("a run may have; choose fewer bins"), line
+    kwargs = {"env_kwargs": {"box_dims": 6}} if env == "6-D Box" else {}
+    with pytest.raises(UserError, match=f"action_bins={bins} x "):
+        Model(env=BIG if env == "6-D Box" else env, agent="xlvin", action_bins=int(bins), **kwargs)
+    assert Model(env=BIG, agent="xlvin", action_bins=100, env_kwargs={"box_dims": 6})  # 600
 
 
 @pytest.fixture(scope="module")

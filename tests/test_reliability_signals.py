@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_faults import DEFAULT_SIGINT, is_gone
+from test_reliability_bounds import this_machine_has
 from test_sigterm import ARGS, ENV, REPRODUCE, wait_for
 
 from xlvin.cli import main
@@ -22,7 +23,6 @@ from xlvin.commands import quickstart
 from xlvin.experiments import table1
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import read_metrics
-from xlvin.run import config as run_config
 
 #: REPRODUCE's cells, each making a progress bar first (disabled, as a cell's training does).
 WITH_BAR = REPRODUCE.replace("def work(cell, root):\n",
@@ -134,7 +134,7 @@ def test_a_low_data_round_that_cannot_finish_is_refused_before_anything_is_built
     memory growing. The time bound counts a low-data run's episodes (one step each at least,
     learnt from by every update of the round), and its round must fit in memory."""
     if memory is not None:
-        monkeypatch.setattr(run_config, "machine_memory", lambda: memory)
+        this_machine_has(monkeypatch, memory)
     run = tmp_path / "run"
     assert main([*LOW_DATA, "--low-data-episodes", str(episodes), "--out", str(run)]) == 2
     err = capsys.readouterr().err

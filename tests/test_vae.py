@@ -19,7 +19,8 @@ from xlvin.ppo.update import PPOConfig
 from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.run.saved import saved_config
 from xlvin.run.training import load_run, train_run
-from xlvin.run.config import RunConfig, TrainConfig, check_run, validate
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.checks import check_run, validate
 
 
 def test_decoder_mirrors_the_nature_cnn_back_to_the_frames_shape() -> None:

@@ -128,7 +128,7 @@ def copy_into_sb3(ours: torch.nn.Module, policy: torch.nn.Module) -> None:
 def our_network(seed: int = 0) -> torch.nn.Module:
     """Our PPO network for Freeway, as `xlvin reproduce atari` builds it, seeded."""
     from xlvin.experiments.atari import Cell
-    from xlvin.run.config import agent_of
+    from xlvin.run.architecture import agent_of
     from xlvin.envs.spaces import Spaces
 
     torch.manual_seed(seed)

@@ -27,7 +27,7 @@ from xlvin.process import prepare_process, set_threads
 from xlvin.pretrain.files import executor_file, load_executor_processor
 from xlvin.pretrain.random_data import random_transitions
 from xlvin.run.training import load_run
-from xlvin.run.config import agent_of
+from xlvin.run.architecture import agent_of
 from xlvin.envs.spaces import Spaces
 
 UP_PROBABILITIES = (1 / 3, 0.37, 0.40, 0.45)

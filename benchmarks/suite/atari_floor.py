@@ -31,7 +31,9 @@ from xlvin.run.agents import agent_fields
 from xlvin.ppo.collect import collect_rollout, make_vector_env, reset_envs
 from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update
 from xlvin.pretrain.files import executor_file, load_executor_processor
-from xlvin.run.config import RunConfig, TrainConfig, agent_of, check_run
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.architecture import agent_of
+from xlvin.run.checks import check_run
 
 
 def _best(fn, reps: int = 3) -> float:

@@ -82,7 +82,8 @@ def _build(cfg, obs_dim: int, actions: int, processor):
     """The agent of TrainConfig `cfg`: from the derived architecture and spaces (current), or
     `build_agent` with the observation shape or size (older code)."""
     try:
-        from xlvin.run.config import RunConfig, agent_of
+        from xlvin.run.config import RunConfig
+        from xlvin.run.architecture import agent_of
         from xlvin.envs.spaces import Spaces
 
         return agent_of(RunConfig(train=cfg), Spaces((obs_dim,), "flat", actions), processor)

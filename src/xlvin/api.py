@@ -17,7 +17,6 @@ over this module.
 
 import dataclasses
 import functools
-import re
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -39,7 +38,7 @@ from xlvin.api_runs import learn_run, on_env, stopped_steps
 from xlvin.callbacks import Callback, Hooks, Logger, as_callback
 from xlvin.envs.given import EnvLike, check_run_env, register_as
 from xlvin.envs.spaces import Spaces, recorded_spaces
-from xlvin.errors import UserError
+from xlvin.errors import FieldError, UserError
 from xlvin.io.run_dir import check_new_run_dir, claim_run_dir
 from xlvin.io.saves import (
     check_save_path,
@@ -53,47 +52,24 @@ from xlvin.io.saves import (
 )
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import make_vector_env
-from xlvin.run.config import RunConfig, check_run, made_env, on_cpu, option_names
+from xlvin.run.architecture import made_env
+from xlvin.run.checks import check_run
+from xlvin.run.config import RunConfig, on_cpu, option_names
 from xlvin.run.training import evaluate_agent, read_run, train_run, weights_metadata
 
-#: Flags that name a keyword argument of the API (beyond `option_names`).
-API_FLAGS = ("episodes", "out", "resume", "config")
-#: Flags given once per item -> the keyword argument of their list.
-REPEATED_FLAGS = {"env-wrapper": "env_wrappers"}
-#: A command-line flag in an error message, and the value after it.
-FLAG = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)( (?=[\d'\"/.~-]))?")
-
-
-def in_python_terms(message: str) -> str:
-    """An error message of the shared checks with its flags as the API's keyword arguments:
-    `--seed must be` -> `seed must be`, `--depth 9 builds` -> `depth=9 builds`."""
-    if "in Python:" in message:  # already says both
-        return message
-    known = {*option_names(), *API_FLAGS}
-
-    def keyword(match: re.Match[str]) -> str:
-        name = REPEATED_FLAGS.get(match[1], match[1].replace("-", "_"))
-        if name not in known:
-            return match[0]
-        return f"{name}=" if match[2] else name
-
-    return FLAG.sub(keyword, message)
-
-
 def _python_errors(method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method` with its UserErrors' flags in Python terms (`in_python_terms`); the command
-    line, which calls the API too, prints the original (`command_line_message`)."""
+    """`method` with its FieldErrors naming keyword arguments, not flags (`FieldError.
+    in_python`); the command line, which calls the API too, prints its own terms
+    (`command_line_message`)."""
 
     @functools.wraps(method)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         try:
             return method(*args, **kwargs)
-        except UserError as err:
+        except FieldError as err:
             if hasattr(err, "command_line_message"):
                 raise
-            python = type(err)(in_python_terms(str(err)))
-            python.command_line_message = str(err)
-            raise python from None
+            raise err.in_python() from None
 
     return wrapped
 

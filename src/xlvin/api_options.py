@@ -16,12 +16,11 @@ from xlvin.config import close_match, from_dict, load_json, to_dict
 from xlvin.envs.given import env_options
 from xlvin.envs.packages import import_gym_packages
 from xlvin.envs.wrappers import import_env_wrappers, wrapper_spec
-from xlvin.errors import UserError
+from xlvin.errors import FieldError, UserError
 from xlvin.run.agents import expand_agent
-from xlvin.run.config import MAX_SEED, SECTIONS, RunConfig, check_device, option_names
+from xlvin.run.checks import check_device
+from xlvin.run.config import EVAL_SEED, MAX_SEED, SECTIONS, RunConfig, option_names
 
-#: The first seed of `evaluate` (and `xlvin evaluate`): far from every training seed.
-EVAL_SEED = 1_000_000
 #: The most episodes one evaluation plays: its result lists every return.
 MAX_EVAL_EPISODES = 1_000_000
 #: Stable-Baselines3's policy names: `PPO("MlpPolicy", env)` takes the env second.
@@ -182,8 +181,8 @@ def check_evaluation(episodes: int, seed: int) -> None:
     """Refuse an evaluation of no episodes or more than MAX_EVAL_EPISODES, or seeds outside
     [0, MAX_SEED]."""
     if episodes <= 0:
-        raise UserError(f"--episodes must be > 0, got {episodes}")
+        raise FieldError("{episodes} must be > 0, got {}", episodes)
     if episodes > MAX_EVAL_EPISODES:
-        raise UserError(f"--episodes must be at most {MAX_EVAL_EPISODES:,}, got {episodes:,}")
+        raise FieldError("{episodes} must be at most {:,}, got {:,}", MAX_EVAL_EPISODES, episodes)
     if not 0 <= seed <= MAX_SEED:
-        raise UserError(f"--seed must be in [0, {MAX_SEED}], got {seed}")
+        raise FieldError("{seed} must be in [0, {}], got {}", MAX_SEED, seed)

@@ -5,10 +5,13 @@ memory, a user env that fails) is one `xlvin: error: ...` line on stderr and exi
 (`XLVIN_TRACEBACK=1`: after its traceback); Ctrl-C is `xlvin: interrupted` (130), SIGTERM
 `xlvin: terminated` (143; SIGHUP the same, 129: `xlvin.signals`); a closed stdout (`xlvin ... |
 head`) ends the command quietly (141). The heavy
-imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handled too.
+imports (torch, gymnasium) happen inside `main`, so Ctrl-C during them is handled too. A command
+line builds the parser of the command it names only (`COMMANDS`): `xlvin train --help` imports
+no torch, and answers at once.
 """
 
 import argparse
+import importlib
 import os
 import re
 import sys
@@ -75,17 +78,27 @@ def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
     return {s for action in parser._actions for s in action.option_strings}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from xlvin.commands import executor, maze, quickstart, reproduce, sweep, train, transe
+#: Each sub-command -> the module of `xlvin.commands` that registers it, in the order `xlvin
+#: --help` lists them.
+COMMANDS = {
+    "pretrain-executor": "executor", "eval-executor": "executor", "pretrain-transe": "transe",
+    "train": "train", "evaluate": "train", "quickstart": "quickstart", "reproduce": "reproduce",
+    "sweep": "sweep", "maze": "maze",
+}
 
+
+def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
+    """The `xlvin` parser: every command's, or where the command line `words` starts with a
+    command, that command's module's only (the others import torch or the experiments)."""
+    named = COMMANDS.get(words[0]) if words else None
     parser = Parser(
         prog="xlvin",
         description="XLVIN: eXecuted Latent Value Iteration Networks and baselines.",
     )
     parser.add_argument("--version", action="version", version=f"xlvin {version('xlvin')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (executor, transe, train, quickstart, reproduce, sweep, maze):
-        module.register(sub)
+    for module in [named] if named else dict.fromkeys(COMMANDS.values()):
+        importlib.import_module(f"xlvin.commands.{module}").register(sub)
     for path, command in _commands(parser):
         add_option(command, default=path[0] in DEFAULT_ON)
     return parser
@@ -151,15 +164,15 @@ def _run(argv: list[str] | None) -> int:
         return 0
     if wanted(words):
         pin()  # before the imports below load NumPy and torch
-    from xlvin.process import prepare_process
-
-    parser = build_parser()
+    parser = build_parser(words)
     parser.argv = words  # for the did-you-mean
-    prepare_process()  # after the imports: some of them reset warning filters
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit:  # --help, or a usage error already printed in one line
         return int(exit.code or 0)
+    from xlvin.process import prepare_process
+
+    prepare_process()
     args.func(args)
     return 0
 

@@ -20,7 +20,10 @@ from xlvin.accel.allocator import retain_freed_memory
 
 
 def quiet_known_warnings() -> None:
-    """The paper's CartPole-v0 is deprecated in gymnasium 1.x; its warning says nothing new."""
+    """The paper's CartPole-v0 is deprecated in gymnasium 1.x; its warning says nothing new.
+    gymnasium is imported first: its import puts its own warning filters ahead of ours."""
+    import gymnasium  # noqa: F401
+
     warnings.filterwarnings("ignore", message=".*CartPole-v0 is out of date.*")
 
 

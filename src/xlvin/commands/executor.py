@@ -16,7 +16,8 @@ from xlvin.pretrain.executor import pretrain_and_save
 from xlvin.pretrain.executor_config import GRAPH_FAMILIES, MAZE_SIZES, ExecutorConfig
 from xlvin.pretrain.executor_eval import evaluate_executor
 from xlvin.pretrain.files import make_executor
-from xlvin.run.config import MAX_SEED, machine_memory
+from xlvin.run.config import MAX_SEED
+from xlvin.run.architecture import machine_memory
 
 
 def _table(rows: list[dict[str, Any]]) -> str:

@@ -1,4 +1,8 @@
-"""`xlvin train` and `xlvin evaluate`: one run into a run directory, and a saved policy evaluated."""
+"""`xlvin train` and `xlvin evaluate`: one run into a run directory, and a saved policy evaluated.
+
+Their parsers need only the config schema (`xlvin.run.config`, torch-free): what runs a command
+(the API, the agent registry, the run directory, the user's env modules) is imported when it
+runs."""
 
 import argparse
 import json
@@ -7,15 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xlvin.api import Model
-from xlvin.api_options import EVAL_SEED, check_evaluation
 from xlvin.config import add_options, from_args, load_json
-from xlvin.envs.packages import import_gym_packages
-from xlvin.envs.wrappers import import_env_wrappers
-from xlvin.io.run_dir import CONFIG
-from xlvin.run.agents import expand_agent
 from xlvin.progress import duration
-from xlvin.run.config import SECTIONS, RunConfig, whole_rollouts
+from xlvin.run.config import EVAL_SEED, SECTIONS, RunConfig, whole_rollouts
 
 
 #: The options most runs set, listed first in `xlvin train --help`.
@@ -38,6 +36,8 @@ def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig
     """The config from the flags, over --config, over `saved` (a run's config.json) or defaults.
     `--agent NAME` sets the fields its name stands for (xlvin-r: --agent xlvin --executor
     random, `expand_agent`)."""
+    from xlvin.run.agents import expand_agent
+
     if args.agent is not None:
         given = {"agent": args.agent, "executor": args.executor}
         args = argparse.Namespace(**{**vars(args), **expand_agent(
@@ -67,6 +67,11 @@ def time_split(summary: dict[str, Any]) -> str:
 
 
 def _train(args: argparse.Namespace) -> None:
+    from xlvin.api import Model
+    from xlvin.envs.packages import import_gym_packages
+    from xlvin.envs.wrappers import import_env_wrappers
+    from xlvin.io.run_dir import CONFIG
+
     import_gym_packages(args.gym_packages or [])  # the flag's modules only, never a file's
     import_env_wrappers(args.env_wrappers or [])
     saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
@@ -91,6 +96,9 @@ def counts(ppo: dict[str, Any]) -> str:
 
 
 def _evaluate(args: argparse.Namespace) -> None:
+    from xlvin.api import Model
+    from xlvin.api_options import check_evaluation
+
     check_evaluation(args.episodes, args.seed)
     result = Model.load(args.run_dir, gym_packages=args.gym_packages,
                         env_wrappers=args.env_wrappers).evaluate(

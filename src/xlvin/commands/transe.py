@@ -8,7 +8,8 @@ from xlvin.commands.pretrained_files import add_file_options, check_out, verifie
 from xlvin.experiments import table1
 from xlvin.process import set_threads
 from xlvin.run.training import shared_transe_file
-from xlvin.run.config import RunConfig, check_run
+from xlvin.run.config import RunConfig
+from xlvin.run.checks import check_run
 
 
 def paper_run(env: str) -> RunConfig:

@@ -36,7 +36,7 @@ import numpy as np
 
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from xlvin.errors import UserError
+from xlvin.errors import FieldError, UserError
 
 #: Games registered as xlvin/<Game>-v5 (those the benchmarks and the paper's Atari runs use).
 ATARI_GAMES = ("Freeway", "Alien", "Enduro", "Pong", "Breakout", "MsPacman", "Seaquest")
@@ -210,8 +210,8 @@ def ale_vector_game(env_id: str) -> tuple[str, bool]:
     kinds = {atari_env_id(g): (g, False) for g in ATARI_GAMES}
     kinds.update({atari_train_id(g): (g, True) for g in ATARI_GAMES})
     if env_id not in kinds:
-        raise UserError(f"--atari-vector ale makes xlvin/<Game>-v5 and xlvin/<Game>Train-v4 envs "
-                        f"only, not {env_id!r}")
+        raise FieldError("{atari_vector} ale makes xlvin/<Game>-v5 and xlvin/<Game>Train-v4 envs "
+                         "only, not {!r}", env_id)
     return kinds[env_id]
 
 
@@ -234,7 +234,8 @@ class AleGames(VectorWrapper):
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> Any:
         if options is not None:
-            raise UserError("ale-py's vector env (--atari-vector ale) resets all envs at once here")
+            raise FieldError("ale-py's vector env ({atari_vector} ale) resets all envs at once "
+                             "here")
         obs, info = self.env.reset(seed=seed)
         self.since_reset[:] = 0
         self.game_returns[:] = 0.0

@@ -12,7 +12,7 @@ import os
 import sys
 
 from xlvin.envs.atari import require_ale
-from xlvin.errors import UserError, one_line
+from xlvin.errors import FieldError, UserError, one_line
 
 #: The ids of MiniGrid's environments, registered when the package is imported.
 MINIGRID_PREFIXES = ("MiniGrid-", "BabyAI-")
@@ -32,9 +32,10 @@ def ensure_registered(env_id: str) -> None:
                             "'.[minigrid]'") from None
 
 
-def import_named(name: str, what: str) -> None:
+def import_named(name: str, field: str, value: str) -> None:
     """Import the module `name` a user named (from the current directory too, as `python -m`
-    would), unless it is imported already; one UserError, starting with `what`, if it fails."""
+    would), unless it is imported already; one UserError if it fails, naming the config `field`
+    the module comes from with its `value` (`--gym-packages NAME`, `--env-wrapper SPEC`)."""
     if name in sys.modules:
         return
     here = os.getcwd()
@@ -42,7 +43,8 @@ def import_named(name: str, what: str) -> None:
     try:
         importlib.import_module(name)
     except ImportError as err:
-        raise UserError(f"{what}: cannot import {name}: {one_line(err)}") from None
+        raise FieldError("{" + field + "=}: cannot import {}: {}", name, one_line(err),
+                         **{field: value}) from None
     finally:
         sys.path.remove(here)
 
@@ -51,7 +53,7 @@ def import_gym_packages(modules: list[str]) -> None:
     """Import each named module, so that the environments it registers are in gymnasium's
     registry; one UserError if one fails."""
     for name in modules:
-        import_named(name, f"--gym-packages {name}")
+        import_named(name, "gym_packages", name)
 
 
 def require_gym_packages(modules: list[str], env_id: str) -> None:

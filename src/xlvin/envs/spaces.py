@@ -13,7 +13,7 @@ import numpy as np
 from xlvin.envs import ensure_registered
 from xlvin.envs.maze import is_maze_env
 from xlvin.envs.wrappers import wrapped_env_id
-from xlvin.errors import UserError, one_line
+from xlvin.errors import FieldError, UserError, one_line
 
 #: How observations are read, by observation space (the encoder registry's keys):
 #: flat      Box of up to 2 axes, flattened          -> MLP encoder
@@ -271,9 +271,11 @@ def require_registered(env_id: str) -> str:
     would import) is refused, never made."""
     ensure_registered(env_id)
     if env_id not in gym.registry:
-        refused = (" (ids that name a module to import, module:Env, are refused; register it in a "
-                   "module and pass --gym-packages MODULE)") if ":" in env_id else ""
-        raise UserError(f"unknown environment {env_id!r}: {registry_hint(env_id)}{refused}")
+        if ":" in env_id:
+            raise FieldError("unknown environment {!r}: {} (ids that name a module to import, "
+                             "module:Env, are refused; register it in a module and pass "
+                             "{gym_packages} MODULE)", env_id, registry_hint(env_id))
+        raise UserError(f"unknown environment {env_id!r}: {registry_hint(env_id)}")
     return env_id
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 
 from xlvin.envs.packages import ensure_registered, import_named
-from xlvin.errors import UserError, one_line
+from xlvin.errors import FieldError, UserError, one_line
 
 #: module:Class, both dotted Python names (`my_pkg.wrappers:Flat`, `gymnasium.wrappers:...`).
 SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -37,8 +37,8 @@ def check_wrapper_specs(specs: Sequence[str]) -> None:
     """Refuse, in one line, a wrapper that is not written module:Class."""
     for spec in specs:
         if not isinstance(spec, str) or not SPEC.fullmatch(spec):
-            raise UserError(f"--env-wrapper {spec!r}: expected module:Class (a module to import "
-                            "and the wrapper in it, e.g. my_wrappers:FlatObs)")
+            raise FieldError("{env_wrappers=!r}: expected module:Class (a module to import and "
+                             "the wrapper in it, e.g. my_wrappers:FlatObs)", env_wrappers=spec)
 
 
 def wrapper_spec(wrapper: str | Callable[..., gym.Env]) -> str:
@@ -67,7 +67,7 @@ def import_env_wrappers(specs: Sequence[str]) -> None:
     arguments), never a file's."""
     check_wrapper_specs(specs)
     for spec in specs:
-        import_named(spec.partition(":")[0], f"--env-wrapper {spec}")
+        import_named(spec.partition(":")[0], "env_wrappers", spec)
         wrapper_class(spec)
     _NAMED.update(specs)
 
@@ -95,10 +95,12 @@ def wrapper_class(spec: str) -> type[gym.Wrapper]:
     for attribute in name.split("."):
         found = getattr(found, attribute, None)
     if found is None:
-        raise UserError(f"--env-wrapper {spec}: module {module} has no class or function {name}")
+        raise FieldError("{env_wrappers=}: module {} has no class or function {}", module, name,
+                         env_wrappers=spec)
     if not (isinstance(found, type) and issubclass(found, gym.Wrapper)):
-        raise UserError(f"--env-wrapper {spec}: {name} is not a gymnasium.Wrapper subclass (a "
-                        "class that takes the env); only wrapper classes are applied")
+        raise FieldError("{env_wrappers=}: {} is not a gymnasium.Wrapper subclass (a class that "
+                         "takes the env); only wrapper classes are applied", name,
+                         env_wrappers=spec)
     return found
 
 
@@ -110,7 +112,8 @@ def _make_wrapped(env_id: str, specs: tuple[str, ...], **kwargs: Any) -> gym.Env
         try:
             env = wrapper_class(spec)(env)
         except Exception as err:  # the user's code: any failure is theirs, said in one line
-            raise UserError(f"--env-wrapper {spec} failed on {env_id}: {one_line(err)}") from None
+            raise FieldError("{env_wrappers=} failed on {}: {}", env_id, one_line(err),
+                             env_wrappers=spec) from None
     return env
 
 

@@ -62,7 +62,8 @@ from xlvin.ppo.evaluation import evaluate_policy
 from xlvin.ppo.update import PPOConfig
 from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
 from xlvin.run.training import load_run, prepare_executors, train_run
-from xlvin.run.config import RunConfig, TrainConfig, check_device
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.checks import check_device
 
 GAMES = ("Freeway", "Alien", "Enduro")
 #: The agents, by their canonical names (`xlvin.run.agents.AGENT_NAMES`, which also say what

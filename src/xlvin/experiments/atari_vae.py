@@ -52,7 +52,8 @@ from xlvin.nn.policy import ActorCritic
 from xlvin.run.agents import build_agent
 from xlvin.ppo.collect import make_vector_env, reset_envs
 from xlvin.run.training import load_run
-from xlvin.run.config import RunConfig, check_device, check_run, on_cpu
+from xlvin.run.config import RunConfig, on_cpu
+from xlvin.run.checks import check_device, check_run
 
 GAME = "Freeway"
 #: The XLVIN-R agent of `xlvin.experiments.atari` and our VAE variant of it.

@@ -9,11 +9,9 @@ from pathlib import Path
 from xlvin.io.digests import write_sealed
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir
 from xlvin.process import quiet_known_warnings
-from xlvin.run.config import RunConfig
+from xlvin.run.config import EVAL_SEED, RunConfig  # EVAL_SEED: the first seed of final evaluations
 from xlvin.run.training import evaluate_run, train_run
 
-#: The first seed of the final evaluations' episodes: above every training seed.
-EVAL_SEED = 1_000_000
 #: The sealed final evaluation of a run directory.
 EVAL_FILE = "eval.json"
 

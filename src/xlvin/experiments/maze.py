@@ -39,7 +39,8 @@ from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.ppo.update import PPOConfig
 from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
 from xlvin.run.training import prepare_executors, train_run
-from xlvin.run.config import RunConfig, TrainConfig, check_device
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.checks import check_device
 
 #: Experiments: name -> (env id, default agents).
 EXPERIMENTS = {

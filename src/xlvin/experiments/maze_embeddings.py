@@ -39,7 +39,8 @@ from xlvin.process import set_threads
 from xlvin.pretrain.transe import TransEConfig
 from xlvin.run.agents import transe_pair
 from xlvin.run.training import LEVELS_DIR, level_weights_file, load_run, shared_transe_file
-from xlvin.run.config import RunConfig, check_run, on_cpu
+from xlvin.run.config import RunConfig, on_cpu
+from xlvin.run.checks import check_run
 
 #: The default maze is drawn (seeded) from the held-out mazes whose longest optimal path, over
 #: the cells that reach the goal, has at least this many moves (56 of the 833 8x8 test mazes).

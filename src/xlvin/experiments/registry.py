@@ -25,7 +25,7 @@ from xlvin.experiments import (
 from xlvin.experiments.final_eval import is_finished
 from xlvin.experiments.protocol import Experiment, Record
 from xlvin.ppo.curriculum import CurriculumConfig
-from xlvin.run.config import check_device
+from xlvin.run.checks import check_device
 
 Cells = list[Any]
 Trained = list[Record] | None

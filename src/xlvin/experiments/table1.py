@@ -56,7 +56,9 @@ from xlvin.pretrain.transe import TransEConfig
 from xlvin.ppo.low_data import PAPER_LOW_DATA, LowDataConfig
 from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
 from xlvin.run.training import shared_transe_file
-from xlvin.run.config import RunConfig, TrainConfig, check_run, transe_key
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.transe import transe_key
+from xlvin.run.checks import check_run
 
 ENVS = ("CartPole-v0", "Acrobot-v1", "MountainCar-v0")
 PROTOCOLS = ("paper", "ours")

@@ -24,7 +24,7 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
-from xlvin.errors import UserError, one_line
+from xlvin.errors import FieldError, UserError, one_line
 from xlvin.io.digests import DIGEST_FIELD, is_sealed, legacy_notice, sealed
 from xlvin.io.files import (
     atomic_write_bytes,
@@ -73,16 +73,16 @@ def claim_run_dir(path: Path) -> Iterator[Path]:
         os.close(fd)
 
 
-def check_creatable(path: Path, what: str = "--out") -> None:
+def check_creatable(path: Path) -> None:
     """Refuse, before any work, a path that cannot be created: its nearest existing ancestor must
     be a writable directory."""
     ancestor = Path(path).absolute().parent
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise UserError(f"{what} {path}: {ancestor} is not a directory")
+        raise FieldError("{out=}: {} is not a directory", ancestor, out=path)
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise UserError(f"{what} {path}: cannot write in {ancestor}")
+        raise FieldError("{out=}: cannot write in {}", ancestor, out=path)
 
 
 def check_new_run_dir(path: Path) -> None:
@@ -90,10 +90,11 @@ def check_new_run_dir(path: Path) -> None:
     and unless it can be created; changes nothing."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise UserError(f"--out {path} exists and is not a directory")
+        raise FieldError("{out=} exists and is not a directory", out=path)
     if path.is_dir() and any(p.name != LOCK for p in path.iterdir()):
         what = "a run" if (path / CONFIG).exists() else "files"
-        raise UserError(f"--out {path} already holds {what}; choose a new directory (or --resume an unfinished run)")
+        raise FieldError("{out=} already holds {}; choose a new directory (or {resume} an "
+                         "unfinished run)", what, out=path)
     if not path.exists():
         check_creatable(path)
 
@@ -126,7 +127,7 @@ def open_run_dir(
     it holds that field's default)."""
     path = Path(path)
     if not (path / CONFIG).is_file():
-        raise UserError(f"--resume: {path} holds no run to resume ({CONFIG} is missing)")
+        raise FieldError("{resume}: {} holds no run to resume ({} is missing)", path, CONFIG)
     saved = read_json_object(path / CONFIG)
     if normalize is not None:
         saved = normalize(saved)

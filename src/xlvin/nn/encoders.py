@@ -5,6 +5,8 @@ import math
 import torch
 from torch import nn
 
+from xlvin.nn.names import ACTIVATION_NAMES
+
 
 def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
     """Orthogonal weights and zero biases, the PPO convention (ikostrikov, CleanRL)."""
@@ -17,7 +19,7 @@ def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
 
 
 #: The MLP encoder's hidden activations by name.
-ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
+ACTIVATIONS: dict[str, type[nn.Module]] = dict(zip(ACTIVATION_NAMES, (nn.ReLU, nn.Tanh)))
 
 
 class MLPEncoder(nn.Module):

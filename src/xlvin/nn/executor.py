@@ -18,9 +18,7 @@ from torch.nn import functional as F
 
 from xlvin.errors import UserError
 from xlvin.mdp.executor_graph import MDPGraph
-
-AGGREGATIONS = ("max", "sum")
-MESSAGES = ("relu", "linear")
+from xlvin.nn.names import AGGREGATIONS, MESSAGES
 
 
 class MessagePassing(nn.Module):

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from xlvin.nn.names import EXPANSIONS
 from xlvin.nn.transition import TransitionModel
 
-EXPANSIONS = ("all", "uniform", "gaussian", "policy")
 #: The methods that read the rollout policy at each node.
 LEARNED = ("gaussian", "policy")
 

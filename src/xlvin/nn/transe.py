@@ -3,12 +3,8 @@
 import torch
 from torch import nn
 
+from xlvin.nn.names import NEGATIVES
 from xlvin.nn.transition import TransitionModel
-
-#: Where the TransE loss draws its negatives s~ (paper eq. 2 compares z(s~) with z(s')):
-#: "states", a permutation of the batch's states (ours); "next_states", the batch's next states
-#: drawn with replacement (the authors' code: dransyhe/CNAP, TransE.contrastive_loss).
-NEGATIVES = ("states", "next_states")
 
 
 def energy(x: torch.Tensor, y: torch.Tensor, sigma: float = 0.5) -> torch.Tensor:

@@ -23,7 +23,7 @@ from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
 from xlvin.envs.failures import PASSED_ON, env_failed
 from xlvin.envs.given import given_env
-from xlvin.errors import UserError, one_line
+from xlvin.errors import FieldError, UserError, one_line
 from xlvin.nn.policy import ActorCritic
 from xlvin.envs.spaces import read_observations
 from xlvin.ppo.storage import Rollout, concat_rollouts
@@ -151,7 +151,8 @@ def make_vector_env(
         raise UserError("episode statistics are kept for NEXT_STEP autoreset only")
     if vectorization == "ale":
         if env_kwargs or autoreset_mode != AutoresetMode.NEXT_STEP:
-            raise UserError("--atari-vector ale takes no env options and autoresets at the next step")
+            raise FieldError("{atari_vector} ale takes no env options and autoresets at the next "
+                             "step")
         return make_ale_vector_env(env_id, num_envs)
     given = given_env(env_id)
     try:

@@ -26,79 +26,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from xlvin.config import option
 from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
-from xlvin.envs.maze_data import MazeSet, maze_split
+from xlvin.envs.maze_data import MazeSet
 from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import reset_envs
 from xlvin.ppo.loop import DataSource, OnlineData
 from xlvin.ppo.maze_evaluation import evaluation_contexts, evaluation_starts, success_by_level
-from xlvin.ppo.update import PPOConfig
+from xlvin.ppo.config import CurriculumConfig, PPOConfig
 from xlvin.ppo.storage import Rollout
 
 #: Called with (level, policy) when a level is passed, before the curriculum moves on.
 OnLevelPassed = Callable[[int, ActorCritic], None]
 #: Seed of the held-out starts and contexts every evaluation plays (the same for every agent).
 EVAL_SEED = 0
-
-
-@dataclass
-class CurriculumConfig:
-    """The continual maze: which mazes, when a level passes or fails, how it is evaluated."""
-
-    size: int = option(8, "side of the training mazes (the paper: 8)")
-    dataset: str = option(
-        "generated", "'generated' (the library's VIN generator) or the path of a VIN npz: its "
-        "train split is trained on, its test split evaluated"
-    )
-    dataset_seed: int = option(0, "seed of the generated mazes")
-    first_level: int = option(1, "the level the curriculum starts at")
-    last_level: int = option(0, "the last level; 0: the highest level of the training split")
-    window: int = option(1000, "a level passes when its last WINDOW episodes ... (paper: 1,000)")
-    threshold: float = option(0.95, "... succeed at this rate (paper: 0.95)")
-    budget: int = option(
-        1_000_000, "episodes (trajectories) a level may use before it is failed (paper: 1,000,000)"
-    )
-    eval_per_level: int = option(
-        250, "held-out starts per level in each evaluation (0: every start); the same for every "
-        "agent (seeded)"
-    )
-    ood_size: int = option(16, "also evaluate on held-out generated mazes of this side (0: none)")
-
-    def __post_init__(self) -> None:
-        if min(self.size, self.first_level, self.window, self.budget) < 1:
-            raise UserError("curriculum: size, first_level, window and budget must be >= 1")
-        if self.last_level < 0 or self.eval_per_level < 0 or self.ood_size < 0:
-            raise UserError("curriculum: last_level, eval_per_level and ood_size must be >= 0")
-        if not 0.0 < self.threshold <= 1.0:
-            raise UserError(f"curriculum: threshold must be in (0, 1], got {self.threshold}")
-
-    def held_out_splits(self) -> dict[int, MazeSet]:
-        """{maze side: held-out mazes}: the test split of the training data set, and generated
-        mazes of side `ood_size` (out of distribution)."""
-        sources = {self.size: self.dataset}
-        if self.ood_size and self.ood_size != self.size:
-            sources[self.ood_size] = "generated"
-        return {size: maze_split(size, "test", dataset, self.dataset_seed)
-                for size, dataset in sources.items()}
-
-    def train_env_kwargs(self, level: int | None = None) -> dict[str, Any]:
-        """Keyword arguments of the maze env on the training split (starts of `level` only, or
-        of every level when None)."""
-        return {"size": self.size, "level": level, "split": "train", "dataset": self.dataset,
-                "dataset_seed": self.dataset_seed}
-
-    def levels(self) -> list[int]:
-        """The levels of the curriculum, in order: those of the training split from
-        `first_level` to `last_level`."""
-        present = sorted(maze_split(self.size, "train", self.dataset, self.dataset_seed).level_counts())
-        last = self.last_level or present[-1]
-        levels = [d for d in present if self.first_level <= d <= last]
-        if not levels:
-            raise UserError(f"curriculum: the training mazes have no level in "
-                            f"[{self.first_level}, {last}] (they have {present[0]}..{present[-1]})")
-        return levels
 
 
 @dataclass

@@ -13,63 +13,15 @@ region around the policy that collected the data (`refresh_old_policy` recompute
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from xlvin.config import option
-from xlvin.errors import UserError
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.ppo.collect import collect_episodes, collect_until_episodes_end
+from xlvin.ppo.config import LowDataConfig
 from xlvin.ppo.loop import DataSource, Evaluation, relabel
-from xlvin.ppo.update import MAX_ENVS
 from xlvin.ppo.storage import Rollout
-
-
-@dataclass
-class LowDataConfig:
-    """The low-data protocol: `rounds` x (collect `episodes` episodes, `updates` PPO updates)."""
-
-    rounds: int = option(1, "collection rounds")
-    episodes: int = option(10, "complete episodes collected per round with the current policy")
-    collect: str = option(
-        "episodes", "'episodes': exactly `episodes` complete episodes (the first to start), "
-        "nothing else; 'until_done': every step of num_envs envs until `episodes` episodes have "
-        "ended in total, unfinished ones included (the authors' gather_fixed_episodes_rollout)",
-        choices=("episodes", "until_done"),
-    )
-    num_envs: int = option(4, "parallel envs collecting a round (the authors': CartPole 15, others 5)")
-    updates: int = option(100, "PPO updates (each: update_epochs x num_minibatches) per round")
-    strict_transe: bool = option(
-        False, "pre-train TransE only on the first round's episodes (no extra random-policy data)"
-    )
-    refresh_old_policy: bool = option(
-        False, "before each update, recompute log pi_old and V_old under the current policy "
-        "(default: keep the collecting policy's, as the reference PPO does)"
-    )
-    average_last: int = option(
-        0, "the final policy averages the weights after each of the last N updates (stochastic "
-        "weight averaging; 0: the last weights). Ours, not the paper's"
-    )
-    eval_points: int = option(5, "evaluations of the policy during training (progress curve)")
-    eval_episodes: int = option(10, "episodes per progress evaluation")
-
-    def __post_init__(self) -> None:
-        if self.average_last < 0:
-            raise UserError("low-data protocol: average_last must be >= 0")
-        if min(self.rounds, self.episodes, self.updates, self.num_envs) < 1:
-            raise UserError("low-data protocol: rounds, episodes, updates and num_envs must be >= 1")
-        if self.num_envs > MAX_ENVS:
-            raise UserError(f"low-data protocol: num_envs must be <= {MAX_ENVS}")
-        if not 0 <= self.eval_points <= self.rounds * self.updates or self.eval_episodes < 1:
-            raise UserError("low-data protocol: eval_points must be in [0, rounds x updates] "
-                            "(at most one evaluation after each update), eval_episodes >= 1")
-        if self.collect not in ("episodes", "until_done"):
-            raise UserError(f"low-data protocol: collect must be episodes or until_done, got {self.collect!r}")
-
-    def evaluation(self) -> Evaluation:
-        return Evaluation(points=self.eval_points, episodes=self.eval_episodes)
 
 
 #: The paper's settings (section 4.1) per environment id.

@@ -12,157 +12,23 @@ the flat Adam of `xlvin.accel.flat_adam`; both compute what the readable `ppo_lo
 `torch.optim.Adam` compute (tests/test_ppo_loss.py).
 """
 
-from dataclasses import dataclass
-
 import torch
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.accel.image_layout import channels_last
-from xlvin.config import option
-from xlvin.errors import TrainingDiverged, UserError
+from xlvin.errors import TrainingDiverged
 from xlvin.nn.distributions import Categorical
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.ppo_loss import ppo_loss
 from xlvin.ppo.advantages import compute_gae, monte_carlo_returns
+from xlvin.ppo.config import PPOConfig
 from xlvin.ppo.storage import Rollout
 
 #: |log pi_new - log pi_old| is clamped to this before exponentiating (see ppo_loss).
 LOGRATIO_LIMIT = 20.0
 
 Optimizer = torch.optim.Adam | FlatAdam
-#: The most parallel envs a run may have: a checkpoint's JSON header holds every env's state, and
-#: safetensors refuses headers over 100 MB.
-MAX_ENVS = 1024
-#: The most CPU threads a run may ask for: far more than any machine's cores, and few enough to
-#: start (100,000 crash torch's thread pool).
-MAX_THREADS = 1024
-
-
-@dataclass
-class PPOConfig:
-    """PPO hyperparameters (defaults: CleanRL / ikostrikov's PPO, clip 0.2 as in the authors'
-    classic-control runs)."""
-
-    num_envs: int = option(4, "parallel environments (sync vector env)")
-    num_steps: int = option(128, "steps per env per rollout")
-    total_steps: int = option(
-        500_000, "total env steps of online training (all envs); a new run rounds it up to whole "
-        "rollouts of num_envs x num_steps"
-    )
-    lr: float = option(2.5e-4, "Adam learning rate")
-    adam_eps: float = option(1e-5, "Adam epsilon")
-    anneal_lr: bool = option(True, "decay the learning rate linearly to 0 over training")
-    gamma: float = option(0.99, "discount factor")
-    advantages: str = option(
-        "gae", "advantage estimator: 'gae' (GAE(lambda)), or 'monte_carlo' (discounted returns "
-        "bootstrapped from V at the end of the data, advantage = return - V_old: the authors' "
-        "code, ikostrikov's use_gae=False)", choices=("gae", "monte_carlo"),
-    )
-    gae_lambda: float = option(0.95, "GAE lambda")
-    time_limit_terminal: bool = option(
-        False, "treat a time limit (truncation) as a termination: no bootstrap from V(final "
-        "observation) (the authors' code, ikostrikov's use_proper_time_limits=False)"
-    )
-    num_minibatches: int = option(4, "minibatches per epoch (of the rollout's real transitions)")
-    minibatch_size: int = option(
-        0, "0: cut each epoch into num_minibatches; N > 0: minibatches of N real transitions, "
-        "the last partial one dropped (the authors' code: 128, drop_last=True)"
-    )
-    update_epochs: int = option(4, "passes over each rollout")
-    clip_coef: float = option(0.2, "surrogate (and value) clipping coefficient")
-    clip_value_loss: bool = option(True, "clip the value loss around the old values")
-    ent_coef: float = option(0.01, "entropy bonus coefficient")
-    vf_coef: float = option(0.5, "value loss coefficient")
-    max_grad_norm: float = option(0.5, "global gradient norm clip")
-    target_kl: float = option(
-        0.0, "stop a round's remaining updates once an update's mean approx KL to the collecting "
-        "policy exceeds this (0: never; SB3's / CleanRL's early stopping, on the round's data)"
-    )
-    norm_adv: bool = option(True, "normalise advantages (per minibatch, or see norm_adv_batch)")
-    norm_adv_batch: bool = option(
-        False, "normalise advantages once over all the update's real transitions, "
-        "(A - mean) / (std + 1e-5), instead of per minibatch (the authors' code)"
-    )
-    torch_threads: int = option(
-        1, "CPU threads of a training process for torch and NumPy's BLAS (1 is fastest for small "
-        "nets; 0 keeps the libraries' defaults)"
-    )
-    norm_obs: bool | None = option(
-        None, "normalise observations by their running mean and std, clipped to +-clip_obs (the "
-        "statistics are saved with the model and frozen outside training); unset: on for Box "
-        "actions with flat observations (SB3's / CleanRL's MuJoCo presets), off otherwise"
-    )
-    norm_reward: bool | None = option(
-        None, "scale rewards by the running std of the discounted return, clipped to "
-        "+-clip_reward; unset: on for Box actions (SB3's / CleanRL's MuJoCo presets)"
-    )
-    clip_obs: float = option(10.0, "bound of the normalised observations")
-    clip_reward: float = option(10.0, "bound of the scaled rewards")
-    log_std_init: float = option(
-        0.0, "Box actions: initial log standard deviation of the Gaussian policy"
-    )
-    use_sde: bool = option(
-        False, "Box actions: explore with generalized state-dependent exploration (gSDE, Raffin "
-        "et al. 2022: noise = the actor's features times a noise matrix held for "
-        "sde_sample_freq steps) in place of independent Gaussian noise at every step"
-    )
-    sde_sample_freq: int = option(
-        -1, "gSDE: draw each env's noise matrix anew every N steps (-1: once per rollout)"
-    )
-    atari_vector: str = option(
-        "gym", "how Atari envs (xlvin/<Game>-v5, xlvin/<Game>Train-v4) are stepped: 'gym' "
-        "(gymnasium's wrappers, resumable) or 'ale' (ale-py's C++ vector env: faster, the same "
-        "frames but other no-op draws at reset; a run cannot resume)", choices=("gym", "ale"),
-    )
-    accelerate: bool = option(
-        True, "on CPU, act with the NumPy weight snapshot and update with the fused loss and flat "
-        "Adam of xlvin.accel (same results up to float rounding; false: the readable code only)"
-    )
-
-    def __post_init__(self) -> None:
-        checks = [
-            (1 <= self.num_envs <= MAX_ENVS, f"num_envs must be in [1, {MAX_ENVS}]"),
-            (self.num_steps >= 1, "num_steps must be >= 1"),
-            (self.total_steps >= 1, "total_steps must be >= 1"),
-            (self.lr > 0, "lr must be > 0"),
-            (self.adam_eps > 0, "adam_eps must be > 0"),
-            (0 <= self.gamma <= 1, "gamma must be in [0, 1]"),
-            (0 <= self.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
-            (self.num_minibatches >= 1, "num_minibatches must be >= 1"),
-            (self.minibatch_size >= 0, "minibatch_size must be >= 0"),
-            (self.advantages in ("gae", "monte_carlo"), "advantages must be gae or monte_carlo"),
-            (self.atari_vector in ("gym", "ale"), "atari_vector must be gym or ale"),
-            (self.update_epochs >= 1, "update_epochs must be >= 1"),
-            (self.clip_coef > 0, "clip_coef must be > 0"),
-            (self.ent_coef >= 0, "ent_coef must be >= 0"),
-            (self.vf_coef >= 0, "vf_coef must be >= 0"),
-            (self.max_grad_norm > 0, "max_grad_norm must be > 0"),
-            (self.target_kl >= 0, "target_kl must be >= 0"),
-            (0 <= self.torch_threads <= MAX_THREADS,
-             f"torch_threads must be in [0, {MAX_THREADS}]"),
-            (self.clip_obs > 0 and self.clip_reward > 0, "clip_obs and clip_reward must be > 0"),
-            (self.sde_sample_freq == -1 or self.sde_sample_freq >= 1,
-             "sde_sample_freq must be -1 (once per rollout) or >= 1"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(f"PPO config: {message}")
-
-    def normalises(self, box_actions: bool) -> tuple[bool, bool]:
-        """(norm_obs, norm_reward) as set, or where unset, on for Box actions."""
-        return (box_actions if self.norm_obs is None else self.norm_obs,
-                box_actions if self.norm_reward is None else self.norm_reward)
-
-    @property
-    def batch_size(self) -> int:
-        """Env steps per rollout (all envs)."""
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_updates(self) -> int:
-        """Rollout + update iterations of `train_ppo`: total_steps // batch_size (at least 1)."""
-        return max(1, self.total_steps // self.batch_size)
 
 
 def uses_accelerators(policy: ActorCritic, cfg: PPOConfig) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from torch import nn
 
-from xlvin.errors import UserError
+from xlvin.errors import FieldError
 from xlvin.io.checkpoint import Checkpointer
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.io.weights import save_weights
@@ -72,10 +72,8 @@ def executor_file(
         return cached_executor(executor, executors_dir(), progress=progress, position=position)
     path = Path(spec)
     if not path.is_file():
-        raise UserError(
-            f"--executor: {spec!r} is neither {', '.join(map(repr, DEFAULT_EXECUTORS))} nor an "
-            "existing file"
-        )
+        raise FieldError("{executor}: {!r} is neither {} nor an existing file", spec,
+                         ", ".join(map(repr, DEFAULT_EXECUTORS)))
     return path
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from torch import nn
 
 from xlvin.config import choice, csv_choices
-from xlvin.errors import UserError
+from xlvin.errors import FieldError, UserError
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.baselines.atreec import ATreeCAgent
 from xlvin.nn.baselines.gvin import GVINAgent
@@ -58,7 +58,7 @@ from xlvin.envs.spaces import MIN_IMAGE_SIZE, OBSERVATION_KINDS, Spaces, image_s
 
 @dataclass(frozen=True)
 class Architecture:
-    """A run's network, derived once from its config and its env (`xlvin.run.config.
+    """A run's network, derived once from its config and its env (`xlvin.run.architecture.
     architecture`): every width and size a builder reads, presets resolved."""
 
     agent: str
@@ -191,9 +191,10 @@ def agent_fields(name: str, executor: str | None = None) -> dict[str, str]:
     runs = fields.get("executor")
     if runs is not None and executor is not None and executor != runs:
         other = agent_name(fields["agent"], executor)
-        use = f"--agent {other}" if other != fields["agent"] else f"--agent xlvin --executor {executor}"
-        raise UserError(f"--agent {canonical} runs the {runs!r} executor, not --executor "
-                        f"{executor}: use {use}")
+        use = "{agent} {}" if other != fields["agent"] else "{agent} xlvin {executor} {}"
+        raise FieldError("{agent=} runs the {!r} executor, not {executor=}: use " + use, runs,
+                         other if other != fields["agent"] else executor, agent=canonical,
+                         executor=executor)
     return fields
 
 

@@ -61,18 +61,10 @@ from xlvin.ppo.loop import OnlineData, train
 from xlvin.ppo.session import Hooks, Session
 from xlvin.errors import TrainingDiverged
 from xlvin.ppo.low_data import LowData
-from xlvin.run.config import (
-    RunConfig,
-    TrainConfig,
-    action_bins,
-    big_tree_notice,
-    check_run,
-    made_env,
-    on_cpu,
-    transe_env_kwargs,
-    transe_key,
-    with_transe_pretraining,
-)
+from xlvin.run.config import RunConfig, TrainConfig, on_cpu
+from xlvin.run.architecture import action_bins, made_env
+from xlvin.run.transe import transe_env_kwargs, transe_key, with_transe_pretraining
+from xlvin.run.checks import big_tree_notice, check_run
 from xlvin.run.saved import checkpoint_config, open_to_resume, saved_config
 from xlvin.envs.spaces import Spaces, spaces_from_json, spaces_to_json
 
