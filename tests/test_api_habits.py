@@ -180,6 +180,12 @@ def test_train_resume_with_a_larger_total_continues_a_finished_run(
     PPO("CartPole-v1", seed=4, num_envs=2, num_steps=16).learn(160, out=run, resume=True,
                                                                progress=False)
     assert json.loads((run / "summary.json").read_text())["ppo"]["env_steps"] == 160
+    # and refuses a total it has passed in its own terms: the keyword, not the flag
+    before = files(run)
+    with pytest.raises(UserError, match="finished run of 160 steps: total_steps=160 must be more"):
+        PPO("CartPole-v1", seed=4, num_envs=2, num_steps=16).learn(160, out=run, resume=True,
+                                                                   progress=False)
+    assert files(run) == before
 
 
 # --- callbacks ------------------------------------------------------------------------------

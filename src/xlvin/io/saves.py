@@ -76,7 +76,7 @@ def check_save_path(path: Path, what: str) -> None:
         held = "a run directory" if (path / CONFIG).exists() else "files"
         raise UserError(f"{what}: {path} holds {held} that no save wrote, kept as it is; give a "
                         "new or empty folder, or one an earlier save wrote (it is overwritten)")
-    check_creatable(path, what)
+    check_creatable(path)
 
 
 def clear_save(folder: Path) -> None:

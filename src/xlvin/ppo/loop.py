@@ -25,7 +25,7 @@ import torch
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.envs.failures import EnvFailed
-from xlvin.errors import UserError
+from xlvin.errors import FieldError
 from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic
@@ -189,9 +189,9 @@ class OnlineData(DataSource):
                                                for k in ("mean", "var", "count")})
         if state["envs"] is None:
             if self.vectorization == "ale":
-                raise UserError("a run on ale-py's vector env (--atari-vector ale) cannot resume: "
-                                "its emulators' states are not saved (train with --atari-vector "
-                                "gym to resume)")
+                raise FieldError("a run on ale-py's vector env ({atari_vector=}) cannot resume: "
+                                 "its emulators' states are not saved (train with {atari_vector} gym "
+                                 "to resume)", atari_vector="ale")
             self.state = reset_envs(self.envs, self.seed + self.next_round)
             print(inexact_resume_notice(self.env_id, self.seed + self.next_round), file=sys.stderr)
             return
@@ -250,9 +250,9 @@ class Trainer:
         self.evaluation = data.evaluation()
         if self.total is None and (cfg.anneal_lr or self.evaluation.points or data.average_last):
             data.close()
-            raise UserError("an open-ended data source (a curriculum) needs a constant learning "
-                            "rate (--anneal-lr false), no evaluation points and no weight "
-                            "averaging")
+            raise FieldError("an open-ended data source (a curriculum) needs a constant learning "
+                             "rate ({anneal_lr=}), no evaluation points and no weight averaging",
+                             anneal_lr="false")
         set_threads(cfg.torch_threads)
         seed_everything(seed)
         self.generator = torch.Generator().manual_seed(seed)

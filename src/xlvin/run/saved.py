@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xlvin.errors import UserError
+from xlvin.errors import FieldError, UserError
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import CONFIG, MODEL, SUMMARY, open_run_dir, read_json_object
 from xlvin.io.weights import load_weights
@@ -103,10 +103,11 @@ def open_to_resume(out: Path, cfg: RunConfig) -> bool:
                  finished_ok=True)
     done = steps_done(out)
     if finished and not (out / CHECKPOINT).is_file():
-        raise UserError(f"{out} has no checkpoint to continue from (trained with "
-                        "--checkpoint-every 0, or by an xlvin that kept none at the end)")
+        raise FieldError("{} has no checkpoint to continue from (trained with "
+                         "{checkpoint_every=}, or by an xlvin that kept none at the end)", out,
+                         checkpoint_every=0)
     if total <= done:
         state = "finished" if finished else "unfinished"
-        raise UserError(f"{out} holds a {state} run of {done} steps: --total-steps {total} must "
-                        "be more to continue it")
+        raise FieldError("{} holds a {} run of {} steps: {total_steps=} must be more to "
+                         "continue it", out, state, done, total_steps=total)
     return True
