@@ -147,3 +147,34 @@ def test_a_run_records_its_registered_encoder_and_loading_asks_for_it(
     assert isinstance(loaded.policy.encoder, nn.Linear)
     np.testing.assert_array_equal(loaded.predict(np.zeros((2, 4), np.float32), deterministic=True)[0],
                                   model.predict(np.zeros((2, 4), np.float32), deterministic=True)[0])
+
+
+def test_the_planner_of_docs_architecture_plans_and_trains(executor_path: Path) -> None:
+    """docs/architecture.md's "A planner": its FarthestTree is the planner that runs (in
+    training and in acting: the NumPy actor, which plans the full tree, leaves it alone), keeps
+    branching actions below the roots, and a model with it learns."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    code = page.split("### A planner", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    definitions = code.split("model = Model(", 1)[0]  # the example's run is a longer one
+    namespace: dict = {}
+    exec(compile(definitions, "architecture.md", "exec"), namespace)
+    try:
+        model = Model("Acrobot-v1", agent="xlvin-farthest", depth=2, num_envs=2, num_steps=16,
+                      pretrain_transe=False, seed=3, executor=str(executor_path))
+        model.learn(32, progress=False)
+        policy = model.policy
+        assert type(policy.planner).__name__ == "FarthestTree"
+        from xlvin.accel.numpy_actor import make_actor
+        from xlvin.nn.planners import FullTree
+
+        assert make_actor(policy) is None
+        with torch.no_grad():
+            h = policy.encoder(torch.randn(5, 6))  # Acrobot's 6 observations -> h_s [5, k]
+            chi = policy.planner.plan(policy, h)
+            full = FullTree(2).plan(policy, h)
+        assert chi.shape == full.shape and torch.isfinite(chi).all()
+        assert not torch.equal(chi, full)  # 3 actions below the roots become 1: another tree
+        policy.planner = FullTree(2)
+        assert make_actor(policy) is not None  # the paper's planner keeps its accelerator
+    finally:
+        AGENTS.pop("xlvin-farthest", None)

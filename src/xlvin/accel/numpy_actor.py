@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.planners import FullTree
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
@@ -52,7 +53,8 @@ def make_actor(policy: nn.Module) -> Actor | None:
             policy.critic_encoder is None or _mlp(policy.critic_encoder)):
         return PPOActor(policy)
     if (type(policy) is XLVINAgent and type(policy.encoder) is MLPEncoder
-            and not policy.prune and not policy.zero_chi and policy.expansion is None):
+            and type(policy.planner) is FullTree and not policy.zero_chi):  # a planner of
+        # one's own (pruned, sampled, a user's) acts in torch: this copy plans the full tree
         return XLVINActor(policy)
     return None
 
