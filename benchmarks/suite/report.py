@@ -3,9 +3,7 @@ benchmarks/notes.md as its closing note.
 
     python -m benchmarks.suite.report    # re-render results/bench.md without measuring anything
 
-The rendered text names the suite's modules as they were when the committed files were written
-(`benchmarks.run`, `benchmarks/worker.py`, before they moved to benchmarks/suite/): the committed
-results/bench*.md render byte for byte from their JSON (tests/test_committed_results.py).
+results/bench.md renders byte for byte from its JSON (tests/test_committed_results.py).
 """
 
 import json
@@ -164,7 +162,8 @@ def render(data: dict[str, Any]) -> str:
     m = data.get("machine", {})
     parts = data.get("parts", {})
     out = ["# Benchmarks", "",
-           ("Written by `python -m benchmarks.run` (see `benchmarks/run.py`; not part of CI). "
+           ("Written by `python -m benchmarks.suite.run` (see `benchmarks/suite/run.py`; not part "
+           "of CI). "
            "Every figure comes from its own fresh process; figures compared with each other are "
            "measured side by side in one invocation, interleaved. The machine is shared with other "
            "jobs: the load average of each part is given, and figures from a busier period are "
@@ -234,7 +233,7 @@ def render(data: dict[str, Any]) -> str:
                 "aggregation), roots [256, 50] to chi [256, 50]. Forward: under no_grad; "
                 "forward+backward: gradients to the roots and the transition (the executor is "
                 "frozen). Floor = the multiply-adds the tree needs (the pruned tree: see "
-                "`benchmarks/worker.py:kernel_macs`; backward counted 2x for the transition, 1x "
+                "`benchmarks/suite/worker.py:kernel_macs`; backward counted 2x for the transition, 1x "
                 "for the frozen executor) / the best matrix-multiply rate torch reaches here, "
                 f"measured in the same run: {peak / 1e9:.1f} GMAC/s (1024^3 GEMM; "
                 f"{rate.get('tree_64', 0) / 1e9:.1f} GMAC/s on the tree's [65536, 64] x [64, 64] shape). "
@@ -270,7 +269,7 @@ def render(data: dict[str, Any]) -> str:
         out.append("")
     else:
         out += ["## 4. End to end", "",
-                ("Not measured in this invocation: `python -m benchmarks.run --only end_to_end` "
+                ("Not measured in this invocation: `python -m benchmarks.suite.run --only end_to_end` "
                 "(~40 min; executor pre-training, `xlvin quickstart` with a cold and a warm cache, "
                 "`xlvin reproduce classic` with its default seeds)."), ""]
     out += _maze_section(Path(__file__).parents[2] / "results")
