@@ -7,8 +7,8 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
-from xlvin.io.files import atomic_write_text, prepare_results, read_json
-from xlvin.io.run_dir import reading_results, write_json
+from xlvin.io.files import atomic_write_text, prepare_results, read_json, write_json
+from xlvin.io.run_dir import reading_results
 
 Entry = dict[str, Any]
 
