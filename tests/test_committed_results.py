@@ -166,6 +166,8 @@ case("atari-1m/atari", "atari-1m/atari.md", *(f"atari-1m/{g}" for g in _GAMES))(
     _atari("atari-1m"))
 case("atari-freeway-seeds/atari", "atari-freeway-seeds/atari.md",
      "atari-freeway-seeds/atari_Freeway.png")(_atari("atari-freeway-seeds"))
+case("atari-1m-fresh/atari", "atari-1m-fresh/atari.md",
+     "atari-1m-fresh/atari_Freeway.png")(_atari("atari-1m-fresh"))
 
 
 @case("atari_vae", "atari_vae.md")
