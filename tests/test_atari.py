@@ -213,6 +213,20 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
     assert (tmp_path / "atari_Freeway.png").stat().st_size > 10_000
 
 
+def test_the_note_counts_every_run_stopped_at_the_deadline_not_every_row() -> None:
+    """Two PPO seeds and one XLVIN-R seed cut by the deadline make three runs stopped, in two
+    rows; the shortest is the least reached of them."""
+    records = [fake_record(agent, seed, 1.0, 1.0, None) for agent in ("ppo", "xlvin-r")
+               for seed in range(3)]
+    for r, reached in zip(records[:2] + records[3:4], (1500, 2500, 3000)):
+        r.update(finished=False, transitions_reached=reached)
+    note = atari_report.budget_note(atari_report.aggregate(records))
+    assert note.endswith("budget 4,096 transitions (3 runs stopped at the deadline, "
+                         "the shortest at 1,500)")
+    one = atari_report.budget_note(atari_report.aggregate(records[2:4]))
+    assert "(1 run stopped at the deadline, the shortest at 3,000)" in one
+
+
 def evaluated_cell(cell: atari.Cell, root: Path, returns: dict[int, float],
                    evaluated_at: int) -> Path:
     """The run directory of `cell` as training and a greedy evaluation leave it: metrics rows

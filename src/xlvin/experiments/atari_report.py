@@ -46,6 +46,7 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "seeds": sorted(r["seed"] for r in group),
             "transitions_reached": min(r["transitions_reached"] for r in group),
             "finished": all(r["finished"] for r in group),
+            "seeds_stopped": sum(not r["finished"] for r in group),
             "auc": over_seeds([r["auc"] for r in group]),
             "final_eval": over_seeds([r["final_eval"]["mean"] for r in group]),
             "eval_games": min(len(r["final_eval"]["returns"]) for r in group),
@@ -75,8 +76,9 @@ def budget_note(rows: list[dict[str, Any]]) -> str:
     budgets = sorted({r["budget"] for r in rows})
     short = [r for r in rows if not r["finished"]]
     text = f"trained on: {machines}; budget " + " / ".join(f"{b:,}" for b in budgets) + " transitions"
-    if short:
-        text += f" ({len(short)} run(s) stopped at the deadline, the shortest at " \
+    if short:  # a row is one (game, agent, budget); count its seeds, which are the runs
+        stopped = sum(r["seeds_stopped"] for r in short)
+        text += f" ({stopped} run{'s' * (stopped > 1)} stopped at the deadline, the shortest at " \
             f"{min(r['transitions_reached'] for r in short):,})"
     return text
 
