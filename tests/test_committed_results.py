@@ -240,6 +240,16 @@ def _freeway_factorial(folder: Path) -> dict[str, bytes]:
     return outputs(folder, "parity/freeway-factorial/")
 
 
+@case("parity/freeway-1m", "parity/freeway-1m/freeway-1m.md",
+      "parity/freeway-1m/freeway-1m.png")
+def _freeway_1m(folder: Path) -> dict[str, bytes]:
+    """From the committed records it reads: results/atari-1m-fresh, atari-1m, parity/atari."""
+    from benchmarks.parity import freeway_1m
+
+    freeway_1m.write(folder)
+    return outputs(folder, "parity/freeway-1m/")
+
+
 PARITY_RUNS = ["parity/pendulum", "parity/pendulum-speed-quiet", "parity/halfcheetah-200k",
                "parity/halfcheetah-smoke", "parity/halfcheetah-speed-quiet"]
 

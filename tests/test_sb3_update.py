@@ -183,6 +183,36 @@ def test_the_report_sets_sb3_beside_our_seeds_of_the_same_budget(tmp_path) -> No
     assert "No seeds of our PPO at 20,480 transitions" in (tmp_path / "atari.md").read_text()
 
 
+def test_the_1m_comparison_counts_only_fresh_seeds_that_trained_the_whole_budget(tmp_path) -> None:
+    """Fresh seeds 3 and 4 finished (3 learned: last window 21), seed 5 stopped at a deadline
+    with a last window of 22: seed 5 is listed as stopped and counted nowhere, so SB3's 3 of 3
+    face our 1 of 2 (Fisher p = 0.4), and pooled with seed 0 (learned) 2 of 3 (p = 1)."""
+    from benchmarks.parity import freeway_1m
+
+    def cell(seed: int, last: float, finished: bool = True) -> dict:
+        return {"game": "Freeway", "agent": "ppo", "transitions": 1_000_000, "seed": seed,
+                "finished": finished, "transitions_reached": 1_000_000 if finished else 300_000,
+                "curve": [[500_000, 0.0], [1_000_000, last]], "auc": last / 2,
+                "first_score_at": 16_384 if last else None, "final_eval": {"mean": last}}
+
+    files = {}
+    for name, cells in (("fresh", [cell(3, 21.0), cell(4, 0.0), cell(5, 22.0, False)]),
+                        ("earlier", [cell(0, 21.0)])):
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps({"cells": cells}))
+    files["sb3"] = tmp_path / "sb3.json"
+    files["sb3"].write_text(json.dumps({"sb3": [cell(s, 20.0) for s in range(3)]}))
+    summary = freeway_1m.write(tmp_path / "out", files["fresh"], files["earlier"], files["sb3"])
+    assert summary["rows"]["xlvin PPO, fresh seeds 3-7"]["seeds"] == [3, 4]
+    assert summary["sb3_vs_fresh"]["learned"] == [3, 3, 1, 2]
+    assert summary["sb3_vs_fresh"]["fisher_p"] == pytest.approx(0.4)
+    assert summary["sb3_vs_all_ours"]["learned"] == [3, 3, 2, 3]
+    assert summary["sb3_vs_all_ours"]["fisher_p"] == pytest.approx(1.0)
+    assert [r["seed"] for r in summary["still_training"]] == [5]
+    md = (tmp_path / "out" / "freeway-1m.md").read_text()
+    assert "| 5 | 300,000 | 16,384 | 22.0 |" in md and "2 of the 5 fresh seeds" in md
+
+
 def test_the_unclipped_variant_is_our_atari_ppo_cell_with_sb3s_value_loss(tmp_path) -> None:
     """The third row of the parity report trains `xlvin reproduce atari`'s PPO cell with one
     setting changed, the value-loss clipping, in a run directory of its own."""

@@ -443,6 +443,40 @@ def estimate(summary: dict[str, float], digits: int) -> str:
     return interval_text(summary["iqm"], summary["iqm_low"], summary["iqm_high"], digits)
 
 
+def library_rows(libs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per library with seeds: the seeds, the AUC and greedy score over seeds (IQM, 95 %
+    bootstrap interval), how many seeds scored and how many learned."""
+    return {name: {"seeds": [r["seed"] for r in runs], "auc": over_seeds([r["auc"] for r in runs]),
+                   "final_eval": over_seeds([r["final_eval"]["mean"] for r in runs]),
+                   "seeds_scored": sum(r["first_score_at"] is not None for r in runs),
+                   "seeds_learned": sum(learned(r) for r in runs)}
+            for name, runs in libs.items() if runs}
+
+
+def rows_table(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """`library_rows` as a markdown table."""
+    lines = [f"| library | seeds | AUC, IQM [95 % CI] | greedy, IQM [95 % CI] | seeds that scored "
+             f"| seeds that learned (last window > {LEARNED_SCORE:g} a game) |",
+             "|---|---|---|---|---|---|"]
+    for name, r in rows.items():
+        n = len(r["seeds"])
+        lines.append(f"| {name} | {n} | {estimate(r['auc'], 2)} | {estimate(r['final_eval'], 1)} "
+                     f"| {r['seeds_scored']} of {n} | {r['seeds_learned']} of {n} |")
+    return lines
+
+
+def seeds_table(libs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One markdown row per seed of each library: transitions, first point, AUC, greedy score."""
+    lines = ["| library | seed | transitions | first training game with a point | AUC "
+             "| greedy score |", "|---|---|---|---|---|---|"]
+    for name, runs in libs.items():
+        for r in sorted(runs, key=lambda r: r["seed"]):
+            first = "never" if r["first_score_at"] is None else f"{r['first_score_at']:,}"
+            lines.append(f"| {name} | {r['seed']} | {r['transitions_reached']:,} | {first} | "
+                         f"{r['auc']:.2f} | {r['final_eval']['mean']:.1f} |")
+    return lines
+
+
 def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
            transitions: int, running: list[dict[str, Any]],
            unclipped: list[dict[str, Any]] = ()) -> None:
@@ -453,11 +487,7 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
 
     ours = our_seeds(transitions)
     libs = {"xlvin PPO": ours, "SB3 PPO": sb3, "xlvin PPO, value loss unclipped": list(unclipped)}
-    rows = {name: {"seeds": [r["seed"] for r in runs], "auc": over_seeds([r["auc"] for r in runs]),
-                   "final_eval": over_seeds([r["final_eval"]["mean"] for r in runs]),
-                   "seeds_scored": sum(r["first_score_at"] is not None for r in runs),
-                   "seeds_learned": sum(learned(r) for r in runs)}
-            for name, runs in libs.items() if runs}
+    rows = library_rows(libs)
     a, b = [r["auc"] for r in sb3], [r["auc"] for r in ours]
     over = improvement_over(a, b) if min(len(a), len(b)) >= 2 else None
     def fisher_over_ours(name: str) -> float | None:
@@ -489,13 +519,7 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
              "the training games over the transitions trained (windows of 10 updates); "
              "greedy: the final policy on our 10 evaluation games (seeds 1,000,000 on), played "
              "by our evaluator; IQM over seeds [95 % bootstrap interval].", "",
-             f"| library | seeds | AUC, IQM [95 % CI] | greedy, IQM [95 % CI] | seeds that scored "
-             f"| seeds that learned (last window > {LEARNED_SCORE:g} a game) |",
-             "|---|---|---|---|---|---|"]
-    for name, r in rows.items():
-        n = len(r["seeds"])
-        lines.append(f"| {name} | {n} | {estimate(r['auc'], 2)} | {estimate(r['final_eval'], 1)} "
-                     f"| {r['seeds_scored']} of {n} | {r['seeds_learned']} of {n} |")
+             *rows_table(rows)]
     def p_text(p: float | None) -> str:
         return "-" if p is None else f"{p:.3f}"
 
@@ -505,14 +529,7 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
     if unclipped:
         lines += ["", "Seeds that learned, our PPO with the value loss unclipped against ours "
                   f"as committed: Fisher's exact p = {p_text(fisher_unclipped)} (two-sided)."]
-    lines += ["",
-              "| library | seed | transitions | first training game with a point | AUC "
-              "| greedy score |", "|---|---|---|---|---|---|"]
-    for name, runs in libs.items():
-        for r in sorted(runs, key=lambda r: r["seed"]):
-            first = "never" if r["first_score_at"] is None else f"{r['first_score_at']:,}"
-            lines.append(f"| {name} | {r['seed']} | {r['transitions_reached']:,} | {first} | "
-                         f"{r['auc']:.2f} | {r['final_eval']['mean']:.1f} |")
+    lines += ["", *seeds_table(libs)]
     if len(sb3) < planned:
         lines += ["", f"**Unfinished:** {len(sb3)} of the {planned} SB3 seeds the command runs "
                   "have finished."]
@@ -535,9 +552,10 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
     plot(libs, running, out / "atari.png")
 
 
-def plot(libs: dict[str, list[dict[str, Any]]], running: list[dict[str, Any]], path: Path) -> None:
+def plot(libs: dict[str, list[dict[str, Any]]], running: list[dict[str, Any]], path: Path,
+         running_lib: str = "SB3 PPO") -> None:
     """Training score against transitions, one thin line per seed, one colour per library;
-    SB3's unfinished seeds dashed."""
+    the unfinished seeds (`running`, of the library `running_lib`) dashed."""
     from xlvin.experiments.figures import pyplot
 
     plt = pyplot()
@@ -549,8 +567,9 @@ def plot(libs: dict[str, list[dict[str, Any]]], running: list[dict[str, Any]], p
                         label=f"{name} ({len(runs)} seeds)" if j == 0 else None)
     for j, r in enumerate(running):
         if r["curve"]:
-            ax.plot(*zip(*r["curve"]), color=f"C{list(libs).index('SB3 PPO')}", linewidth=0.9,
-                    linestyle="--", label=f"SB3 PPO, training ({len(running)})" if j == 0 else None)
+            ax.plot(*zip(*r["curve"]), color=f"C{list(libs).index(running_lib)}", linewidth=0.9,
+                    linestyle="--", label=f"{running_lib}, training ({len(running)})" if j == 0
+                    else None)
     ax.set(xlabel="transitions", ylabel="average training game score (unclipped)", title=GAME)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
