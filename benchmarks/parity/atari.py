@@ -412,13 +412,15 @@ def speed(transitions: int) -> None:
               f"{load:.1f} -> {os.getloadavg()[0]:.1f}", flush=True)
 
 
+def ppo_cells(path: Path, transitions: int) -> list[dict[str, Any]]:
+    """Our PPO's Freeway cells at this budget in a committed `xlvin reproduce atari` record."""
+    cells = json.loads(path.read_text())["cells"]
+    return [c for c in cells if (c["game"], c["agent"], c["transitions"]) == (GAME, "ppo", transitions)]
+
+
 def our_seeds(transitions: int) -> list[dict[str, Any]]:
     """Our PPO cells on Freeway at this budget (`OURS_FILES`), none for another budget."""
-    if transitions not in OURS_FILES:
-        return []
-    cells = json.loads(OURS_FILES[transitions].read_text())["cells"]
-    return [c for c in cells if c["game"] == GAME and c["agent"] == "ppo"
-            and c["transitions"] == transitions]
+    return ppo_cells(OURS_FILES[transitions], transitions) if transitions in OURS_FILES else []
 
 
 def learned(run: dict[str, Any]) -> bool:
@@ -441,6 +443,19 @@ def estimate(summary: dict[str, float], digits: int) -> str:
     if summary["n"] == 1:
         return f"{summary['iqm']:.{digits}f}"
     return interval_text(summary["iqm"], summary["iqm_low"], summary["iqm_high"], digits)
+
+
+def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """Seeds that learned in `a` and in `b`, Fisher's exact p of the two counts (None if a side
+    has no seeds), and P(AUC of a > AUC of b) with its 95 % bootstrap interval (None with fewer
+    than 2 seeds a side)."""
+    from xlvin.stats import fisher_exact, improvement_over
+
+    la, lb = sum(map(learned, a)), sum(map(learned, b))
+    return {"learned": [la, len(a), lb, len(b)],
+            "fisher_p": fisher_exact(la, len(a), lb, len(b)) if a and b else None,
+            "auc_over": improvement_over([r["auc"] for r in a], [r["auc"] for r in b])
+            if min(len(a), len(b)) >= 2 else None}
 
 
 def library_rows(libs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -483,22 +498,14 @@ def report(sb3: list[dict[str, Any]], out: Path, command: str, planned: int,
     """OUT/atari.{json,md,png}: SB3's seeds and ours, per seed and over seeds; `running`: SB3's
     unfinished seeds, listed and drawn (dashed) but in no statistic; `unclipped`: our PPO with
     the value loss unclipped (`unclipped_worker`), a third row where there are any."""
-    from xlvin.stats import fisher_exact, improvement_over, improvement_text
+    from xlvin.stats import improvement_text
 
     ours = our_seeds(transitions)
     libs = {"xlvin PPO": ours, "SB3 PPO": sb3, "xlvin PPO, value loss unclipped": list(unclipped)}
     rows = library_rows(libs)
-    a, b = [r["auc"] for r in sb3], [r["auc"] for r in ours]
-    over = improvement_over(a, b) if min(len(a), len(b)) >= 2 else None
-    def fisher_over_ours(name: str) -> float | None:
-        """Fisher's exact p of the seeds that learned, `name`'s against our PPO's."""
-        if name not in rows or "xlvin PPO" not in rows:
-            return None
-        return fisher_exact(rows[name]["seeds_learned"], len(libs[name]),
-                            rows["xlvin PPO"]["seeds_learned"], len(ours))
-
-    fisher = fisher_over_ours("SB3 PPO")
-    fisher_unclipped = fisher_over_ours("xlvin PPO, value loss unclipped")
+    sb3_vs_ours = compare(sb3, ours)
+    over, fisher = sb3_vs_ours["auc_over"], sb3_vs_ours["fisher_p"]
+    fisher_unclipped = compare(list(unclipped), ours)["fisher_p"]
     settings = atari_ppo()
     ours_file = OURS_FILES.get(transitions)
     summary = {"game": GAME, "command": command, "seeds_planned": planned,

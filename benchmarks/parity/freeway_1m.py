@@ -24,8 +24,9 @@ from benchmarks.parity.atari import (
     GAME,
     LEARNED_SCORE,
     ROOT,
-    learned,
+    compare,
     library_rows,
+    ppo_cells,
     plot,
     rows_table,
     seeds_table,
@@ -37,24 +38,6 @@ SB3 = ROOT / "results" / "parity" / "atari.json"
 OUT = ROOT / "results" / "parity" / "freeway-1m"
 FRESH_SEEDS = tuple(range(3, 8))
 LIBS = ("xlvin PPO, fresh seeds 3-7", "xlvin PPO, seeds 0-2", "SB3 PPO")
-
-
-def ppo_cells(path: Path) -> list[dict[str, Any]]:
-    """Our PPO's Freeway cells at the 1M budget in a committed `xlvin reproduce atari` record."""
-    return [c for c in json.loads(path.read_text())["cells"]
-            if (c["game"], c["agent"], c["transitions"]) == (GAME, "ppo", BUDGET)]
-
-
-def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
-    """Seeds that learned in `a` and in `b`, Fisher's exact p of the two counts, and P(AUC of
-    a > AUC of b) with its 95 % bootstrap interval (None with fewer than 2 seeds a side)."""
-    from xlvin.stats import fisher_exact, improvement_over
-
-    la, lb = sum(map(learned, a)), sum(map(learned, b))
-    return {"learned": [la, len(a), lb, len(b)],
-            "fisher_p": fisher_exact(la, len(a), lb, len(b)) if a and b else None,
-            "auc_over": improvement_over([r["auc"] for r in a], [r["auc"] for r in b])
-            if min(len(a), len(b)) >= 2 else None}
 
 
 def comparison_text(name: str, c: dict[str, Any]) -> str:
@@ -73,10 +56,10 @@ def comparison_text(name: str, c: dict[str, Any]) -> str:
 def write(out: Path, fresh_path: Path = FRESH, earlier_path: Path = EARLIER,
           sb3_path: Path = SB3) -> dict[str, Any]:
     """OUT/freeway-1m.{json,md,png}; returns the JSON."""
-    fresh_cells = ppo_cells(fresh_path)
+    fresh_cells = ppo_cells(fresh_path, BUDGET)
     fresh = [c for c in fresh_cells if c["finished"]]
     running = [c for c in fresh_cells if not c["finished"]]
-    earlier = [c for c in ppo_cells(earlier_path) if c["finished"]]
+    earlier = [c for c in ppo_cells(earlier_path, BUDGET) if c["finished"]]
     sb3 = json.loads(sb3_path.read_text())["sb3"]
     libs = dict(zip(LIBS, (fresh, earlier, sb3)))
     rows = library_rows(libs)
