@@ -213,6 +213,30 @@ def test_results_give_each_agent_its_iqm_interval_and_the_seeds_that_scored(tmp_
     assert (tmp_path / "atari_Freeway.png").stat().st_size > 10_000
 
 
+def test_records_of_cells_not_given_are_kept_so_machines_add_up(tmp_path: Path) -> None:
+    """Results written from seeds 0 and 1 (one machine), then from seeds 1 and 2 (another):
+    seed 0's record is kept, in its agent's current spelling, and named on the last line;
+    seed 1's is the newer one; a results file that is not the code's JSON is one error."""
+    first = [fake_record("ppo", 0, 1.0, 2.0, 1024), fake_record("xlvin-r", 0, 5.0, 6.0, 2048),
+             fake_record("ppo", 1, 3.0, 4.0, 1024)]
+    atari_report.write_results(first, tmp_path)
+    path = tmp_path / "atari.json"  # as older versions spelled XLVIN-R's records
+    path.write_text(path.read_text().replace('"xlvin-r"', '"xlvin_r"'))
+    text = atari_report.write_results([fake_record("ppo", 1, 7.0, 8.0, None),
+                                       fake_record("ppo", 2, 9.0, 9.0, 3072)], tmp_path)
+    cells = json.loads((tmp_path / "atari.json").read_text())["cells"]
+    assert [(c["agent"], c["seed"], c["auc"]) for c in cells] == [
+        ("ppo", 0, 1.0), ("ppo", 1, 7.0), ("ppo", 2, 9.0), ("xlvin-r", 0, 5.0)]
+    assert text.splitlines()[-1] == (
+        f"kept from {tmp_path / 'atari.json'} the records of 2 cells not given here: "
+        "Freeway PPO seed 0 (4,096), Freeway XLVIN-R seed 0 (4,096)")
+    md = (tmp_path / "atari.md").read_text()
+    assert "| Freeway | PPO | 3 | 4,096 (4,096) |" in md and "kept from" not in md
+    (tmp_path / "atari.json").write_text('{"cells": [{"game": "Freeway"}]}')
+    with pytest.raises(UserError, match="corrupt results in .*atari.json"):
+        atari_report.write_results([fake_record("ppo", 3, 1.0, 1.0, None)], tmp_path)
+
+
 def test_the_note_counts_every_run_stopped_at_the_deadline_not_every_row() -> None:
     """Two PPO seeds and one XLVIN-R seed cut by the deadline make three runs stopped, in two
     rows; the shortest is the least reached of them."""

@@ -15,8 +15,9 @@ from xlvin.errors import UserError
 from xlvin.experiments.atari import AGENTS, GAMES, LABELS, WINDOW_UPDATES
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import EVAL_SEED
-from xlvin.experiments.results import write_files
+from xlvin.experiments.results import kept, write_files
 from xlvin.io.files import atomic_savefig
+from xlvin.run.agents import resolve_agent
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
 
 
@@ -120,11 +121,25 @@ def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def cell_key(record: dict[str, Any]) -> tuple[str, str, int, int]:
+    """A record's cell: game, agent, seed and budget, as its run directory names them."""
+    return record["game"], record["agent"], record["seed"], record["transitions"]
+
+
+def _canonical(record: dict[str, Any]) -> dict[str, Any]:
+    """A kept record with its agent's canonical name (xlvin_r: xlvin-r)."""
+    return {**record, "agent": resolve_agent(record["agent"], AGENTS)}
+
+
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
     """results/atari.json (rows, per-cell records with their curves, the budget note),
-    results/atari.md (the tables) and results/atari_<game>.png; returns the markdown."""
+    results/atari.md (the tables) and results/atari_<game>.png; returns the markdown, and a
+    last line naming the records kept. Records of cells already in atari.json and not in
+    `records` (run on another machine, or by another invocation) are kept."""
     if not records:
         raise UserError("no Atari cell has a record to write")
+    earlier = kept(results / "atari.json", "cells", records, cell_key, _canonical)
+    records = earlier + records
     rows = aggregate(records)
     note = budget_note(rows)
     text = markdown(rows, records) + f"\n\n{note}"
@@ -136,6 +151,11 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     for game in sorted({r["game"] for r in records}):
         plot(game, [r for r in records if r["game"] == game],
              budget_note([r for r in rows if r["game"] == game]), results / f"atari_{game}.png")
+    if earlier:
+        text += (f"\n\nkept from {results / 'atari.json'} the records of {len(earlier)} cell"
+                 f"{'s' * (len(earlier) > 1)} not given here: "
+                 + ", ".join(f"{g} {LABELS[a]} seed {s} ({t:,})"
+                             for g, a, s, t in map(cell_key, earlier)))
     return text
 
 

@@ -257,7 +257,7 @@ def _atari_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> 
         if not records:
             raise UserError(f"none of the {len(cells)} cells has a record under {args.runs}")
         return (atari_report.write_results(records, args.results) + f"\n{len(records)} of {len(cells)} "
-                "cells have records; their results are written")
+                f"cells have records under {args.runs}; their results are written")
     return (atari_report.write_results(trained, args.results)
             + f"\nwrote {args.results}/atari.json and atari_<game>.png; runs under {args.runs}")
 
