@@ -113,3 +113,55 @@ def test_sigterm_stops_the_workers_with_one_line(command: str, tmp_path: Path) -
     lines = [line for line in err.splitlines() if line.strip() and "run/s]" not in line]
     assert lines == ["xlvin: terminated"], err  # after the progress bar, if any
     wait_for(lambda: all(map(is_gone, workers)), 20)
+
+
+POOL_TRAINING = textwrap.dedent("""
+    import os, sys
+    from pathlib import Path
+    from xlvin.experiments.jobs import map_jobs
+    from xlvin.ppo.update import PPOConfig
+    from xlvin.run.config import RunConfig, TrainConfig
+    from xlvin.run.training import train_run
+    from xlvin.signals import sigterm_raises
+
+    def work(seed):  # a CartPole run far longer than the test, checkpointed every 50 updates
+        cfg = RunConfig(train=TrainConfig(env="CartPole-v1", agent="ppo", seed=seed,
+                                          checkpoint_every=50),
+                        ppo=PPOConfig(num_envs=2, num_steps=32, total_steps=64_000_000))
+        Path(sys.argv[1], f"worker-{os.getpid()}").touch()
+        train_run(cfg, Path(sys.argv[1], f"run{seed}"), progress=False)
+
+    if __name__ == "__main__":
+        try:
+            with sigterm_raises():
+                map_jobs(work, [0, 1, 2], jobs=2)
+        except KeyboardInterrupt:
+            sys.exit(143)
+""")
+
+
+@pytest.mark.parametrize("to", ["the parent", "the whole job"])
+def test_sigterm_stops_each_worker_at_an_update_boundary_with_a_checkpoint(
+        to: str, tmp_path: Path) -> None:
+    """SIGTERM to a command with workers training, alone (Kubernetes) or with its workers
+    (Slurm, systemd, `kill -- -PGID`): each worker saves its checkpoint at its next update
+    boundary, as `train` does, and ends without starting the item still queued."""
+    script = tmp_path / "pool.py"
+    script.write_text(DEFAULT_SIGINT + POOL_TRAINING)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=ENV,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    runs = [tmp_path / "run0", tmp_path / "run1"]
+    wait_for(lambda: all((r / "metrics.jsonl").exists()
+                         and (r / "metrics.jsonl").read_text().count("\n") >= 60 for r in runs))
+    workers = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
+    if to == "the parent":
+        parent.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(parent.pid, signal.SIGTERM)
+    _, err = parent.communicate(timeout=60)
+    assert parent.returncode == 143, err
+    for run in runs:  # killed at once, a worker's checkpoint would lag its metrics
+        assert read_loop_state(run / CHECKPOINT)["log_step"] == read_metrics(run)[-1]["step"], run
+    assert not (tmp_path / "run2").exists()
+    wait_for(lambda: all(map(is_gone, workers)), 20)

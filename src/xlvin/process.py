@@ -6,6 +6,7 @@ Every `xlvin` command calls `prepare_process()` once; training loops call `set_t
 
 import os
 import random
+import signal
 import threading
 import time
 import warnings
@@ -73,7 +74,8 @@ def exit_with_parent(parent: int | None = None) -> None:
     parent = os.getppid() if parent is None else parent
 
     def watch() -> None:
-        while os.getppid() == parent:
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())  # for the main thread:
+        while os.getppid() == parent:  # a signal taken here would wait for its next bytecode
             time.sleep(PARENT_POLL_SECONDS)
         os._exit(1)
 

@@ -10,7 +10,9 @@ loop that can stop at an update boundary asks for the signal to wait for it
 loop saves its checkpoint at the next boundary and raises `Terminated` there, so `--resume`
 continues the run exactly. A second signal raises at once, and so does the first when no boundary
 came within GRACE_SECONDS (a collection of a billion episodes, a long evaluation): the run then
-resumes from its last checkpoint.
+resumes from its last checkpoint. STOP_SIGNAL is what a command sends its worker processes to
+stop them the same way (`xlvin.experiments.jobs`): it asks once and never makes a waiting stop
+immediate, so a worker that got the job's SIGTERM too still stops at its boundary.
 """
 
 import _thread
@@ -22,6 +24,9 @@ from typing import Any
 
 #: The signals that stop a command as SIGTERM does.
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: A parent's request to its workers to stop as on SIGTERM; once a process is stopping (its own
+#: SIGTERM, SIGHUP or an earlier request), it changes nothing.
+STOP_SIGNAL = signal.SIGUSR1
 #: How long a deferred signal waits for the next update boundary before it raises anyway.
 GRACE_SECONDS = 5.0
 
@@ -31,7 +36,7 @@ class Terminated(KeyboardInterrupt):
 
 
 _state: dict[str, Any] = {"active": False, "deferred": 0, "requested": False, "received": 0,
-                          "overdue": False, "timer": None}
+                          "overdue": False, "timer": None, "handler": None}
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -53,6 +58,13 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated
 
 
+def _on_stop(signum: int, frame: Any) -> None:
+    """A signal that never hurries a stop under way: STOP_SIGNAL, and a worker's SIGTERM and
+    SIGHUP (`sigterm_raises(repeat_raises=False)`); the grace timer's delivery still raises."""
+    if _state["overdue"] or not _state["received"]:
+        _on_sigterm(signal.SIGTERM if signum == STOP_SIGNAL else signum, frame)
+
+
 def _grace_over(signum: int) -> None:
     """On the timer's thread: deliver the waiting signal to the main thread again, now to raise."""
     _state["overdue"] = True
@@ -66,13 +78,19 @@ def _cancel_grace() -> None:
 
 
 @contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise `Terminated` in the block (in the main thread; elsewhere,
-    nothing changes); the previous handlers are put back after it."""
+def sigterm_raises(repeat_raises: bool = True) -> Iterator[None]:
+    """SIGTERM and SIGHUP (and STOP_SIGNAL, as a SIGTERM) raise `Terminated` in the block (in
+    the main thread; elsewhere, nothing changes); the previous handlers are put back after it.
+    `repeat_raises=False` (a worker process): a second signal does not hurry the stop, since a
+    worker's pool signals it again when another worker ends, and its parent is the one to stop
+    twice (the workers end with it)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, _on_sigterm) for signum in SIGNALS}
+    handler = _on_sigterm if repeat_raises else _on_stop
+    previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
+    previous[STOP_SIGNAL] = signal.signal(STOP_SIGNAL, _on_stop)
+    _state["handler"] = handler
     _state.update(active=True, requested=False, received=0, overdue=False)
     try:
         yield
@@ -88,7 +106,8 @@ def reinstall() -> None:
     on SIGTERM at once), inside `sigterm_raises`."""
     if _state["active"] and threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
-            signal.signal(signum, _on_sigterm)
+            signal.signal(signum, _state["handler"])
+        signal.signal(STOP_SIGNAL, _on_stop)
 
 
 @contextmanager
