@@ -26,9 +26,9 @@ STOP_MARGIN_SECONDS = 20.0
 def _start_worker(parent: int) -> None:
     """A worker's set-up: it ends with `parent` (`exit_with_parent`); between items it leaves
     SIGHUP (a closed terminal, sent to every process of the job) to the parent, which stops it;
-    and its
-    progress bars share a thread lock, not tqdm's default multiprocessing one, a semaphore that a
-    worker terminated mid-item would leave to the resource tracker ("leaked semaphore objects")."""
+    and its progress bars share a thread lock, not tqdm's default multiprocessing one, a
+    semaphore that a worker killed mid-item would leave to the resource tracker ("leaked
+    semaphore objects")."""
     exit_with_parent(parent)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     tqdm.set_lock(threading.RLock())
