@@ -1,15 +1,17 @@
 """The one experiment registry: every entry builds its `xlvin reproduce` parser, `xlvin
-reproduce` and `xlvin sweep` both read `registry.EXPERIMENTS`, and a --results that is a file
-is refused before any cell trains."""
+reproduce` and `xlvin sweep` both read `registry.EXPERIMENTS`, and a --results that is a file,
+or that holds a corrupt results file the report would keep cells from, is refused before any
+cell trains."""
 
 import argparse
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
 
 from xlvin.cli import build_parser, main
-from xlvin.experiments import registry
+from xlvin.experiments import maze, registry
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -59,6 +61,33 @@ def test_results_that_is_a_file_is_refused_before_any_cell(
     assert code == 2 and err == (f"xlvin: error: --results {results}: {results} is a file, not "
                                  "a folder\n")
     assert not (tmp_path / "runs").exists() and results.read_text() == "not a folder"
+
+
+#: The results file whose other cells each experiment's report keeps (`read_earlier`).
+EARLIER = {"classic": "table1-paper.json", "executor-ablation": "executor.json",
+           "maze-ablation": "maze.json", "atari": "atari.json", "continuous": "continuous.json",
+           **{name: "maze.json" for name in maze.EXPERIMENTS}}
+
+
+@pytest.mark.parametrize("name", list(registry.EXPERIMENTS))
+def test_a_corrupt_earlier_results_file_is_refused_before_any_cell(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Found after hours of training, a truncated results file would lose them: it is one line
+    before anything is made, and the file is left as it was."""
+    if name not in EARLIER:
+        assert registry.EXPERIMENTS[name].read_earlier(tmp_path) is None  # keeps nothing
+        return
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / EARLIER[name]).write_text('{"rows": [')
+    code = main(["reproduce", name, "--seeds", "1", "--runs", str(tmp_path / "runs"),
+                 "--results", str(results)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"xlvin: error: corrupt results in {results / EARLIER[name]}")
+    assert not (tmp_path / "runs").exists() and os.listdir(results) == [EARLIER[name]]
+    assert (results / EARLIER[name]).read_text() == '{"rows": ['
 
 
 def worked_example() -> str:

@@ -20,8 +20,10 @@ MAX_SEEDS = 10_000
 
 def _check_options(experiment: Experiment, args: argparse.Namespace) -> None:
     """--seeds in [1, MAX_SEEDS], --first-seed >= 0, the last seed a valid training seed,
-    --jobs >= 1, the experiment's own checks, --runs and --results not files, and matplotlib for
-    the figures every experiment ends with: checked before any cell is built or folder made."""
+    --jobs >= 1, the experiment's own checks, --runs and --results not files, the results files
+    already in --results readable (`Experiment.read_earlier`: the report keeps their other
+    cells), and matplotlib for the figures every experiment ends with: checked before any cell
+    is built or folder made."""
     require_plots()
     if not 1 <= args.seeds <= MAX_SEEDS or args.jobs < 1 or args.first_seed < 0:
         raise UserError(f"--seeds must be in [1, {MAX_SEEDS}], --jobs >= 1, --first-seed >= 0")
@@ -32,6 +34,7 @@ def _check_options(experiment: Experiment, args: argparse.Namespace) -> None:
     experiment.check(args)
     for folder, flag in ((args.runs, "--runs"), (args.results, "--results")):
         _check_folder(folder, flag)
+    experiment.read_earlier(args.results)
 
 
 def _check_folder(path: Path, flag: str) -> None:

@@ -21,6 +21,7 @@ def _sweep(args: argparse.Namespace) -> None:
         raise UserError(f"--timeout must be > 0 seconds, got {args.timeout}")
     ray_session.import_ray()  # before any work: without Ray, say how to install it
     require_plots()  # and the results' figures need matplotlib
+    preset.read_earlier(args.results)  # a corrupt results file, refused before any run
     cells = preset.cells(args.seeds, args)
     storage = RunStorage(args.storage) if args.storage else None
     root = (args.runs or preset.runs).resolve()

@@ -131,6 +131,11 @@ def _canonical(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "agent": resolve_agent(record["agent"], AGENTS)}
 
 
+def read_earlier(results: Path) -> None:
+    """Read what RESULTS/atari.json keeps (one UserError if it is corrupt)."""
+    kept(results / "atari.json", "cells", [], cell_key, _canonical)
+
+
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
     """results/atari.json (rows, per-cell records with their curves, the budget note),
     results/atari.md (the tables) and results/atari_<game>.png; returns the markdown, and a

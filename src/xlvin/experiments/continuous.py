@@ -358,6 +358,12 @@ def write_results(records: list[dict[str, Any]], results: Path,
     return md
 
 
+def read_earlier(results: Path) -> None:
+    """Read what RESULTS/continuous.json keeps (one UserError if it is corrupt)."""
+    kept_rows(results, [])
+    kept_runs(results, [])
+
+
 def kept_runs(results: Path, cells: list[Cell]) -> list[dict[str, Any]]:
     """The records an earlier RESULTS/continuous.json holds of `cells` (finished elsewhere, or
     on a machine whose run directories are gone), so that results gathered over several
@@ -423,7 +429,7 @@ EXPERIMENT = Experiment(
     cells=lambda seeds, args: cells_from_options(args.envs, args.agents, seeds, args.first_seed,
                                                  args.budget),
     run_cell=run_cell, runs=Path("runs/continuous"), seeds=5, add_options=_add_options,
-    prepare=table1.prepare, finished_help=None, report=_report,
+    prepare=table1.prepare, finished_help=None, report=_report, read_earlier=read_earlier,
     include_running="train nothing: write the results of the finished cells, naming every cell "
     "still training or not started",
     progress=lambda args: "continuous-action cells",

@@ -190,6 +190,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def read_earlier(results: Path) -> None:
+    """Read what RESULTS/executor.json keeps (one UserError if it is corrupt)."""
+    kept_rows(results, [])
+
+
 def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of an earlier RESULTS/executor.json whose (protocol, init, env) `rows` do not
     bring (run on another machine, whose run directories are not here), each with its init

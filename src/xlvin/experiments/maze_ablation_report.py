@@ -210,6 +210,11 @@ def geometry_markdown(geo: dict[str, Any]) -> list[str]:
     return lines
 
 
+def read_earlier(results: Path) -> None:
+    """Read what RESULTS/maze.json keeps (one UserError if it is corrupt or another's)."""
+    kept_results(results, [])
+
+
 def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict]:
     """What RESULTS/maze.json holds of cells not in `records` (run elsewhere, or on a machine
     whose run directories are gone): their records, and their geometry {arm: {level: {measure:

@@ -140,6 +140,11 @@ def _canonical(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "agent": LEGACY.get(record["agent"], record["agent"])}
 
 
+def read_earlier(results: Path) -> None:
+    """Read what RESULTS/maze.json keeps (one UserError if it is corrupt)."""
+    kept(results / "maze.json", "runs", [], _cell_key, _canonical)
+
+
 def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
     """RESULTS/maze.{md,json} (every experiment's records and curves) and the figures: maze_8x8
     and maze_16x16 (figure 2), contextual_maze (figure 9; contextual_maze_16x16 beside it),

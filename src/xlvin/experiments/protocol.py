@@ -29,6 +29,10 @@ def _no_check(args: argparse.Namespace) -> None:
     pass
 
 
+def _nothing_earlier(results: Path) -> None:
+    pass
+
+
 def _no_run_options(args: argparse.Namespace) -> dict[str, Any]:
     return {}
 
@@ -85,6 +89,9 @@ class Experiment:
     include_running: str | None = None  # the help of --include-running; None: no such option
     add_run_options: Callable[[argparse.ArgumentParser], None] = _no_options  # after the rest
     check: Callable[[argparse.Namespace], None] = _no_check  # more options, before any cell
+    #: (results folder) -> anything: reads what the results files already there keep for the
+    #: report (a corrupt one is one UserError), so that it is refused before any cell trains
+    read_earlier: Callable[[Path], Any] = _nothing_earlier
     run_options: Callable[[argparse.Namespace], dict[str, Any]] = _no_run_options  # to run_cell
     progress: Callable[[argparse.Namespace], str] = lambda args: "cells"  # the bar's title
     postfix: Callable[[Record], str] = lambda record: ""  # a record, beside the bar

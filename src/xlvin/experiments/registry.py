@@ -66,7 +66,7 @@ CLASSIC = Experiment(
     description=table1.__doc__ or "",
     cells=lambda seeds, args: table1.cells_from_options(seeds, args, args.first_seed),
     run_cell=table1.run_cell, runs=Path("runs/table1"), add_options=table1.add_cell_options,
-    prepare=table1.prepare, report=_classic_report,
+    prepare=table1.prepare, report=_classic_report, read_earlier=table1_report.read_earlier,
     progress=lambda args: f"Table 1 cells ({args.protocol})", postfix=_final_return,
     sweep_name="table1", finished=_table1_finished, write_results=_table1_write,
     sweep_help="Table 1: CartPole-v0 / Acrobot-v1 / MountainCar-v0, low data (as `xlvin "
@@ -114,7 +114,8 @@ EXECUTOR_ABLATION = Experiment(
     cells=_ablation_cells, run_cell=table1.run_cell, runs=Path("runs/table1"),
     results=Path("results/ablation"), add_options=_ablation_options, prepare=table1.prepare,
     finished_help="train nothing: write the results of every finished cell",
-    report=_ablation_report, progress=lambda args: "executor ablation cells",
+    report=_ablation_report, read_earlier=executor_ablation.read_earlier,
+    progress=lambda args: "executor ablation cells",
     postfix=lambda r: f"{r['protocol']} {r['env']} {r['agent']} {r['variant'] or '-'} "
     f"s{r['seed']}: {r['final_return']:.1f}",
 )
@@ -177,7 +178,8 @@ def maze_experiment(experiment: str) -> Experiment:
         run_cell=maze.run_cell, runs=Path("runs/maze"),
         add_options=lambda parser: maze.add_cell_options(parser, experiment),
         prepare=_maze_prepare, deadline=MAZE_DEADLINE, include_running=MAZE_RUNNING,
-        report=_maze_report, progress=lambda args: f"{experiment} curricula",
+        report=_maze_report, read_earlier=maze_report.read_earlier,
+        progress=lambda args: f"{experiment} curricula",
         postfix=_curriculum_postfix,
         sweep_name=experiment, sweep_help=f"the continual maze on {env} (as `xlvin reproduce "
         f"{experiment}`)", finished=_maze_finished, write_results=_maze_write,
@@ -222,6 +224,7 @@ MAZE_ABLATION = Experiment(
     first_seed_note=": the committed results' seeds, chosen before their first run",
     add_options=_maze_ablation_options, prepare=_maze_prepare, deadline=MAZE_DEADLINE,
     include_running=MAZE_RUNNING, report=_maze_ablation_report,
+    read_earlier=maze_ablation_report.read_earlier,
     progress=lambda args: "maze ablation curricula", postfix=_curriculum_postfix,
 )
 
@@ -274,6 +277,7 @@ ATARI = Experiment(
     add_options=atari.add_cell_options, prepare=_atari_prepare, finished_help=EVALUATED_HELP,
     deadline=_atari_deadline("is evaluated"), add_run_options=_eval_games_option,
     check=_check_eval_games, run_options=_eval_games, report=_atari_report,
+    read_earlier=atari_report.read_earlier,
     progress=lambda args: "Atari cells",
     postfix=lambda r: (f"{r['game']} {r['agent']} s{r['seed']}: {r['transitions_reached']:,} "
                        f"transitions, greedy {r['final_eval']['mean']:.1f}"),

@@ -199,12 +199,7 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     write_files(results, stem, md, {"protocol": protocol, "rows": rows, "runs": records,
                                     "wall_seconds": wall_seconds})
     plot(rows, records, results / f"{stem}.png")
-    both = []
-    for p in PROTOCOLS:
-        if (results / f"table1-{p}.json").is_file():
-            with reading_results(results / f"table1-{p}.json"):
-                table = read_json(results / f"table1-{p}.json")
-                both.append({"rows": list(table["rows"]), "runs": list(table["runs"])})
+    both = read_earlier(results)
     if len(both) == len(PROTOCOLS):
         rows = [row for table in both for row in table["rows"]]
         write_files(results, "table1", combined_markdown(rows),
@@ -212,6 +207,18 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
         plot_combined(rows, [run for table in both for run in table["runs"]],
                       results / "table1.png")
     return md
+
+
+def read_earlier(results: Path) -> list[dict[str, list[Any]]]:
+    """The rows and runs of each protocol's RESULTS/table1-PROTOCOL.json there is (the combined
+    table is made of them); a corrupt one is one UserError."""
+    tables = []
+    for p in PROTOCOLS:
+        if (results / f"table1-{p}.json").is_file():
+            with reading_results(results / f"table1-{p}.json"):
+                table = read_json(results / f"table1-{p}.json")
+                tables.append({"rows": list(table["rows"]), "runs": list(table["runs"])})
+    return tables
 
 
 def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) -> None:
