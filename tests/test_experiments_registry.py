@@ -88,6 +88,13 @@ def test_a_corrupt_earlier_results_file_is_refused_before_any_cell(
     assert err.startswith(f"xlvin: error: corrupt results in {results / EARLIER[name]}")
     assert not (tmp_path / "runs").exists() and os.listdir(results) == [EARLIER[name]]
     assert (results / EARLIER[name]).read_text() == '{"rows": ['
+    sweep_name = registry.EXPERIMENTS[name].sweep_name
+    if sweep_name:  # `xlvin sweep` too, before Ray starts
+        code = main(["sweep", sweep_name, "--seeds", "1", "--runs", str(tmp_path / "runs"),
+                     "--results", str(results)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("xlvin: error: corrupt results in"), err
+        assert not (tmp_path / "runs").exists()
 
 
 def worked_example() -> str:
