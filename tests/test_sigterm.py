@@ -165,3 +165,37 @@ def test_sigterm_stops_each_worker_at_an_update_boundary_with_a_checkpoint(
         assert read_loop_state(run / CHECKPOINT)["log_step"] == read_metrics(run)[-1]["step"], run
     assert not (tmp_path / "run2").exists()
     wait_for(lambda: all(map(is_gone, workers)), 20)
+
+
+KILLED_WORKER = textwrap.dedent("""
+    import os, signal, sys, time
+    from xlvin.errors import UserError
+    from xlvin.experiments.jobs import map_jobs
+
+    def work(item):
+        if item == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's out-of-memory killer does
+        time.sleep(0.2)
+        return item
+
+    if __name__ == "__main__":
+        try:
+            map_jobs(work, [0, 1, 2, 3], jobs=2)
+        except UserError as err:
+            print(err)
+            sys.exit(2)
+""")
+
+
+def test_a_worker_killed_alone_is_one_error_line(tmp_path: Path) -> None:
+    """A worker killed while running its item (out of memory, `kill -9 PID`) is one UserError
+    saying how to resume, not a BrokenProcessPool traceback; no worker outlives the command."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_WORKER)
+    done = subprocess.run([sys.executable, str(script)], env=ENV, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith("a worker process ended while its cell was running") and (
+        "run the same command again to resume them" in line), line
+    assert "Traceback" not in done.stderr, done.stderr

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import resource_tracker
 from typing import Any
 
@@ -87,7 +88,8 @@ def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None
     `on_done` sees each result as it comes. The workers end with this process, however it
     ends: killed (they watch it), stopped by Ctrl-C or a failed item (they are killed at once),
     or by SIGTERM or SIGHUP: a worker then ends its training at the next update boundary, with a
-    checkpoint, and starts no other item (`_run_item`, `_stop_workers`)."""
+    checkpoint, and starts no other item (`_run_item`, `_stop_workers`). A worker that ends
+    while running an item (killed alone) is one UserError, once the others have stopped."""
     results = []
 
     def done(result: Any) -> None:
@@ -107,6 +109,13 @@ def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None
     try:
         for future in as_completed([pool.submit(_run_item, fn, item) for item in items]):
             done(future.result())
+    except BrokenProcessPool:  # a worker killed alone (by a signal, out of memory)
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_workers(multiprocessing.active_children(), gently=True)
+        raise UserError(f"a worker process ended while its cell was running (killed by a signal, "
+                        f"or out of memory?); {len(results)} of {len(items)} cells had finished; "
+                        "the others keep their last checkpoints: run the same command again to "
+                        "resume them") from None
     except BaseException as err:
         pool.shutdown(wait=False, cancel_futures=True)
         _stop_workers(multiprocessing.active_children(), gently=isinstance(err, Terminated))
