@@ -21,7 +21,7 @@ from xlvin.signals import (GRACE_SECONDS, SIGNALS, STOP_SIGNAL, Terminated, exit
                            received_sigterm, sigterm_raises)
 
 #: Seconds a stopped worker has, beyond the signal's grace, to save, close and exit.
-STOP_MARGIN_SECONDS = 20.0
+STOP_MARGIN_SECONDS = 8.0
 
 
 def _start_worker(parent: int) -> None:
