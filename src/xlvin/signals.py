@@ -28,7 +28,7 @@ SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 #: SIGTERM, SIGHUP or an earlier request), it changes nothing.
 STOP_SIGNAL = signal.SIGUSR1
 #: How long a deferred signal waits for the next update boundary before it raises anyway: longer
-#: than an Atari update on a 2-core CPU (8 envs x 128 steps and its PPO epochs: 7-16 s), and,
+#: than an Atari update on a 2-core CPU (8 envs x 128 steps and its PPO epochs: 7-17 s), and,
 #: with a command's wait for its workers (`xlvin.experiments.jobs.STOP_MARGIN_SECONDS`), within
 #: the 30 s that Slurm (KillWait) and Kubernetes (terminationGracePeriodSeconds) give by default
 #: before SIGKILL.
