@@ -198,7 +198,8 @@ def test_a_deferred_signal_raises_after_the_grace_unless_acted_on(monkeypatch: p
 def test_the_grace_fits_inside_the_schedulers_wait_before_sigkill() -> None:
     """Slurm (KillWait) and Kubernetes (terminationGracePeriodSeconds) send SIGKILL 30 s after
     SIGTERM by default: a command's wait for its workers' boundary and save ends before it, and
-    the grace outlasts an Atari update on 2 CPU cores (up to 17 s measured: 1,024 transitions at 61 steps/s)."""
+    the grace outlasts an Atari update on 2 CPU cores (up to 17 s measured: 1,024 transitions
+    at 61 steps/s)."""
     from xlvin import signals
     from xlvin.experiments.jobs import STOP_MARGIN_SECONDS
     assert 17 < signals.GRACE_SECONDS and signals.GRACE_SECONDS + STOP_MARGIN_SECONDS < 30
