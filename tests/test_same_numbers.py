@@ -246,4 +246,5 @@ def test_a_short_run_gives_the_recorded_numbers(
             f"same numbers across vendors (docs/determinism.md). If the code is unchanged and "
             f"the docs explain the difference, record this vendor's numbers beside them, with "
             f"why in VENDOR_NOTES: {data['how_to_record']}")
-    assert not diff, f"{name}: {diff} (recorded on {entry['cpu']})"
+    assert not diff, (f"{name}: {diff} (recorded on {entry['cpu']}; a change meant to move the "
+                      f"numbers records them again on each vendor: {data['how_to_record']})")
