@@ -1,8 +1,8 @@
 """The algorithm's configs, torch-free (the command line's parser lists their fields without
-importing torch): PPO's hyperparameters (`xlvin.ppo.update`), the paper's low-data protocol
-(`xlvin.ppo.low_data`) and the continual maze (`xlvin.ppo.curriculum`). What their methods run is
-imported when they run: the progress evaluations (torch) and the maze data (`xlvin.envs`, which
-imports gymnasium to register its envs)."""
+importing torch): PPO's hyperparameters (`xlvin.ppo.update`), the progress evaluations during
+training (`xlvin.ppo.loop`), the paper's low-data protocol (`xlvin.ppo.low_data`) and the
+continual maze (`xlvin.ppo.curriculum`). What their methods run is imported when they run: the
+maze data (`xlvin.envs`, which imports gymnasium to register its envs)."""
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,7 +12,6 @@ from xlvin.errors import UserError
 
 if TYPE_CHECKING:
     from xlvin.envs.maze_data import MazeSet
-    from xlvin.ppo.loop import Evaluation
 
 #: The most parallel envs a run may have: a checkpoint's JSON header holds every env's state, and
 #: safetensors refuses headers over 100 MB.
@@ -20,6 +19,21 @@ MAX_ENVS = 1024
 #: The most CPU threads a run may ask for: far more than any machine's cores, and few enough to
 #: start (100,000 crash torch's thread pool).
 MAX_THREADS = 1024
+
+
+@dataclass
+class Evaluation:
+    """Greedy evaluations of the policy during training (the progress curve): `points` of them,
+    evenly over the updates (as many as there are updates: after every update), `episodes`
+    fresh episodes each (seeds from `xlvin.ppo.loop.PROGRESS_EVAL_SEED`). They are not training
+    data and count in no budget; `xlvin.ppo.loop` runs them."""
+
+    points: int = 0
+    episodes: int = 10
+
+    def due(self, update: int, total: int) -> bool:
+        """After update number `update` (1-based) of `total`?"""
+        return any(round(total * (i + 1) / self.points) == update for i in range(self.points))
 
 
 @dataclass
@@ -189,10 +203,8 @@ class LowDataConfig:
         if self.collect not in ("episodes", "until_done"):
             raise UserError(f"low-data protocol: collect must be episodes or until_done, got {self.collect!r}")
 
-    def evaluation(self) -> "Evaluation":
+    def evaluation(self) -> Evaluation:
         """The progress evaluations of `xlvin.ppo.loop`."""
-        from xlvin.ppo.loop import Evaluation
-
         return Evaluation(points=self.eval_points, episodes=self.eval_episodes)
 
 

@@ -16,7 +16,6 @@ bar are the run's `xlvin.ppo.session.Session`.
 
 import dataclasses
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -41,6 +40,7 @@ from xlvin.ppo.collect import (
 from xlvin.envs.env_state import env_state, inexact_resume_notice, restorable, restore_env_state
 from xlvin.ppo.evaluation import Evaluator
 from xlvin.ppo.session import LogFn, Session, TrainResult, mean
+from xlvin.ppo.config import Evaluation
 from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update, set_learning_rate
 from xlvin.ppo.storage import Rollout
 
@@ -48,21 +48,6 @@ from xlvin.ppo.storage import Rollout
 #: the final evaluation of `xlvin evaluate` (1,000,000 onwards). Evaluation i plays episodes
 #: PROGRESS_EVAL_SEED + i * episodes onwards: every evaluation sees fresh episodes.
 PROGRESS_EVAL_SEED = 500_000
-
-
-@dataclass
-class Evaluation:
-    """Greedy evaluations of the policy during training (the progress curve): `points` of them,
-    evenly over the updates (as many as there are updates: after every update), `episodes`
-    fresh episodes each (seeds from PROGRESS_EVAL_SEED). They are not training data and count in
-    no budget."""
-
-    points: int = 0
-    episodes: int = 10
-
-    def due(self, update: int, total: int) -> bool:
-        """After update number `update` (1-based) of `total`?"""
-        return any(round(total * (i + 1) / self.points) == update for i in range(self.points))
 
 
 class DataSource:

@@ -19,8 +19,8 @@ import torch
 
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.ppo.collect import collect_episodes, collect_until_episodes_end
-from xlvin.ppo.config import LowDataConfig
-from xlvin.ppo.loop import DataSource, Evaluation, relabel
+from xlvin.ppo.config import Evaluation, LowDataConfig
+from xlvin.ppo.loop import DataSource, relabel
 from xlvin.ppo.storage import Rollout
 
 
