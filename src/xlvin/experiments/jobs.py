@@ -109,16 +109,16 @@ def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None
     try:
         for future in as_completed([pool.submit(_run_item, fn, item) for item in items]):
             done(future.result())
-    except BrokenProcessPool:  # a worker killed alone (by a signal, out of memory)
-        pool.shutdown(wait=False, cancel_futures=True)
-        _stop_workers(multiprocessing.active_children(), gently=True)
-        raise UserError(f"a worker process ended while its cell was running (killed by a signal, "
-                        f"or out of memory?); {len(results)} of {len(items)} cells had finished; "
-                        "the others keep their last checkpoints: run the same command again to "
-                        "resume them") from None
     except BaseException as err:
         pool.shutdown(wait=False, cancel_futures=True)
-        _stop_workers(multiprocessing.active_children(), gently=isinstance(err, Terminated))
+        broken = isinstance(err, BrokenProcessPool)  # a worker killed alone (signal, memory)
+        gently = broken or isinstance(err, Terminated)
+        _stop_workers(multiprocessing.active_children(), gently=gently)
+        if broken:
+            raise UserError(f"a worker process ended while its cell was running (killed by a "
+                            f"signal, or out of memory?); {len(results)} of {len(items)} cells "
+                            "had finished; the others keep their last checkpoints: run the same "
+                            "command again to resume them") from None
         raise
     pool.shutdown()
     return results
