@@ -237,6 +237,21 @@ def test_records_of_cells_not_given_are_kept_so_machines_add_up(tmp_path: Path) 
         atari_report.write_results([fake_record("ppo", 3, 1.0, 1.0, None)], tmp_path)
 
 
+def test_the_figure_is_the_same_whichever_cells_were_kept_and_which_given(tmp_path: Path) -> None:
+    """Seeds 0-1 written first and 2-3 given later draw the same PNG bytes as seeds 2-3 first
+    and 0-1 later, and as all four at once: a figure is re-drawn from its atari.json alone
+    (tests/test_committed_results.py), so it must not depend on which machine ran which seed."""
+    records = [fake_record("ppo", seed, auc, auc, 1024) for seed, auc in
+               enumerate((0.1, 3.3, 7.7, 9.1))]
+    pngs = []
+    for name, batches in (("a", (records[:2], records[2:])), ("b", (records[2:], records[:2])),
+                          ("c", (records,))):
+        for batch in batches:
+            atari_report.write_results([dict(r) for r in batch], tmp_path / name)
+        pngs.append((tmp_path / name / "atari_Freeway.png").read_bytes())
+    assert pngs[0] == pngs[1] == pngs[2]
+
+
 def test_the_note_counts_every_run_stopped_at_the_deadline_not_every_row() -> None:
     """Two PPO seeds and one XLVIN-R seed cut by the deadline make three runs stopped, in two
     rows; the shortest is the least reached of them."""

@@ -144,14 +144,15 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     if not records:
         raise UserError("no Atari cell has a record to write")
     earlier = kept(results / "atari.json", "cells", records, cell_key, _canonical)
-    records = earlier + records
+    # one order for the JSON and the figures: a figure re-drawn from atari.json is the same bytes
+    records = sorted(earlier + records, key=lambda r: (r["game"], r["agent"], r["seed"]))
     rows = aggregate(records)
     note = budget_note(rows)
     text = markdown(rows, records) + f"\n\n{note}"
     write_files(results, "atari", text + "\n", {
         "note": note, "window_updates": WINDOW_UPDATES,
         "eval_max_steps": EVAL_MAX_STEPS, "eval_seed": EVAL_SEED, "rows": rows,
-        "cells": sorted(records, key=lambda r: (r["game"], r["agent"], r["seed"])),
+        "cells": records,
     })
     for game in sorted({r["game"] for r in records}):
         plot(game, [r for r in records if r["game"] == game],
