@@ -145,7 +145,7 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
         raise UserError("no Atari cell has a record to write")
     earlier = kept(results / "atari.json", "cells", records, cell_key, _canonical)
     # one order for the JSON and the figures: a figure re-drawn from atari.json is the same bytes
-    records = sorted(earlier + records, key=lambda r: (r["game"], r["agent"], r["seed"]))
+    records = sorted(earlier + records, key=cell_key)
     rows = aggregate(records)
     note = budget_note(rows)
     text = markdown(rows, records) + f"\n\n{note}"
