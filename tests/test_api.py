@@ -196,7 +196,7 @@ def test_load_refuses_another_agent_and_save_overwrites_only_its_own_saves(
     assert all(torch.equal(a, b) for a, b in zip(loaded.get_parameters()["policy"].values(),
                                                  second.get_parameters()["policy"].values()))
     PPO("CartPole-v1", seed=2, **TINY).save(tmp_path / "ppo")  # an untrained model's save too
-    assert PPO.load(tmp_path / "ppo").num_timesteps == 0 and not (tmp_path / "ppo" / SAVED).exists()
+    assert PPO.load(tmp_path / "ppo").num_timesteps == 0 and (tmp_path / "ppo" / SAVED).is_file()
     first.save(tmp_path / "ppo")  # and a run's copy over a saved policy
     assert PPO.load(tmp_path / "ppo").num_timesteps == 32
     # a run directory, a save with a file added, a folder of other files: refused, untouched

@@ -101,13 +101,14 @@ def test_an_interrupted_quickstart_resumes_in_its_out(tmp_path: Path, monkeypatc
     monkeypatch.setattr(quickstart, "CLASSIC", dataclasses.replace(
         quickstart.CLASSIC, prepare=lambda cells, jobs=1: [],
         run_cell=lambda cell, root: roots.append(root) or quickstart_record(cell, root)))
-    out = tmp_path / "Q"
+    out = tmp_path / "Q"  # a quickstart cut short: its mark, then its first run's folder
     (out / "paper" / "standard" / "CartPole-v0" / "ppo" / "seed0").mkdir(parents=True)
+    (out / quickstart.MARK).write_text('{"results.md": []}')
     argv = ["quickstart", "--seeds", "1", "--jobs", "1", "--out", str(out)]
     assert main(argv) == 0
     assert roots == [out, out] and (out / "results.md").is_file()
     assert main(argv) == 0  # finished: the table again
-    assert {p.name for p in out.iterdir()} == quickstart.OWN_ENTRIES
+    assert {p.name for p in out.iterdir()} == {quickstart.MARK, "paper", "results.md"}
 
     other = tmp_path / "other"
     other.mkdir()

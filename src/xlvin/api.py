@@ -39,16 +39,13 @@ from xlvin.callbacks import Callback, Hooks, Logger, as_callback
 from xlvin.envs.given import EnvLike, check_run_env, register_as
 from xlvin.envs.spaces import Spaces, recorded_spaces
 from xlvin.errors import FieldError, UserError
-from xlvin.io.run_dir import check_new_run_dir, claim_run_dir
 from xlvin.io.saves import (
-    check_save_path,
-    clear_save,
     forget_save,
-    is_saved_policy,
     read_progress,
     refuse_file_name,
     write_policy,
     write_run_copy,
+    writing_save,
 )
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import make_vector_env
@@ -336,18 +333,17 @@ class Model:
     @_python_errors
     def save(self, path: str | Path) -> Path:
         """Write the run directory `xlvin evaluate` reads to `path` (a new or empty folder, or an
-        earlier save, overwritten; not a file name such as model.zip, nor a folder holding
-        anything a save did not write, which is refused and kept as it is): after `learn` or
-        `load`, a copy of the run's directory (metrics, TensorBoard and summary included);
-        before, the config and the initial weights."""
+        earlier save with nothing in it changed, which the new one replaces whole, in one step;
+        not a file name such as model.zip, nor a folder holding anything a save did not write,
+        which is refused and kept as it is): after `learn` or `load`, a copy of the run's
+        directory (metrics, TensorBoard and summary included); before, the config and the
+        initial weights."""
         path, what = Path(path), f"save({str(path)!r})"
         refuse_file_name(path, what)
         if self.run_dir is not None and path.resolve() == self.run_dir.resolve():
             return path
-        check_save_path(path, what)
-        run_dir, policy = self.run_dir, self._policy()  # built before the folder is claimed
-        with claim_run_dir(path) as folder:
-            clear_save(folder)
+        run_dir, policy = self.run_dir, self._policy()  # built before anything is written
+        with writing_save(path, what) as folder:
             if run_dir is None:
                 self._write_policy(folder, policy)
             else:
@@ -358,12 +354,11 @@ class Model:
     def save_policy(self, path: str | Path) -> Path:
         """Write the current policy (mid-training too: the callbacks' saves) as a run directory
         `Model.load` and `xlvin evaluate` read: its config and weights (with `num_timesteps`)
-        only. `path`: a new or empty folder, or one `save_policy` wrote before (overwritten)."""
+        only. `path`: a new or empty folder, or an earlier save (replaced whole, in one step)."""
         path = Path(path)
-        if not is_saved_policy(path):
-            check_new_run_dir(path)
-        with claim_run_dir(path) as folder:
-            self._write_policy(folder, self._policy())
+        policy = self._policy()
+        with writing_save(path, f"save_policy({str(path)!r})") as folder:
+            self._write_policy(folder, policy)
         return path
 
     def _write_policy(self, folder: Path, policy: ActorCritic) -> None:

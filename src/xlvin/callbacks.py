@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from xlvin.errors import UserError
-from xlvin.io.saves import is_saved_policy
+from xlvin.io.run_dir import LOCK
+from xlvin.io.saves import is_save, owned_folder
 
 
 class Callback:
@@ -94,20 +95,10 @@ def as_callback(callback: Callback | Iterable[Callback] | None) -> Callback | No
                     f"{type(callback).__name__}")
 
 
-def _check_new_folder(path: Path, what: str, saved: Callable[[Path], bool]) -> Path:
-    """Refuse, before training starts, a folder a callback would write into that holds files
-    other than its own earlier saves (`saved`), which it overwrites as Stable-Baselines3's
-    callbacks do: so the same script runs twice."""
-    if path.exists() and (not path.is_dir() or not saved(path)):
-        raise UserError(f"{what}: {path} already holds files that it did not save; give a new or "
-                        "empty folder")
-    return path
-
-
 def _is_checkpoints(path: Path) -> bool:
-    """A folder of `CheckpointCallback`'s saves only: `steps-N` policies."""
-    return all(p.name.startswith("steps-") and p.name[6:].isdigit() and is_saved_policy(p)
-               for p in path.iterdir())
+    """A folder of `CheckpointCallback`'s saves only: `steps-N` saves, each unchanged."""
+    return all(p.name == LOCK or (p.name.startswith("steps-") and p.name[6:].isdigit()
+                                  and is_save(p)) for p in path.iterdir())
 
 
 def _check_every(every: int, what: str) -> int:
@@ -151,8 +142,8 @@ class EvalCallback(_Periodic):
         if type(episodes) is not int or episodes <= 0:
             raise UserError(f"EvalCallback: episodes must be > 0, got {episodes!r}")
         self.env, self.episodes, self.seed, self.callback = env, episodes, seed, callback
-        self.best_model_path = None if best_model_path is None else _check_new_folder(
-            Path(best_model_path), "EvalCallback", is_saved_policy)
+        self.best_model_path = None if best_model_path is None else owned_folder(
+            Path(best_model_path), "EvalCallback", is_save)
         self.evaluations: list[dict[str, Any]] = []
         self.best_mean = float("-inf")
 
@@ -181,7 +172,7 @@ class CheckpointCallback(_Periodic):
 
     def __init__(self, every: int, directory: str | Path) -> None:
         super().__init__(every, "CheckpointCallback")
-        self.directory = _check_new_folder(Path(directory), "CheckpointCallback", _is_checkpoints)
+        self.directory = owned_folder(Path(directory), "CheckpointCallback", _is_checkpoints)
         self.saved: list[Path] = []
 
     def on_update(self, model: Any, metrics: dict[str, float]) -> bool:

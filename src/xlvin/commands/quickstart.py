@@ -11,6 +11,7 @@ the others continue from their checkpoints.
 """
 
 import argparse
+import hashlib
 import time
 from datetime import datetime
 from pathlib import Path
@@ -21,12 +22,48 @@ from xlvin.errors import UserError
 from xlvin.experiments import table1
 from xlvin.experiments.protocol import run_cells
 from xlvin.experiments.registry import CLASSIC
-from xlvin.io.files import atomic_write_text
+from xlvin.io.files import atomic_write_text, read_json, write_json
+from xlvin.io.saves import file_digest
 from xlvin.stats import summarize
 
 AGENTS = ("ppo", "xlvin-r")
-#: What a quickstart writes into its --out: its cells' runs (protocol paper) and its table.
-OWN_ENTRIES = {"paper", "results.md"}
+#: The mark a quickstart writes first into its --out: JSON {"results.md": [the digests of the
+#: tables it wrote there, the last two]}. Besides it, a quickstart's folder holds its cells' runs
+#: (paper/) and its table (results.md).
+MARK = ".xlvin-quickstart"
+RESULTS = "results.md"
+
+
+def _written_tables(out: Path) -> list[str] | None:
+    """The digests of the tables a quickstart wrote in `out`, from its mark; None: no mark."""
+    try:
+        digests = read_json(out / MARK).get(RESULTS)
+    except (UserError, OSError, ValueError, AttributeError):
+        return None
+    return digests if isinstance(digests, list) else None
+
+
+def _is_own(out: Path) -> bool:
+    """Whether `out` is empty or a quickstart's folder with nothing of anyone else's in it: its
+    mark, paper/ and a results.md it wrote, unchanged."""
+    names = {p.name for p in out.iterdir()}
+    if not names:
+        return True
+    written = _written_tables(out)
+    if written is None or not names <= {MARK, "paper", RESULTS}:
+        return False
+    paper, table = out / "paper", out / RESULTS
+    return ((not paper.exists() or (paper.is_dir() and not paper.is_symlink()))
+            and (not table.exists() or (table.is_file() and not table.is_symlink()
+                                        and file_digest(table) in written)))
+
+
+def _write_table(out: Path, table: str) -> None:
+    """Write results.md, its digest recorded in the mark first (a kill between the two leaves a
+    table the mark still names)."""
+    digest = hashlib.sha256(table.encode()).hexdigest()
+    write_json(out / MARK, {RESULTS: [*(_written_tables(out) or [])[-1:], digest]})
+    atomic_write_text(out / RESULTS, table)
 
 
 def _cell(group: list[dict], field: str) -> str:
@@ -62,16 +99,19 @@ def _quickstart(args: argparse.Namespace) -> None:
         raise UserError("--seeds and --jobs must be >= 1")
     start = time.perf_counter()
     out = args.out or Path("runs") / f"quickstart-{datetime.now():%Y%m%d-%H%M%S}"
-    if out.exists() and not (out.is_dir() and {p.name for p in out.iterdir()} <= OWN_ENTRIES):
-        raise UserError(f"--out {out} already exists and is not a quickstart's folder (only "
-                        "paper/ and results.md): choose a new directory, or a quickstart's to "
-                        "resume it")
+    if out.is_symlink() or (out.exists() and not (out.is_dir() and _is_own(out))):
+        raise UserError(f"--out {out} already exists and is not a quickstart's folder (or "
+                        "holds files it did not write): choose a new directory, or a "
+                        "quickstart's to resume it")
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / MARK).exists():
+        write_json(out / MARK, {RESULTS: []})
     cells = [table1.Cell("paper", "CartPole-v0", agent, seed)
              for seed in range(args.seeds) for agent in AGENTS]
     # the executor and TransE pre-training (with their progress), then the cells
     records, _ = run_cells(CLASSIC, cells, out, args.jobs, "train + evaluate")
     table = results_table(records)
-    atomic_write_text(out / "results.md", table + "\n")
+    _write_table(out, table + "\n")
     print()
     print(table)
     print(f"\nwall time {time.perf_counter() - start:.0f} s; runs in {out}")

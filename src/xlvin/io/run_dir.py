@@ -39,6 +39,8 @@ MODEL = "model.safetensors"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 LOCK = ".lock"
+#: The mark of a save still being written (`xlvin.io.saves`): such a folder is never loaded.
+PARTIAL = ".partial"
 
 #: Run directories this process holds: resolved path -> the open file descriptor of DIR/.lock.
 _claimed: dict[Path, int] = {}
@@ -110,6 +112,9 @@ def create_run_dir(path: Path, config: dict[str, Any]) -> Path:
 def require_run_dir(path: Path) -> Path:
     """Check that `path` is a finished run directory (config and model present)."""
     path = Path(path)
+    if (path / PARTIAL).exists():
+        raise UserError(f"{path} is a save that was cut short before it was complete; not "
+                        "loaded (the folder it was meant for holds the earlier save)")
     for name in (CONFIG, MODEL):
         if not (path / name).is_file():
             raise UserError(f"{path} is not a finished run directory: {name} is missing")
