@@ -33,12 +33,20 @@ from xlvin.api_options import (
     load_arguments,
     model_config,
 )
-from xlvin.api_policy import act, executor_metadata, initial_policy, set_parameters
+from xlvin.api_policy import (
+    act,
+    checkpoint_policy,
+    executor_metadata,
+    initial_policy,
+    set_parameters,
+    weights_digest,
+)
 from xlvin.api_runs import learn_run, on_env, stopped_steps
 from xlvin.callbacks import Callback, Hooks, Logger, as_callback
 from xlvin.envs.given import EnvLike, check_run_env, register_as
 from xlvin.envs.spaces import Spaces, recorded_spaces
 from xlvin.errors import FieldError, UserError
+from xlvin.io.run_dir import MODEL
 from xlvin.io.saves import (
     forget_save,
     read_progress,
@@ -53,6 +61,7 @@ from xlvin.run.architecture import made_env
 from xlvin.run.checks import check_run
 from xlvin.run.config import RunConfig, on_cpu, option_names
 from xlvin.run.training import evaluate_agent, read_run, train_run, weights_metadata
+from xlvin.signals import interrupt_deferred
 
 def _python_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     """`method` with its FieldErrors naming keyword arguments, not flags (`FieldError.
@@ -116,7 +125,8 @@ class Model:
         saved run's, the env then not needed."""
         self.config = cfg
         self.spaces, self.architecture = check_run(cfg, spaces)
-        self.policy: ActorCritic | None = None
+        self._net: ActorCritic | None = None
+        self._held: str | None = None  # the digest of the weights the model's run left
         self.run_dir: Path | None = None
         self.summary: dict[str, Any] | None = None
         self._executor_meta: dict[str, Any] | None = None
@@ -142,6 +152,17 @@ class Model:
             raise UserError(f"{what} is a {agent} run; use {right} (or xlvin.Model), not "
                             f"{cls.__name__}")
         return cls if cls is not Model else MODELS.get(agent, Model)
+
+    @property
+    def policy(self) -> ActorCritic:
+        """The policy network the model holds, which `learn` trains in place (built on first
+        use, as the run would start: seeded, its executor loaded); set its weights, or edit
+        it, before `learn` and that is what trains."""
+        return self._policy()
+
+    @policy.setter
+    def policy(self, net: ActorCritic) -> None:
+        self._net = net
 
     @property
     def num_timesteps(self) -> int:
@@ -244,31 +265,58 @@ class Model:
         hooks = None if callback is None else Hooks(self, as_callback(callback))
         if hooks is not None:
             hooks.callback.on_start(self)
-        cfg, run_dir, resume, rounded = learn_run(self.config, self.run_dir, self.num_timesteps,
-                                                  total_steps, out, resume, self)
+        policy = self._policy()
+        changed = weights_digest(policy) != self._held
+        run_dir = self.run_dir
+        if run_dir is not None and not resume and (changed or stopped_steps(run_dir) is None):
+            if changed:  # a run's checkpoint would put back the weights it left
+                warnings.warn("the policy's weights changed since its run: learn() starts a new "
+                              "run from them (a fresh optimizer, num_timesteps from 0)",
+                              stacklevel=3)
+            run_dir = None
+        cfg, run_dir, resume, rounded = learn_run(
+            self.config, run_dir, self.num_timesteps if run_dir else 0, total_steps, out,
+            resume, self)
         if rounded:
             warnings.warn(f"total_steps {rounded}", stacklevel=3)
         if resume:
             forget_save(run_dir)  # a saved run trained on is a run of its own
+        start = {k: v.detach().clone() for k, v in policy.state_dict().items()}
         try:
-            self.policy, self.summary = train_run(cfg, run_dir, progress=progress, resume=resume,
-                                                  hooks=hooks)
-        except BaseException:  # stopped (a callback's error, Ctrl-C): held at its checkpoint
-            steps = stopped_steps(run_dir)
-            if steps is not None:
-                self.config, self.run_dir, self._num_timesteps = cfg, run_dir, steps
+            with interrupt_deferred():
+                _, self.summary = train_run(cfg, run_dir, progress=progress, resume=resume,
+                                            hooks=hooks, agent=policy,
+                                            initialised=changed or self.run_dir is not None)
+        except BaseException:  # stopped (Ctrl-C, a callback's error): held as its run left it
+            self._hold_stopped(cfg, run_dir, start)
             raise
         self.config, self.run_dir = cfg, run_dir
         self._executor_meta = self.summary["executor"]
         self._num_timesteps = self.summary["ppo"]["env_steps"]
+        self._held = weights_digest(policy)
         return self
+
+    def _hold_stopped(self, cfg: RunConfig, run_dir: Path,
+                      start: dict[str, torch.Tensor]) -> None:
+        """After `learn` stopped early: the policy as the run's checkpoint holds it (the last
+        update boundary it reached: Ctrl-C waits for one) and `num_timesteps` matching, so that
+        `learn(n)` continues it exactly and `save` writes what `load` reads; without a
+        checkpoint, the policy `learn` started from."""
+        steps = stopped_steps(run_dir)
+        if steps is None:
+            self.policy.load_state_dict(start)
+            return
+        self.policy.load_state_dict(checkpoint_policy(run_dir))
+        self.config, self.run_dir, self._num_timesteps = cfg, run_dir, steps
+        self._held = weights_digest(self.policy)
 
     def _policy(self) -> ActorCritic:
         """The policy network; before `learn`, the initial one the run would start from."""
-        if self.policy is None:
-            self.policy, self._executor_meta = initial_policy(self.config.train,
-                                                              self.architecture, self.spaces)
-        return self.policy
+        if self._net is None:
+            self._net, self._executor_meta = initial_policy(self.config.train,
+                                                            self.architecture, self.spaces)
+            self._held = weights_digest(self._net)
+        return self._net
 
     @_python_errors
     def predict(
@@ -343,11 +391,13 @@ class Model:
         if self.run_dir is not None and path.resolve() == self.run_dir.resolve():
             return path
         run_dir, policy = self.run_dir, self._policy()  # built before anything is written
+        whole_run = (run_dir is not None and (run_dir / MODEL).is_file()
+                     and weights_digest(policy) == self._held)
         with writing_save(path, what) as folder:
-            if run_dir is None:
-                self._write_policy(folder, policy)
-            else:
+            if whole_run:
                 write_run_copy(run_dir, folder)
+            else:  # before learn, stopped early, or weights set since: what the model holds
+                self._write_policy(folder, policy)
         return path
 
     @_python_errors
@@ -391,6 +441,7 @@ class Model:
                 model.config.train, device=device))
             agent = agent.to(device)
         model.policy, model.run_dir = agent, path
+        model._held = weights_digest(agent)
         model._executor_meta, model._num_timesteps, model.summary = read_progress(path)
         if env is not None:
             model._use_env(env)

@@ -3,6 +3,7 @@ observations as Stable-Baselines3's `predict` does, and weights set as its `set_
 them. Used by `xlvin.api.Model`.
 """
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ import torch
 from xlvin.accel.numpy_sampling import env_actions, mode_actions, sample_actions
 from xlvin.envs.spaces import Spaces, flat_observation
 from xlvin.errors import UserError
+from xlvin.io.checkpoint import CHECKPOINT, section
 from xlvin.io.executor_file import read_executor_meta
+from xlvin.io.weights import load_weights
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import policy_device
 from xlvin.pretrain.files import executor_file, load_executor_processor
@@ -96,3 +99,20 @@ def set_parameters(policy: ActorCritic, source: str | Path | dict[str, Any],
             raise UserError(f"set_parameters: {name} has shape {list(value.shape)}, the "
                             f"model's {list(ours[name].shape)}")
     policy.load_state_dict({k: v for k, v in given.items() if k in ours}, strict=False)
+
+
+def weights_digest(policy: torch.nn.Module) -> str:
+    """SHA-256 of `policy`'s state (names, dtypes, shapes and bytes): whether the weights a
+    model holds are still those its run left."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(policy.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def checkpoint_policy(run_dir: Path) -> dict[str, torch.Tensor]:
+    """The policy's weights in the checkpoint of the run in `run_dir`."""
+    tensors, _ = load_weights(run_dir / CHECKPOINT, what="checkpoint")
+    return section(tensors, "model/")

@@ -150,3 +150,20 @@ def termination_requested() -> bool:
     if requested:
         _cancel_grace()
     return requested
+
+
+@contextmanager
+def interrupt_deferred() -> Iterator[None]:
+    """For training in Python outside a command (`Model.learn`): Ctrl-C (SIGINT), SIGTERM and
+    SIGHUP stop training at the next update boundary, with a checkpoint there, and raise
+    `Terminated` (a KeyboardInterrupt); a second one, or one outside the training loop
+    (pre-training), raises at once. Inside a command, or off the main thread, nothing changes."""
+    if _state["active"] or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    with sigterm_raises():
+        previous = signal.signal(signal.SIGINT, _on_sigterm)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)

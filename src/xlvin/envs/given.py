@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import gymnasium as gym
+import numpy as np
 
 from xlvin.envs.packages import require_gym_packages
 from xlvin.envs.spaces import Spaces, require_spaces
@@ -169,6 +170,64 @@ def _plain_spec(spec: gym.envs.registration.EnvSpec | None, vector: bool = False
     return not spec.additional_wrappers and spec.max_episode_steps == registered.max_episode_steps
 
 
+def _same(a: Any, b: Any, depth: int = 0) -> bool:
+    """Whether two attribute values of envs are equal: arrays by their values, generators by
+    their state, spaces by ==, other objects by their own attributes (a few levels deep)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if isinstance(a, np.random.Generator):
+        return a.bit_generator.state == b.bit_generator.state
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1) for k in a)
+    if isinstance(a, float):
+        return a == b or (a != a and b != b)
+    if isinstance(a, np.generic):
+        return bool(a == b) or (a.dtype.kind in "fc" and bool(np.isnan(a) and np.isnan(b)))
+    if isinstance(a, (int, str, bytes, bool, type(None), gym.Space)) or depth >= 3:
+        return bool(a == b)
+    state_a, state_b = getattr(a, "__dict__", None), getattr(b, "__dict__", None)
+    return state_a is not None and state_b is not None and _same(state_a, state_b, depth + 1)
+
+
+#: Attributes of a layer that are not its settings: the layer it wraps, its cached spec
+#: (`_plain_spec` compares the spec), and gymnasium's wrappers' records of calls made.
+_NOT_SETTINGS = {"env", "_env", "_cached_spec", "_has_reset", "checked_reset", "checked_step",
+                 "checked_render", "_previous_data"}
+
+
+def _own_state(layer: gym.Env) -> dict[str, Any]:
+    """A wrapper's or env's attributes that are its settings or state (`_NOT_SETTINGS` aside)."""
+    return {k: v for k, v in vars(layer).items() if k not in _NOT_SETTINGS}
+
+
+def _as_made(env: gym.Env, spec: gym.envs.registration.EnvSpec) -> bool:
+    """Whether the instance `env` is what `gym.make` of its spec makes: a copy of it and a fresh
+    env, both reset with one seed, hold equal attributes in every layer (so an attribute the
+    user changed, such as CartPole's `theta_threshold_radians`, is seen); False where they
+    cannot be compared."""
+    try:
+        mine, fresh = copy.deepcopy(env), gym.make(spec.id, **_spec_kwargs(spec))
+        try:
+            mine.reset(seed=0)
+            fresh.reset(seed=0)
+            layers = [(mine, fresh)]
+            while isinstance(layers[-1][0], gym.Wrapper):
+                a, b = layers[-1]
+                if not isinstance(b, gym.Wrapper):
+                    return False
+                layers.append((a.env, b.env))
+            return all(type(a) is type(b) and _same(_own_state(a), _own_state(b))
+                       for a, b in layers)
+        finally:
+            fresh.close()
+    except Exception:  # the user's env: anything that cannot be compared is kept as given
+        return False
+
+
 def _vector_env(env: gym.vector.VectorEnv) -> tuple[str, int]:
     """(id, num_envs) of a vector env that is not its registered env plainly: its sub-envs made
     by its own `env_fns`, in worker processes where it has them, or one UserError saying why
@@ -194,7 +253,8 @@ def resolve_env(env: EnvLike, env_kwargs: dict[str, Any] | None) -> tuple[str, d
     """(gymnasium id, keyword arguments, number of envs or None) of an environment as the API
     takes it; the run makes every env from the id. An env that is its registered env plainly
     (`gym.make(id, **kwargs)`, `gym.make_vec(id, n, **kwargs)`: no wrappers added, its
-    registered time limit) is described by its spec, so that the run remakes it, seeded, and
+    registered time limit, and for an instance no attribute changed since, `_as_made`) is
+    described by its spec, so that the run remakes it, seeded, and
     resumes it in any process. Any other is made as the user made it (`GivenEnv`): an
     instance (its time limit and wrappers with it) trains as the first sub-env itself, copied
     for more; a vector env's sub-envs are made by its own `env_fns` (each its own, in workers
@@ -210,7 +270,7 @@ def resolve_env(env: EnvLike, env_kwargs: dict[str, Any] | None) -> tuple[str, d
         return (*_vector_env(env)[:1], kwargs, env.num_envs)
     if isinstance(env, gym.Env):
         spec = env.spec
-        if _plain_spec(spec):
+        if _plain_spec(spec) and _as_made(env, spec):
             return spec.id, {**_spec_kwargs(spec), **kwargs}, None
         if kwargs:
             raise UserError("env_kwargs apply to an env id or a callable that makes the env, not "

@@ -17,7 +17,7 @@ from torch import nn
 from xlvin.envs.failures import EnvFailed
 from xlvin.io.checkpoint import CHECKPOINT, TRANSE_CHECKPOINT, Checkpointer
 from xlvin.io.digests import write_sealed
-from xlvin.io.executor_file import executor_architecture
+from xlvin.io.executor_file import executor_architecture, read_executor_meta
 from xlvin.io.run_dir import (
     CONFIG,
     MODEL,
@@ -121,8 +121,12 @@ def weights_metadata(
 def train_run(
     cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False,
     deadline: float | None = None, pretrain_progress: bool = True, hooks: Hooks | None = None,
+    agent: ActorCritic | None = None, initialised: bool = False,
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train one agent and write the run directory `out`; return the agent and the summary.
+    `agent`: the policy to train, in place (`Model.learn`'s own; None: built from `cfg`, seeded,
+    as `initial_policy` builds it); `initialised`: its weights were set by the user, so TransE
+    pre-training, which initialises the encoder and transition, is skipped.
     `progress`: PPO's progress bar; `pretrain_progress`: the pre-trainings' progress
     (`xlvin.progress`), which can take minutes before the first update.
 
@@ -163,13 +167,15 @@ def train_run(
     spec = agent_spec(t.agent)
     processor, executor_meta = None, None
     start = time.perf_counter()
-    if spec.executor:
+    if spec.executor and agent is None:
         processor, executor_meta = load_executor_processor(
             executor_file(t.executor, t, pretrain_progress))
+    elif spec.executor:  # the given agent holds its executor: only its description is read
+        executor_meta = read_executor_meta(executor_file(t.executor, t, pretrain_progress))
     executor_seconds, start = time.perf_counter() - start, time.perf_counter()
     set_threads(cfg.ppo.torch_threads)
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
-    wants_transe = spec.transe and t.pretrain_transe
+    wants_transe = spec.transe and t.pretrain_transe and not initialised
     shared = shared_transe_file(cfg, spaces, arch, pretrain_progress) if (
         wants_transe and cfg.transe.shared and not strict) else None
     pretrained_seconds = {"pretrain_executor_seconds": executor_seconds,
@@ -179,10 +185,11 @@ def train_run(
             create_run_dir(run_dir, config)
         continuing = resume and open_to_resume(run_dir, cfg)
         seed_everything(t.seed)  # the initial weights; the loop seeds training itself
-        agent = build_agent(arch, spaces, processor).to(t.device)
+        if agent is None:
+            agent = build_agent(arch, spaces, processor).to(t.device)
         summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress,
                                  pretrain_progress, resume, deadline, pretrained_seconds,
-                                 spaces, hooks, continuing)
+                                 spaces, hooks, continuing, initialised)
     return agent, summary
 
 
@@ -190,7 +197,7 @@ def _train_claimed(
     cfg: RunConfig, run_dir: Path, agent: ActorCritic, executor_meta: dict[str, Any] | None,
     shared: Path | None, progress: bool, pretrain_progress: bool, resume: bool,
     deadline: float | None, pretrained_seconds: dict[str, float], spaces: Spaces,
-    hooks: Hooks | None, continuing: bool,
+    hooks: Hooks | None, continuing: bool, initialised: bool = False,
 ) -> dict[str, Any]:
     """`train_run` once its run directory is claimed: pre-train, train, save; the summary
     (`pretrained_seconds`: the pre-trainings' seconds before the claim). `continuing`: the run
@@ -199,9 +206,9 @@ def _train_claimed(
     continuation loses nothing."""
     t = cfg.train
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
-    wants_transe = agent_spec(t.agent).transe and t.pretrain_transe
+    wants_transe = agent_spec(t.agent).transe and t.pretrain_transe and not initialised
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0,
-                               **pretrained_seconds}
+                               **pretrained_seconds, **({"initialised": True} if initialised else {})}
     checkpoint = Checkpointer(run_dir / CHECKPOINT, t.checkpoint_every, extra=summary,
                               run=cfg.to_json(), normalize=checkpoint_config(cfg))
     resuming = resume and checkpoint.exists()
