@@ -193,3 +193,33 @@ def test_the_speed_against_sb3_is_the_tables_everywhere() -> None:
     for page in pages():
         for figure in re.findall(r"([\d.]+)x SB3\b", page.read_text(encoding="utf-8")):
             assert figure == table[1], f"{page.name}: {figure}x SB3, the table: {table[1]}x"
+
+
+#: Words a user cannot act on: our internal machinery's ("sessions", machines "lent").
+INTERNAL = re.compile(r"\b(lent|sessions?)\b", re.IGNORECASE)
+#: Words of a comparison, which only `xlvin.wording.compare` writes (inside result blocks).
+VERDICT = re.compile(r"\b(ahead|beats?|beating|helps|hurts?)\b", re.IGNORECASE)
+BLOCK = re.compile(r"<!-- xlvin:begin ([\w.-]+) -->.*?<!-- xlvin:end \1 -->", re.DOTALL)
+QUOTED = re.compile(r"\"[^\"]*\"")
+
+
+def prose(text: str) -> str:
+    """The text without code, result blocks or quotations (of the paper)."""
+    return QUOTED.sub("", BLOCK.sub("", without_code(text)))
+
+
+@pytest.mark.parametrize("page", [*pages(), ROOT / "CHANGELOG.md"], ids=relative)
+def test_no_internal_words_or_issue_numbers(page: Path) -> None:
+    text = without_code(page.read_text(encoding="utf-8"))
+    assert INTERNAL.findall(text) == [] and ISSUE_NUMBER.findall(text) == []
+
+
+@pytest.mark.parametrize("page", pages(), ids=relative)
+def test_comparisons_are_worded_only_by_the_wording_rule(page: Path) -> None:
+    assert VERDICT.findall(prose(page.read_text(encoding="utf-8"))) == []
+
+
+def test_a_forbidden_word_is_found() -> None:
+    assert INTERNAL.search("trained over two sessions on a lent machine")
+    assert VERDICT.findall(prose('XLVIN is ahead. "ahead from the start" `helps` '
+                                 "<!-- xlvin:begin x -->X is ahead<!-- xlvin:end x -->")) == ["ahead"]

@@ -1,14 +1,15 @@
 """`xlvin reproduce classic|executor-ablation|maze|contextual-maze|maze-ablation|atari|atari-vae|
 continuous`: the paper's Table 1 (and an ablation of its executor), its maze figures (and an
 ablation of the maze executor), its Atari figures 4, 6 and 10, and XLVIN against PPO on
-continuous actions, every cell, resumable, into results/. One handler for every entry of
-`xlvin.experiments.registry.EXPERIMENTS`."""
+continuous actions, every cell, resumable, into results/; then the result blocks of the pages
+(README.md, docs/) in the current folder are re-written from results/. One handler for every
+entry of `xlvin.experiments.registry.EXPERIMENTS`."""
 
 import argparse
 from pathlib import Path
 
 from xlvin.errors import UserError
-from xlvin.experiments import registry
+from xlvin.experiments import pages, registry
 from xlvin.experiments.figures import require_plots
 from xlvin.experiments.jobs import deadline_after
 from xlvin.experiments.protocol import Experiment, run_cells
@@ -49,7 +50,8 @@ def _check_folder(path: Path, flag: str) -> None:
 
 def _reproduce(args: argparse.Namespace) -> None:
     """Build the cells, train them here unless told to train nothing (one error line when a
-    deadline passed before any started), then print the experiment's report."""
+    deadline passed before any started), print the experiment's report, and re-write the
+    pages' result blocks (`xlvin.experiments.pages`) where the current folder has them."""
     experiment = registry.EXPERIMENTS[args.experiment]
     _check_options(experiment, args)
     cells = experiment.cells(args.seeds, args)
@@ -64,6 +66,9 @@ def _reproduce(args: argparse.Namespace) -> None:
             raise UserError(f"the deadline passed before any of the {len(cells)} cells started; "
                             "nothing to report")
     print(experiment.report(cells, trained, wall, args))
+    changed = pages.rewrite(Path.cwd())
+    if changed:
+        print(f"re-wrote the result blocks {', '.join(changed)} of the pages from results/")
 
 
 def add_parser(which: argparse._SubParsersAction, name: str, experiment: Experiment) -> None:

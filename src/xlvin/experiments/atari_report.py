@@ -16,9 +16,10 @@ from xlvin.experiments.atari import AGENTS, GAMES, LABELS, WINDOW_UPDATES
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import EVAL_SEED
 from xlvin.experiments.results import kept, write_files
-from xlvin.io.files import atomic_savefig
+from xlvin.io.files import atomic_savefig, read_json
 from xlvin.run.agents import resolve_agent
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+from xlvin.wording import compare
 
 
 def over_seeds(values: list[float]) -> dict[str, float]:
@@ -194,3 +195,98 @@ def plot(game: str, records: list[dict[str, Any]], note: str, path: Path) -> Non
     fig.tight_layout()
     atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
+
+
+#: A seed "learned" when its last training window averaged more than this a game (Freeway).
+LEARNED = 10.0
+
+
+def learned(record: dict[str, Any]) -> bool:
+    """Whether a cell's last training window averaged more than `LEARNED` a game."""
+    return bool(record["curve"]) and record["curve"][-1][1] > LEARNED
+
+
+def _from(record: dict[str, Any], start: int) -> float:
+    """The mean of a cell's training windows from `start` transitions on."""
+    return float(np.mean([score for at, score in record["curve"] if at >= start]))
+
+
+def _cells(results: Path, where: str) -> list[dict[str, Any]]:
+    """The records of a committed atari.json (under `where`), agents by their current names."""
+    cells = read_json(results / where / "atari.json")["cells"]
+    return [{**r, "agent": resolve_agent(r["agent"], tuple(AGENTS))} for r in cells]
+
+
+def _pick(cells: list[dict[str, Any]], game: str, agent: str) -> list[dict[str, Any]]:
+    return sorted((r for r in cells if (r["game"], r["agent"]) == (game, agent)),
+                  key=lambda r: r["seed"])
+
+
+def _freeway(cells: list[dict[str, Any]], budget: str) -> tuple[str, str]:
+    """XLVIN-R against PPO on Freeway: (on the AUC, on the rate of seeds that learned)."""
+    x, y = _pick(cells, "Freeway", "xlvin-r"), _pick(cells, "Freeway", "ppo")
+    auc = compare("XLVIN-R", "PPO", protocol=f"Freeway, {budget} transitions",
+                  seeds=f"{len(x)} seeds each", measure="AUC IQM", digits=2,
+                  iqms=(over_seeds([r["auc"] for r in x])["iqm"],
+                        over_seeds([r["auc"] for r in y])["iqm"]),
+                  improvement=_over_ppo([r["auc"] for r in x], [r["auc"] for r in y]))
+    rate = compare("XLVIN-R", "PPO", protocol=f"Freeway, {budget} transitions",
+                   seeds="seeds that learned", rates=(sum(map(learned, x)), len(x),
+                                                      sum(map(learned, y)), len(y)))
+    return auc, rate
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The result blocks of README.md and docs/atari.md (`xlvin.experiments.pages`)."""
+    one, seven, big = (_cells(results, w) for w in ("", "atari-freeway-seeds", "atari-1m"))
+    seven_auc, seven_rate = _freeway(seven, "100,000")
+    big_auc, big_rate = _freeway(big, "1,000,000")
+    at = [20_472, 40_944, 51_176, 71_648, 99_280]
+
+    def mean_curve(agent: str) -> str:
+        mine = _pick(seven, "Freeway", agent)
+        return " / ".join(f"{np.mean([dict(map(tuple, r['curve']))[t] for r in mine]):.1f}"
+                          for t in at)
+
+    def greedy(r: dict[str, Any]) -> str:
+        return f"{r['final_eval']['mean']:.1f} +- {float(np.std(r['final_eval']['returns'])):.1f}"
+
+    rows_one = ["| game | agent | transitions | AUC (mean training game score) | greedy, 10 games |",
+                "|---|---|---|---|---|"]
+    for r in sorted(one, key=lambda r: (GAMES.index(r["game"]), list(AGENTS).index(r["agent"]))):
+        auc = f"{r['auc']:.2f}" if r["game"] == "Freeway" else f"{r['auc']:.1f}"
+        rows_one.append(f"| {r['game']} | {LABELS[r['agent']]} | {r['transitions_reached']:,} | "
+                        f"{auc} | {greedy(r)} |")
+    long = ["| cell | transitions | first training game with a point | AUC (mean training score) "
+            "| mean training score from 800,000 on | greedy score (10 games) |",
+            "|---|---|---|---|---|---|"]
+    for game in ("Enduro", "Alien"):
+        for agent in ("ppo", "xlvin-r"):
+            for r in _pick(big, game, agent):
+                first = "never" if r["first_score_at"] is None else f"{r['first_score_at']:,}"
+                long.append(f"| {game} {LABELS[agent]} seed {r['seed']} | "
+                            f"{r['transitions_reached']:,} | {first} | {r['auc']:.2f} | "
+                            f"{_from(r, 800_000):.1f} | {r['final_eval']['mean']:.1f} |")
+    alien = {a: _pick(big, "Alien", a)[0] for a in ("ppo", "xlvin-r")}
+    enduro = _pick(big, "Enduro", "ppo")[0]
+    x7, p7 = _pick(seven, "Freeway", "xlvin-r"), _pick(seven, "Freeway", "ppo")
+    scored = [sum(r["first_score_at"] is not None for r in c) for c in (x7, p7)]
+    return {
+        "atari-one-seed": "\n".join(rows_one),
+        "atari-seven-seeds": (
+            f"- On the area: {seven_auc}. On the seeds that learned to cross (last window above "
+            f"{LEARNED:.0f} a game): {seven_rate}. Scored at least a point: XLVIN-R "
+            f"{scored[0]} of {len(x7)}, PPO {scored[1]} of {len(p7)}.\n"
+            f"- The mean training score over the seeds at "
+            + " / ".join(f"{round(t / 1000)} k" for t in at)
+            + f" transitions: PPO {mean_curve('ppo')}, XLVIN-R {mean_curve('xlvin-r')}."),
+        "atari-1m-claims": f"On the area: {big_auc}. On the seeds that learned: {big_rate}.",
+        "atari-1m-others": "\n".join(long),
+        "atari-headline": (
+            f"At 100k transitions, Freeway over {len(x7)} seeds: {seven_auc}; {seven_rate} "
+            f"(reruns of 3 XLVIN-R seeds on other kernels scored on none). At the paper's 1M on "
+            f"Freeway: {big_auc}; {big_rate}. Enduro at 1M, 1 seed: PPO greedy "
+            f"{enduro['final_eval']['mean']:.0f}, XLVIN-R never passed a car. Alien at 1M, 1 "
+            f"seed: mean training score from 800k on, XLVIN-R {_from(alien['xlvin-r'], 800_000):.0f}"
+            f", PPO {_from(alien['ppo'], 800_000):.0f} (one seed: no comparison)."),
+    }

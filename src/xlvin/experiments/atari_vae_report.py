@@ -247,3 +247,27 @@ def plot(records: list[dict[str, Any]], note: str, path: Path,
     fig.tight_layout()
     atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The result blocks of README.md and docs/atari.md (`xlvin.experiments.pages`): the VAE's
+    relative spread against XLVIN-R's (TransE), seed by seed, from atari_vae.json."""
+    test = read_json(results / "atari_vae.json")["collapse_test"]
+    pairs = sorted(test["pairs"], key=lambda p: p["seed"])
+    vae = [p["vae"]["relative_spread"] for p in pairs]
+    transe = [p["transe"]["relative_spread"] for p in pairs]
+    ratios = [t / v for t, v in zip(transe, vae)]
+    seeds = ", ".join(str(p["seed"]) for p in pairs)
+    holds = "holds" if test["holds"] else "does not hold"
+    return {
+        "atari-vae-spread": (
+            f"- Fixed point: over the held-out frames the VAE encoder's relative spread is "
+            + ", ".join(f"{v:.1e}" for v in vae) + f" (seeds {seeds}) against XLVIN-R's "
+            + ", ".join(f"{t:.1e}" for t in transe) + ": "
+            + ", ".join(f"{r:.0f}" for r in ratios) + f" times smaller. The collapse test "
+            f"{holds} on all {len(pairs)} seeds."),
+        "atari-vae-headline": (
+            f"{'Agrees' if test['holds'] else 'Disagrees'} with the paper on {len(pairs)} Freeway "
+            f"seeds: the encodings collapse (relative spread {min(ratios):.0f}-{max(ratios):.0f}x "
+            f"below TransE's) and the reconstructions show only the background"),
+    }

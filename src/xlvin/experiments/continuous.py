@@ -52,6 +52,7 @@ from xlvin.stats import improvement_over, improvement_text, interval_text, summa
 from xlvin.ppo.update import PPOConfig
 from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
 from xlvin.run.config import MAX_FULL_EXPANSION, RunConfig, TrainConfig
+from xlvin.wording import compare
 
 
 @dataclass(frozen=True)
@@ -435,3 +436,30 @@ EXPERIMENT = Experiment(
     progress=lambda args: "continuous-action cells",
     postfix=lambda r: f"{r['env']} {r['agent']} s{r['seed']}: {r['final_return']:.1f}",
 )
+
+
+def _versus_ppo(row: dict[str, Any], ppo: dict[str, Any]) -> str:
+    """`xlvin.wording.compare` of an expansion's final return with PPO's on its env."""
+    return compare(row["agent"], "PPO", protocol=f"{row['steps']:,} steps",
+                   seeds=f"{len(row['seeds'])} seeds each, final return",
+                   iqms=(row["final"]["iqm"], ppo["final"]["iqm"]), improvement=row["over_ppo"])
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The result blocks of README.md and docs/continuous.md (`xlvin.experiments.pages`): every
+    expansion against PPO on every env, and the README's line (each env's best expansion)."""
+    rows = [r for r in read_json(results / "continuous.json")["rows"] if r["final"] is not None]
+    envs = list(dict.fromkeys(r["env"] for r in rows))
+    ppo = {r["env"]: r for r in rows if r["agent"] == BASELINE}
+    xlvin = {env: [r for r in rows if r["env"] == env and "over_ppo" in r] for env in envs}
+    best = {env: max(xlvin[env], key=lambda r: r["final"]["iqm"]) for env in envs}
+    seeds = sorted({len(r["seeds"]) for r in rows})
+    return {
+        "continuous-headline": (
+            f"{'-'.join(map(str, seeds))} seeds, each env's best expansion (final return IQM): "
+            + "; ".join(f"{env}: {_versus_ppo(best[env], ppo[env])}" for env in envs)),
+        "continuous-page": "\n".join(
+            f"- **{env}** (PPO's final return {interval_text(ppo[env]['final']['iqm'], ppo[env]['final']['iqm_low'], ppo[env]['final']['iqm_high'], 1)}): "  # noqa: E501
+            + "; ".join(_versus_ppo(r, ppo[env]) for r in xlvin[env]) + "."
+            for env in envs),
+    }

@@ -30,8 +30,9 @@ from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import is_finished
 from xlvin.experiments.results import kept, write_files
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
-from xlvin.io.files import atomic_savefig
+from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+from xlvin.wording import compare
 
 #: arm -> protocol -> (Table-1 agent, variant).
 ARMS: dict[str, dict[str, tuple[str, str]]] = {
@@ -215,3 +216,111 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
                                           "rows": rows})
     plot(rows, results / "executor.png")
     return md
+
+
+#: Each protocol's name on the pages, with the init its runs had.
+_UNDER = {("paper", "pytorch"): "protocol `paper`, PyTorch's default init",
+          ("paper", "orthogonal"): "protocol `paper`, orthogonal init",
+          ("ours", "orthogonal"): "protocol `ours`"}
+
+
+def _vs(rows: list[dict[str, Any]], under: tuple[str, str], x: str, y: str,
+        stat: str = "final", env: str = "CartPole-v0", names: tuple[str, str] = ("", "")) -> str:
+    """`xlvin.wording.compare` of arm `x` with arm `y` on one statistic, over their seeds."""
+    a, b = (next(r for r in rows if (r["protocol"], r["init"], r["env"], r["arm"])
+                 == (*under, env, arm)) for arm in (x, y))
+    what = "final policy" if stat == "final" else "max over evaluations"
+    return compare(names[0] or x, names[1] or y, protocol=_UNDER[under],
+                   seeds=f"{len(a['seeds'])} seeds, {what}",
+                   iqms=(a[stat]["iqm"], b[stat]["iqm"]),
+                   improvement=improvement_over(a[stat]["per_seed"], b[stat]["per_seed"]))
+
+
+def _arm_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]],
+               arms: list[tuple[str, dict[str, str]]]) -> str:
+    """A table of CartPole arms: one column per (protocol, init, statistic or its P(> PPO))."""
+    cell = {(r["protocol"], r["init"], r["arm"]): r for r in rows if r["env"] == "CartPole-v0"}
+    lines = ["| arm | " + " | ".join(c[0] for c in columns) + " |",
+             "|---" * (len(columns) + 1) + "|"]
+    for label, by_protocol in arms:
+        values = []
+        for _, key, stat in columns:
+            protocol, init = key.split("/")
+            r = cell[protocol, init, by_protocol.get(protocol, by_protocol.get("*"))]
+            values.append(improvement_text(r.get(f"{stat[:-9]}_over_ppo"))
+                          if stat.endswith("_over_ppo") else
+                          interval_text(r[stat]["iqm"], r[stat]["iqm_low"], r[stat]["iqm_high"], 1))
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The result blocks of README.md and docs/table1.md (`xlvin.experiments.pages`)."""
+    rows = read_json(results / "ablation/executor.json")["rows"]
+    pt, po, ours = ("paper", "pytorch"), ("paper", "orthogonal"), ("ours", "orthogonal")
+    full = {"paper": "XLVIN-R, K = 1", "ours": "XLVIN-R, K = 2"}
+    xl = "XLVIN-R"
+    untrained, zero = "XLVIN-R, untrained executor", "XLVIN-R, chi = 0"
+    short = (xl, "untrained executor")
+    zeroed = (xl, "chi = 0")
+    acro = [r for r in rows if r["env"] == "Acrobot-v1"]
+    return {
+        "executor-headline": (
+            f"On CartPole (30 seeds, final policy) against an executor frozen untrained: "
+            f"{_vs(rows, po, xl, untrained, names=short)}; {_vs(rows, ours, xl, untrained, names=short)}. "
+            f"Against chi = 0 (the executor's output zeroed): {_vs(rows, po, xl, zero, names=zeroed)}; "
+            f"{_vs(rows, ours, xl, zero, names=zeroed)}."),
+        "executor-table": _arm_table(rows, [
+            ("`paper` protocol", "paper/pytorch", "final"),
+            ("`ours` protocol", "ours/orthogonal", "final"),
+            ("P(> PPO), `ours`", "ours/orthogonal", "final_over_ppo")], [
+            ("PPO (no TransE term)", {"*": "PPO (no TransE term)"}),
+            ("PPO + TransE term", {"*": "PPO + TransE term"}),
+            ("XLVIN-R, executor frozen untrained", {"*": untrained}),
+            ("XLVIN-R, chi replaced by zeros", {"*": zero}),
+            ("XLVIN-R (K = 1 under `paper`, K = 2 under `ours`)", {"*": xl}),
+            ("XLVIN-R, the other depth (K = 2 / K = 1)",
+             {"paper": "XLVIN-R, K = 2", "ours": "XLVIN-R, K = 1"})]),
+        "executor-prose": (
+            f"On CartPole the executor contributes nothing we can measure: against an executor "
+            f"that never saw value iteration, {_vs(rows, pt, xl, untrained, names=short)}; "
+            f"{_vs(rows, ours, xl, untrained, names=short)}; against no executor output at all, "
+            f"{_vs(rows, pt, xl, zero, names=zeroed)}; {_vs(rows, ours, xl, zero, names=zeroed)}. "
+            f"What separates the XLVIN arms from PPO is the rest of the network (the "
+            f"TransE-pre-trained encoder and transition), and only under the authors' loop (one "
+            f"epoch of two minibatches per update from PyTorch's default initialisation): "
+            f"{_vs(rows, pt, xl, 'PPO + TransE term', names=(xl, 'PPO'))}; under ours, "
+            f"{_vs(rows, ours, xl, 'PPO (no TransE term)', names=(xl, 'PPO'))}. On Acrobot-v1 "
+            f"(seeds 0-9) no arm's final policy leaves -500 (IQM "
+            f"{min(r['final']['iqm'] for r in acro):.1f} to "
+            f"{max(r['final']['iqm'] for r in acro):.1f} under both protocols); on the authors' "
+            f"statistic, the maximum over evaluations, under the `paper` protocol: "
+            f"{_vs(rows, pt, xl, 'PPO + TransE term', 'max_eval', 'Acrobot-v1', (xl, 'PPO'))}; "
+            f"{_vs(rows, pt, untrained, 'PPO + TransE term', 'max_eval', 'Acrobot-v1', ('XLVIN-R with an untrained executor', 'PPO'))}; "  # noqa: E501
+            f"{_vs(rows, pt, xl, untrained, 'max_eval', 'Acrobot-v1', short)}: again nothing "
+            f"that pre-training the executor on value iteration adds."),
+        "executor-init-table": _arm_table(rows, [
+            ("PyTorch's default init", "paper/pytorch", "final"),
+            ("orthogonal init", "paper/orthogonal", "final"),
+            ("P(> PPO), orthogonal", "paper/orthogonal", "final_over_ppo"),
+            ("max over evaluations, orthogonal", "paper/orthogonal", "max_eval")], [
+            ("PPO (no TransE term)", {"*": "PPO (no TransE term)"}),
+            ("PPO + TransE term", {"*": "PPO + TransE term"}),
+            ("XLVIN-R, executor frozen untrained", {"*": untrained}),
+            ("XLVIN-R, chi replaced by zeros", {"*": zero}),
+            ("XLVIN-R (K = 1)", {"*": full["paper"]}),
+            ("XLVIN-R, K = 2", {"*": "XLVIN-R, K = 2"})]),
+        "executor-init-prose": (
+            f"Under orthogonal initialisation XLVIN-R leaves the floor it sits on under "
+            f"PyTorch's defaults: {_vs(rows, po, xl, 'PPO + TransE term', names=(xl, 'PPO'))}. "
+            f"The initialisation changes one answer, under the `paper` protocol only: "
+            f"{_vs(rows, po, xl, zero, names=zeroed)}, where under PyTorch's defaults "
+            f"{_vs(rows, pt, xl, zero, names=zeroed)} and under our protocol "
+            f"{_vs(rows, ours, xl, zero, names=zeroed)}; and "
+            f"{_vs(rows, po, zero, 'PPO + TransE term', names=('chi = 0', 'PPO'))}. It does not "
+            f"change the other: {_vs(rows, po, xl, untrained, names=short)} "
+            f"({_vs(rows, po, xl, untrained, 'max_eval', names=short)}). So on CartPole a "
+            f"second, executed view of the root embedding makes a difference only under the "
+            f"`paper` protocol with orthogonal initialisation, and training that view to "
+            f"imitate value iteration adds nothing we can measure."),
+    }

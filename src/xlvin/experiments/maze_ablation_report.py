@@ -33,6 +33,7 @@ from xlvin.experiments.results import others, write_files
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
 from xlvin.stats import improvement_text, interval_text
+from xlvin.wording import compare
 
 
 def contribution_markdown(contribution: dict[str, dict[str, Any]]) -> list[str]:
@@ -275,3 +276,38 @@ def write_results(records: list[dict[str, Any]], results: Path, root: Path | Non
                                       "per_level": levels, "geometry": geo, "runs": records})
     plot(rows, records, results / "maze.png")
     return md
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The result block of README.md (`xlvin.experiments.pages`): env steps to pass the last
+    level, against PPO-32 and against XLVIN's own executor, from ablation/maze.json (whatever
+    seeds it holds)."""
+    data = read_json(results / "ablation/maze.json")
+    rows = {r["arm"]: r for r in data["rows"]}
+    xlvin, ppo = rows["XLVIN (maze executor)"], rows[data["baseline"]]
+    seeds = len(xlvin["steps_to_last"]["per_seed"])
+
+    def steps(x: str, y: str, a: dict[str, Any], b: dict[str, Any], better: dict) -> str:
+        return compare(x, y, protocol=f"{seeds} seeds", seeds="env steps to pass level 10",
+                       iqms=(a["steps_to_last"]["iqm"] / 1e3, b["steps_to_last"]["iqm"] / 1e3),
+                       improvement=better, digits=0, measure="IQM k steps (fewer is better)")
+
+    def held(x: str, y: str, a: dict[str, Any], b: dict[str, Any], better: dict) -> str:
+        return compare(x, y, protocol=f"{seeds} seeds", seeds="held-out 8x8 after level 10",
+                       iqms=(100 * a["held_out_8"]["iqm"], 100 * b["held_out_8"]["iqm"]),
+                       improvement=better, measure="IQM %")
+
+    chi = rows["XLVIN, chi = 0"]
+    arms = list(data["executor_contribution"])
+    contribution = data["executor_contribution"]
+    headline = (
+        f"On the maze: {steps('XLVIN', 'PPO-32', xlvin, ppo, xlvin['steps_to_last_over_ppo'])}; "
+        f"{steps('chi = 0', 'PPO-32', chi, ppo, chi['steps_to_last_over_ppo'])}; against XLVIN's "
+        "pre-trained maze executor: " + "; ".join(
+            steps("XLVIN", arm.removeprefix("XLVIN, "), xlvin, rows[arm],
+                  contribution[arm]["steps_to_last"]) for arm in arms) + ".")
+    return {"maze-ablation-headline": headline,
+            "maze-ablation-page": headline + " Held out: " + "; ".join(
+                [held("XLVIN", "PPO-32", xlvin, ppo, xlvin["held_out_8_over_ppo"])]
+                + [held("XLVIN", arm.removeprefix("XLVIN, "), xlvin, rows[arm],
+                        contribution[arm]["held_out_8"]) for arm in arms]) + "."}

@@ -31,7 +31,7 @@ from xlvin.envs.maze_data import MOVES, MazeSet, bfs_distances
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.value_predictability import maze_observations
-from xlvin.io.files import atomic_savefig
+from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import CONFIG, check_creatable, read_json_object, write_json
 from xlvin.io.weights import load_state, load_weights
 from xlvin.nn.transition import TransitionModel
@@ -374,3 +374,19 @@ def plot(panels: list[dict[str, Any]], states: CellStates, index: int, notes: li
     fig.tight_layout()
     atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
+
+
+#: The committed embedding studies: three seeds of the CPU preset and the paper's configuration.
+STUDIES = ("maze_embeddings.json", "maze_embeddings_seed1.json", "maze_embeddings_seed2.json",
+           "maze_embeddings_h100.json")
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The README's block (`xlvin.experiments.pages`): the range of XLVIN's rho over every
+    committed study and level."""
+    rhos = [p["spearman_rho"] for name in STUDIES
+            for p in read_json(results / name)["panels"] if p["model"] == "xlvin"]
+    sign = "every seed and level" if max(rhos) < 0 else "not on every seed and level"
+    return {"embeddings-headline": (
+        f"**Not reproduced**: XLVIN's embedding distance to the goal falls as the path to it "
+        f"grows (rho {max(rhos):.2f} to {min(rhos):.2f}, {sign})")}

@@ -12,8 +12,9 @@ from xlvin.envs.maze_data import maze_split
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.maze import AGENT_NOTES, AGENTS, DIR_NAMES, MAZE_PPO
 from xlvin.experiments.results import kept, write_files
-from xlvin.io.files import atomic_savefig
+from xlvin.io.files import atomic_savefig, read_json
 from xlvin.ppo.curriculum import CurriculumConfig
+from xlvin.run.agents import resolve_agent
 
 
 def weighted_all(rates: dict[str, float], counts: dict[int, int]) -> float:
@@ -225,3 +226,80 @@ def plot_stats(curriculum: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
+
+
+#: The agents of the mazes page's table, in its order, with their names there.
+PAGE_AGENTS = {"gvin": "GVIN", "ppo-32": "PPO, maze CNN 32 ch (CPU preset)", "vin": "VIN",
+               "vin-mean": "VIN-mean", "vin-max": "VIN-max",
+               "xlvin-32-b2": "XLVIN, pruned b = 2, 32 wide (ours)"}
+
+
+def _levels_text(r: dict[str, Any]) -> str:
+    """What one curriculum passed: 'all 10', '1-2, **failed 3**', '1-8, still training on 9'."""
+    passed = r["levels_passed"]
+    done = f"1-{max(passed)}, " if passed else ""
+    if r["failed_level"] is not None:
+        return f"{done}**failed {r['failed_level']}**"
+    if r["in_progress"] is not None:
+        return f"{done}still training on {r['in_progress']['level']}"
+    return f"all {len(passed)}"
+
+
+def _mean_after(side: dict[str, Any], level: int) -> float | None:
+    seeds = side["after_level"].get(str(level))
+    return float(np.mean(list(seeds.values()))) if seeds else None
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The result blocks of README.md and docs/mazes.md (`xlvin.experiments.pages`): the
+    continual maze's table and headline, from maze.json's records and curves."""
+    data = read_json(results / "maze.json")
+    records = [_canonical(r) for r in data["runs"] if r["experiment"] == "maze"]
+    sides = {side: {resolve_agent(a, tuple(AGENTS)): v for a, v in by_agent.items()}
+             for side, by_agent in data["curves"]["maze"].items()}
+    lines = table_head("agent", [
+        "levels passed, by seed", "env steps a seed", "wall a seed",
+        "held-out 8x8 after level 1 / 5 / 10 (mean of the seeds that passed it)",
+        "held-out 16x16, best / after level 10"])
+    for agent, label in PAGE_AGENTS.items():
+        mine = sorted((r for r in records if r["agent"] == agent), key=lambda r: r["seed"])
+        levels = [_levels_text(r) for r in mine]
+        passed = " / ".join(levels) if len(set(levels)) > 1 else f"{levels[0]} x {len(levels)}"
+        steps = [r["env_steps"] / 1e6 for r in mine]
+        minutes = [r["wall_seconds"] / 60 for r in mine]
+        eight = [_mean_after(sides["8"][agent], lv) for lv in (1, 5, 10)]
+        sixteen = [v for lv in range(1, 11) if (v := _mean_after(sides["16"][agent], lv))]
+        held8 = " / ".join(f"{100 * v:.1f}" for v in eight) + " %" if None not in eight else ""
+        held16 = (f"{100 * max(sixteen):.0f} / {100 * _mean_after(sides['16'][agent], 10):.0f} %"
+                  if sixteen and _mean_after(sides["16"][agent], 10) else "")
+        lines.append(f"| {label} | {passed} | {min(steps):.2f}-{max(steps):.2f} M | "
+                     f"{min(minutes):.0f}-{max(minutes):.0f} min | {held8} | {held16} |")
+    xlvin_last = _mean_after(sides["8"]["xlvin-32-b2"], 10)
+    every = [PAGE_AGENTS[a].split(",")[0] for a in ("gvin", "ppo-32", "xlvin-32-b2")
+             if all(_levels_text(r) == "all 10" for r in records if r["agent"] == a)]
+    none = [PAGE_AGENTS[a] for a in ("vin-mean", "vin-max")
+            if all(r["failed_level"] == 1 for r in records if r["agent"] == a)]
+    seeds = len({r["seed"] for r in records})
+    below = [lv for lv in range(1, 11) if (x := _mean_after(sides["16"]["xlvin-32-b2"], lv))
+             and (p := _mean_after(sides["16"]["ppo-32"], lv)) and x < p]
+    return {
+        "maze-table": "\n".join(lines),
+        "maze-headline": (
+            f"{seeds} seeds: {', '.join(every[:-1])} and {every[-1]} (ours: pruned tree) pass all "
+            f"10 levels, {' and '.join(none)} fail level 1; XLVIN {100 * xlvin_last:.1f} % on "
+            f"held-out 8x8 after level 10, below PPO's mean on 16x16 after {len(below)} of 10 "
+            f"levels"),
+    }
+
+
+def contextual_blocks(results: Path) -> dict[str, str]:
+    """The README's block (`xlvin.experiments.pages`): who passed the contextual maze."""
+    records = [_canonical(r) for r in read_json(results / "maze.json")["runs"]
+               if r["experiment"] == "contextual-maze"]
+    xlvin = [r for r in records if r["agent"] == "xlvin-32-b2"]
+    others = [a for a in ("vin", "ppo-32") if all(r["failed_level"] == 1 for r in records
+                                                 if r["agent"] == a)]
+    names = {"vin": "VIN", "ppo-32": "PPO"}
+    return {"contextual-maze-headline": (
+        f"XLVIN (ours: pruned tree) passes on {sum(not r['failed_level'] for r in xlvin)} seed of "
+        f"{len(xlvin)}; {' and '.join(names[a] for a in others)} fail level 1")}

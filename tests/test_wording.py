@@ -1,0 +1,39 @@
+"""The one wording rule (`xlvin.wording.compare`): "ahead" only where the 95 % interval of
+P(X > Y) excludes 0.5 (Fisher's p < 0.05 for rates), otherwise "not separated", always with
+the protocol, the seeds and the numbers."""
+
+import pytest
+
+from xlvin.wording import compare
+
+
+def test_an_interval_above_one_half_is_ahead() -> None:
+    text = compare("XLVIN-R", "PPO", protocol="protocol `paper`", seeds="30 seeds",
+                   iqms=(58.3, 31.4), improvement={"p": 0.71, "low": 0.58, "high": 0.84})
+    assert text == ("XLVIN-R is ahead of PPO (protocol `paper`, 30 seeds: IQM XLVIN-R 58.3, PPO "
+                    "31.4; P(XLVIN-R > PPO) = 0.71 [0.58, 0.84])")
+
+
+def test_an_interval_below_one_half_puts_the_other_ahead() -> None:
+    text = compare("X", "Y", protocol="p", seeds="5 seeds", iqms=(1.0, 2.0),
+                   improvement={"p": 0.08, "low": 0.0, "high": 0.32})
+    assert text.startswith("Y is ahead of X (")
+
+
+@pytest.mark.parametrize("low, high", [(0.33, 0.94), (0.5, 0.9), (0.1, 0.5)])
+def test_an_interval_that_holds_one_half_is_not_separated(low: float, high: float) -> None:
+    text = compare("X", "Y", protocol="p", seeds="7 seeds", iqms=(7.5, 1.9),
+                   improvement={"p": 0.65, "low": low, "high": high})
+    assert text.startswith("X and Y are not separated (p, 7 seeds: IQM X 7.5, Y 1.9;")
+
+
+def test_rates_by_fishers_test() -> None:
+    assert compare("X", "Y", protocol="p", seeds="seeds that learned",
+                   rates=(5, 7, 2, 7)).startswith("X and Y are not separated")
+    assert compare("X", "Y", protocol="p", seeds="runs", rates=(10, 10, 1, 10)).startswith(
+        "X is ahead of Y (p, runs: X 10 of 10, Y 1 of 10; Fisher's p = 0.00)")
+
+
+def test_one_kind_of_evidence() -> None:
+    with pytest.raises(ValueError):
+        compare("X", "Y", protocol="p", seeds="s")
