@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 import xlvin.envs  # noqa: F401  (registers the xlvin/<Game>-v5 Atari ids with gymnasium)
 from xlvin.envs.atari import make_ale_vector_env
 from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
+from xlvin.accel.proof import checked_actor
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
 from xlvin.envs.failures import PASSED_ON, env_failed
 from xlvin.envs.given import given_env
@@ -40,15 +41,14 @@ def policy_device(policy: torch.nn.Module) -> torch.device:
 def make_actor(policy: ActorCritic, accelerate: bool = True) -> Actor:
     """The policy as an `Actor` for a block in which its weights do not change (a rollout, an
     evaluation): the NumPy snapshot of `xlvin.accel.numpy_actor` when `accelerate` and the
-    policy supports it, else its forward under `torch.no_grad()` on its device.
+    policy supports it (proved against the forward on its first batch, `xlvin.accel.proof`),
+    else its forward under `torch.no_grad()` on its device.
 
     A policy acts in evaluation mode (Stable-Baselines3's `set_training_mode(False)` during
     collection), its training mode restored after each call: for layers such as BatchNorm
     (`xlvin.nn.encoders.MazeCNN`) an action then depends on its own observation only, through the
     running statistics, and never updates them."""
     fast = make_numpy_actor(policy) if accelerate else None
-    if fast is not None:
-        return fast
     device = policy_device(policy)
 
     @torch.no_grad()
@@ -61,7 +61,7 @@ def make_actor(policy: ActorCritic, accelerate: bool = True) -> Actor:
             policy.train(training)
         return logits.cpu().numpy(), values.cpu().numpy()
 
-    return act
+    return act if fast is None else checked_actor(policy, fast, act)
 
 
 @dataclass

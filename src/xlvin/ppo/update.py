@@ -9,7 +9,8 @@ alternates the two for every protocol is `xlvin.ppo.loop`.
 With `accelerate` (the default) the update uses, on CPU, the fused loss of
 `xlvin.accel.fused_ppo_loss` (Discrete actions; other action spaces take the readable loss) and
 the flat Adam of `xlvin.accel.flat_adam`; both compute what the readable `ppo_loss` and
-`torch.optim.Adam` compute (tests/test_ppo_loss.py).
+`torch.optim.Adam` compute (tests/test_ppo_loss.py), and each proves it the first time it is
+used in a process (`xlvin.accel.proof`), the readable code running instead where it differs.
 """
 
 import torch
@@ -17,6 +18,7 @@ import torch
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.accel.image_layout import channels_last
+from xlvin.accel.proof import flat_adam_proven, loss_proven
 from xlvin.errors import TrainingDiverged
 from xlvin.nn.distributions import Categorical
 from xlvin.nn.policy import ActorCritic
@@ -41,7 +43,8 @@ def uses_accelerators(policy: ActorCritic, cfg: PPOConfig) -> bool:
 def make_optimizer(policy: ActorCritic, cfg: PPOConfig) -> Optimizer:
     """Adam(lr, eps) on the trainable parameters (a frozen executor is left out)."""
     params = [p for p in policy.parameters() if p.requires_grad]
-    if uses_accelerators(policy, cfg):
+    if uses_accelerators(policy, cfg) and flat_adam_proven(cfg.lr, cfg.adam_eps,
+                                                           cfg.max_grad_norm):
         return FlatAdam(params, lr=cfg.lr, eps=cfg.adam_eps)
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps)
 
@@ -87,6 +90,7 @@ def ppo_update(
     accelerated = isinstance(optimizer, FlatAdam)  # `uses_accelerators`
     distribution = policy.action_distribution()
     fused = accelerated and isinstance(distribution, Categorical)  # the fused loss's only one
+    proven = False
     device = next(policy.parameters()).device
     logged: list[torch.Tensor] = []  # per minibatch: the detached loss terms, then aux terms
     aux_names: list[str] = []
@@ -103,6 +107,8 @@ def ppo_update(
             args = (logits, new_values, mb.actions, mb.logprobs, adv, mb.returns, mb.values)
             kwargs = dict(clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
                           ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT)
+            if fused and not proven:  # the first minibatch: proved against the readable loss
+                fused = proven = loss_proven(fused_ppo_loss, ppo_loss, distribution, args, kwargs)
             if fused:
                 loss, terms = fused_ppo_loss(*args, **kwargs)
             else:

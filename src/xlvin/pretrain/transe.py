@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from xlvin.accel.flat_adam import FlatAdam
+from xlvin.accel.proof import flat_adam_proven
 from xlvin.errors import TrainingDiverged, UserError
 from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.policy import TransitionBatch
@@ -104,6 +105,7 @@ def pretrain_transe(
     # On CPU torch's fused Adam, as FlatAdam: the per-tensor one's sqrt is MKL's vector maths,
     # which rounds otherwise on AMD than on Intel (xlvin.pretrain.executor._AdamOnSchedule).
     optimizer = (FlatAdam(params, lr=cfg.lr) if accelerate and on_cpu
+                 and flat_adam_proven(cfg.lr, 1e-8, None)
                  else torch.optim.Adam(params, lr=cfg.lr, fused=on_cpu))
     n = len(train.obs)
     steps = cfg.epochs * max(1, n // cfg.batch_size)
