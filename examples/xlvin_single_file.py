@@ -316,6 +316,7 @@ def gae(rewards: np.ndarray, values: np.ndarray, terminated: np.ndarray, truncat
 
 @torch.no_grad()
 def act(agent: XLVIN, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The policy acting on one step's observations [N, d]: logits [N, A], values [N]."""
     logits, values = agent(torch.from_numpy(obs))
     return logits.numpy(), values.numpy()
 
@@ -390,6 +391,7 @@ def train(args: Args) -> tuple[XLVIN, list[dict[str, float]]]:
                 h, h_next = agent.encoder(torch.cat([b_obs[mb], b_next_obs[mb]])).chunk(2)
                 new_logits, new_values = agent.actor_critic(h)
                 logratio = log_prob(new_logits, b_actions[mb]) - b_logprobs[mb]
+                # (the library clamps logratio to [-20, 20] here: a diverged loss stays finite)
                 ratio = logratio.exp()
                 adv = b_advantages[mb]
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
