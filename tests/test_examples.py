@@ -22,9 +22,18 @@ def run_example(name: str, *args: str, monkeypatch: pytest.MonkeyPatch) -> None:
     runpy.run_path(str(EXAMPLES / name), run_name="__main__")
 
 
-def test_examples_folder_holds_the_three_examples() -> None:
+def test_examples_folder_holds_the_four_examples() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == [
-        "cartpole_api.py", "corridor.py", "own_executor.py"]
+        "cartpole_api.py", "corridor.py", "own_executor.py", "xlvin_single_file.py"]
+
+
+def test_single_file_example_from_the_command_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Its flags as written (its numbers: tests/test_single_file.py)."""
+    run_example("xlvin_single_file.py", "--total-steps", "64", "--num-envs", "2", "--num-steps",
+                "32", "--transe-episodes", "5", "--transe-epochs", "1", "--anneal-lr", "false",
+                monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert "TransE on " in out and "update 1/1, 64 steps" in out
 
 
 @pytest.mark.usefixtures("tiny_default_executors")
