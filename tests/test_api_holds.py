@@ -118,3 +118,26 @@ def test_learn_on_a_loaded_saved_policy_trains_its_weights(tmp_path) -> None:
     loaded.learn(ROLLOUT, progress=False)
     moved = [float((v - before[k]).abs().max()) for k, v in loaded.policy.state_dict().items()]
     assert 0 < max(moved) < 0.01
+
+
+class SharedCounter(gym.Env):
+    """An env whose copies share one counter (a module-level state): reset with one seed, two
+    copies start in different states."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    resets = [0]
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.resets[0] += 1
+        return np.array([self.resets[0]], dtype=np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, dtype=np.float32), 0.0, True, False, {}
+
+
+def test_an_instance_whose_copies_differ_is_refused_in_one_line() -> None:
+    with pytest.raises(Exception, match="copies of the SharedCounter instance reset with one "
+                       "seed give other first observations"):
+        PPO(SharedCounter(), num_envs=2)

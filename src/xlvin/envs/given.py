@@ -71,10 +71,27 @@ class GivenEnv:
                 "function that makes it instead") from None
 
     def check_copy(self) -> None:
-        """Refuse, in one line, an instance that cannot be copied (before anything is built)."""
-        if self.instance is not None:
-            env = self._copy()
-            del env  # not closed: a copy may share what the instance holds (a window, a file)
+        """Refuse, in one line, an instance that cannot be copied (before anything is built), or
+        whose copies are not the same env: the instance's spaces, and one first observation for
+        one seed (two copies reset alike; the instance itself is left as it is)."""
+        if self.instance is None:
+            return
+        name = type(self.instance).__name__
+        first, second = self._copy(), self._copy()  # not closed: a copy may share what the
+        # instance holds (a window, a file)
+        if (first.observation_space != self.instance.observation_space
+                or first.action_space != self.instance.action_space):
+            raise UserError(f"a copy of the {name} instance has other spaces than the instance: "
+                            "pass a function that makes the env instead")
+        try:
+            same = _same(first.reset(seed=0)[0], second.reset(seed=0)[0])
+        except Exception as err:  # the user's env
+            raise UserError(f"a copy of the {name} instance cannot be reset ({one_line(err)}): "
+                            "pass a function that makes the env instead") from None
+        if not same:
+            raise UserError(f"copies of the {name} instance reset with one seed give other first "
+                            "observations (they share state with it): pass a function that "
+                            "makes the env instead")
 
     @property
     def own_vector(self) -> bool:
