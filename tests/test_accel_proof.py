@@ -95,3 +95,34 @@ def test_a_flat_adam_that_differs_gives_way_to_torch_adam(monkeypatch: pytest.Mo
     assert {str(w.message).split(" (")[0] for w in fallbacks} == {
         "xlvin.accel.flat_adam differs from Adam with clip_grad_norm_"}
     assert model.summary["ppo"]["updates"] == 2
+
+
+@pytest.mark.parametrize("layer_norm", [False, True], ids=["numpy-step", "dense-forward"])
+def test_an_edited_message_function_is_what_the_executor_pre_trains(
+    monkeypatch: pytest.MonkeyPatch, layer_norm: bool
+) -> None:
+    """The executor's accelerated pre-training (a NumPy step written by hand without LayerNorm,
+    the dense forward with it) is proved against the executor's forward: unedited, it stays;
+    with the message function edited, the readable forward trains, said once."""
+    from xlvin.pretrain.executor import pretrain_executor
+    from xlvin.pretrain.executor_config import ExecutorConfig
+
+    cfg = ExecutorConfig(states=5, actions=2, train_graphs=4, hidden=8, epochs=1,
+                         layer_norm=layer_norm)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _, stats = pretrain_executor(cfg, progress=False)
+    assert stats["accelerated"] and not [w for w in seen if w.category is AcceleratorFallback]
+
+    def edit(message):
+        return lambda self, sender, receiver, edge: message(self, sender - receiver, receiver,
+                                                            edge)
+
+    calls = count_calls(monkeypatch, MessagePassing, "message", edit)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _, stats = pretrain_executor(cfg, progress=False)
+    fast = "numpy_executor" if not layer_norm else "dense_executor"
+    assert [str(w.message).split(" (")[0] for w in seen if w.category is AcceleratorFallback] == [
+        f"xlvin.accel.{fast} differs from the executor's forward"]
+    assert not stats["accelerated"] and calls[0] > stats["optimiser_steps"]

@@ -2,6 +2,7 @@
 once from the config (`xlvin.run.architecture.architecture`), and the discount reaching every
 agent that uses it."""
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -72,15 +73,34 @@ class LinearAgent(ActorCritic):
         return self.heads(self.encoder(obs))
 
 
+def build_encoder_a(arch, spaces):
+    return BUILT_IN_ENCODERS["flat"](arch, spaces)
+
+
+def build_encoder_b(arch, spaces):
+    return BUILT_IN_ENCODERS["flat"](arch, spaces)
+
+
 def build_linear(arch, spaces, processor) -> ActorCritic:
     return LinearAgent(build_encoder(arch, spaces), arch.embedding_dim, spaces.num_actions)
 
 
 def test_a_registered_agent_trains_from_python_and_the_command_line(tmp_path: Path) -> None:
     register_agent("linear-test", build_linear)
-    register_agent("linear-test", build_linear)  # the same builder again: a no-op
-    with pytest.raises(UserError, match="already registered"):
-        register_agent("linear-test", lambda a, s, p: build_linear(a, s, p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        register_agent("linear-test", build_linear)  # the same builder again: a no-op
+    other = lambda a, s, p: build_linear(a, s, p)  # noqa: E731 - a notebook cell run again
+    with pytest.warns(UserWarning, match="agent 'linear-test' was registered already; replaced"):
+        register_agent("linear-test", other)
+    assert AGENTS["linear-test"].builder is other
+    with pytest.raises(UserError, match="names the built-in agent"):
+        register_agent("ppo", build_linear)
+    with pytest.warns(UserWarning, match="an encoder for flat observations was registered "
+                      "already; replaced"):
+        register_encoder("flat", build_encoder_a)
+        register_encoder("flat", build_encoder_b)
+    register_encoder("flat", BUILT_IN_ENCODERS["flat"])
     model = Model("CartPole-v1", agent="linear-test", hidden=16, num_envs=2, num_steps=16)
     assert model.architecture.hidden == 16
     model.learn(total_steps=32, out=tmp_path / "api", progress=False)

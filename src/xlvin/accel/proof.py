@@ -3,7 +3,8 @@ that code in this process: the NumPy actor against the policy's own forward (`xl
 first batch it acts on; the fused PPO loss against `xlvin.nn.ppo_loss.ppo_loss`, values and
 gradients, on the first minibatch; the flat Adam against `torch.optim.Adam` with
 `clip_grad_norm_` as their definitions write them, over three steps of a small synthetic
-problem. Where they differ beyond the
+problem; the executor's accelerated pre-training (`xlvin.accel.numpy_executor`,
+`xlvin.accel.dense_executor`) against the executor's forward, on its first block. Where they differ beyond the
 stated tolerance, the readable code runs instead, from then on in this process, and one
 `AcceleratorFallback` warning names the module. So an edit of `xlvin.nn` (an executor's message
 function, the PPO loss, an encoder) is never bypassed in silence.
@@ -22,7 +23,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from xlvin.accel.dense_executor import dense_forward
 from xlvin.accel.flat_adam import FlatAdam
+from xlvin.accel.numpy_executor import NumpyEdges, NumpyExecutorTrainer
 
 #: |fast - readable| <= atol + rtol |readable|, elementwise: the NumPy actor computes in another
 #: order than torch's kernels (float32 rounding), the fused loss in NumPy.
@@ -185,3 +188,26 @@ def flat_adam_proven(lr: float, eps: float, max_norm: float | None) -> bool:
                      if (p := _differs(f"parameter {i}", a, b, ADAM_TOLERANCE)) is not None), None)
 
     return _decide(key, check, "xlvin.accel.flat_adam", "Adam with clip_grad_norm_")
+
+
+def pretraining_proven(executor: nn.Module, graph: Any, edges: Any, values: torch.Tensor,
+                       target: torch.Tensor, in_numpy: bool) -> bool:
+    """Whether the executor's accelerated pre-training computes the loss its readable forward
+    (`VIExecutor.forward` on the MDP graph) gives on one block: the hand-written NumPy step
+    (`xlvin.accel.numpy_executor`, `in_numpy`) or the dense forward
+    (`xlvin.accel.dense_executor`), both on the same graph's in-edges."""
+    fast_name = "xlvin.accel.numpy_executor" if in_numpy else "xlvin.accel.dense_executor"
+    key = ("executor pre-training", fast_name, code_key(executor))
+
+    def check() -> str | None:
+        with torch.no_grad():
+            readable = torch.nn.functional.mse_loss(executor(graph, values), target)
+            if in_numpy:
+                trainer = NumpyExecutorTrainer(executor)  # a copy of the weights, not stepped
+                fast = trainer.loss_and_grad(NumpyEdges.from_in_edges(edges), values.numpy(),
+                                             target.numpy())
+            else:
+                fast = torch.nn.functional.mse_loss(dense_forward(executor, edges, values), target)
+        return _differs("the loss", fast, readable, LOSS_TOLERANCE)
+
+    return _decide(key, check, fast_name, "the executor's forward (xlvin.nn.executor)")

@@ -9,7 +9,8 @@ from xlvin.nn.distributions import ActionDistribution, Categorical
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.expansion import LEARNED, Expansion
 from xlvin.nn.heads import ActorCriticHeads
-from xlvin.nn.planners import planner
+from xlvin.nn.planners import Planner
+from xlvin.nn.planners import planner as make_planner
 from xlvin.nn.policy import ActorCritic, TransitionBatch
 from xlvin.nn.transition import TransitionModel, joint_actions, one_hots
 from xlvin.nn.vae import VAEWorldModel
@@ -28,7 +29,8 @@ class XLVINAgent(ActorCritic):
     projection of [one-hot(a), gamma] (`edge_projection`) and updates (eq. 4); chi_s is the
     roots' executed embedding. The paper's planner expands every action (`FullTree`); ours
     expand the `prune` actions a rollout policy ranks highest below depth 1 (`PrunedTree`) or N
-    sampled joint actions at every node (`expansion`: `SampledTree`, `xlvin.nn.expansion`).
+    sampled joint actions at every node (`expansion`: `SampledTree`, `xlvin.nn.expansion`);
+    `planner` is one of your own, used in their place.
     Joint actions of several factors (a MultiDiscrete, or a Box binned per dimension: the
     `transition` takes factors `nvec`, `distribution` is their factorised categorical) read as
     the concatenation of their factors' one-hots, in the transition's input and in the edges.
@@ -68,6 +70,7 @@ class XLVINAgent(ActorCritic):
         world_model: VAEWorldModel | None = None,
         distribution: ActionDistribution | None = None,
         expansion: Expansion | None = None,
+        planner: Planner | None = None,
     ) -> None:
         super().__init__()
         self.num_actions = num_actions
@@ -94,7 +97,7 @@ class XLVINAgent(ActorCritic):
         self.rollout_policy = nn.Linear(embedding_dim, num_actions) if prune or learned else None
         self.world_model = world_model  # None: a plain attribute, no weights (TransE's keys kept)
         # the parts that hold no weights
-        self.planner = planner(depth, prune, expansion)
+        self.planner = planner if planner is not None else make_planner(depth, prune, expansion)
         self.auxiliary: AuxiliaryLoss = (TransE(transe_weight, transe_negatives)
                                          if world_model is None else WorldModel(transe_weight))
         # [one-hot(a), gamma] of every action (not saved: a function of the constructor's

@@ -24,6 +24,7 @@ xlvin_r, vin_mean, ...) and other cases (XLVIN-R) are accepted everywhere a name
 `resolve_agent` is the one function that reads a name the user typed.
 """
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,7 @@ from xlvin.nn.distributions import ActionDistribution, StateDependentGaussian, f
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.expansion import Expansion
 from xlvin.nn.normalization import RunningNorm
+from xlvin.nn.planners import Planner
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
 from xlvin.nn.vae import VAEWorldModel
@@ -109,6 +111,9 @@ class AgentSpec:
 
 AGENTS: dict[str, AgentSpec] = {}
 ENCODERS: dict[str, EncoderBuilder] = {}
+#: The agents this module registers (set at its end), and the encoders (after them).
+BUILT_IN_AGENTS: frozenset[str] = frozenset()
+BUILT_IN_ENCODERS: dict[str, EncoderBuilder] = {}
 
 #: The built-in agents' canonical names -> the config fields each sets (`TrainConfig`): `agent`,
 #: the registered builder, and for XLVIN-R and XLVIN-CP the executor they run.
@@ -134,14 +139,16 @@ AGENT_ALIASES: dict[str, str] = {
 
 def register_agent(name: str, builder: AgentBuilder, **spec: bool | int) -> None:
     """Make `name` an agent of `xlvin train --agent`, `xlvin.Model(agent=...)` and the
-    experiments; `spec`: the flags of `AgentSpec`. A name is registered once (re-registering
-    the same builder is a no-op); a built-in agent's name or alias is not a new agent's."""
+    experiments; `spec`: the flags of `AgentSpec`. Registering a name of yours again (a notebook
+    cell run again) replaces it, with a warning when the builder or flags differ; a built-in
+    agent's name or alias is not a new agent's."""
     entry = AgentSpec(builder, **spec)  # type: ignore[arg-type]
-    if name in AGENTS and AGENTS[name] != entry:
-        raise UserError(f"agent {name!r} is already registered")
-    if name in AGENT_ALIASES or AGENT_NAMES.get(name, {"agent": name})["agent"] != name:
+    if (name in BUILT_IN_AGENTS or name in AGENT_ALIASES
+            or AGENT_NAMES.get(name, {"agent": name})["agent"] != name):
         raise UserError(f"{name!r} names the built-in agent "
                         f"{AGENT_ALIASES.get(name, name)}; register yours under another name")
+    if name in AGENTS and AGENTS[name] != entry:
+        warnings.warn(f"agent {name!r} was registered already; replaced", stacklevel=2)
     AGENTS[name] = entry
 
 
@@ -220,10 +227,15 @@ def agent_name(agent: str, executor: str) -> str:
 
 def register_encoder(kind: str, builder: EncoderBuilder) -> None:
     """The encoder (with its observation adapter) for observations of `kind` (one of
-    `OBSERVATION_KINDS`), replacing the built-in one."""
+    `OBSERVATION_KINDS`), replacing the built-in one (and an earlier one of yours, with a
+    warning: a notebook cell run again)."""
     if kind not in OBSERVATION_KINDS:
         raise UserError(f"unknown observation kind {kind!r}; choose one of "
                         f"{', '.join(OBSERVATION_KINDS)}")
+    current = ENCODERS.get(kind)
+    if current not in (None, BUILT_IN_ENCODERS.get(kind), builder):
+        warnings.warn(f"an encoder for {kind} observations was registered already; replaced",
+                      stacklevel=2)
     ENCODERS[kind] = builder
 
 
@@ -369,8 +381,10 @@ def _ppo(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorC
                     critic)
 
 
-def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None) -> ActorCritic:
-    """XLVIN (paper section 3.2) around the frozen, pre-trained processor."""
+def build_xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None,
+                planner: Planner | None = None) -> ActorCritic:
+    """XLVIN (paper section 3.2) around the frozen, pre-trained processor; `planner`: one of
+    your own in place of the one `arch` names (a builder of a registered agent passes it)."""
     assert processor is not None
     if arch.executor_aggregation:  # run it otherwise than it was pre-trained
         processor.aggregation = arch.executor_aggregation
@@ -387,7 +401,7 @@ def _xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | None)
         depth=arch.depth, gamma=arch.gamma, transe_weight=arch.transe_weight,
         projections=arch.executor_projections, prune=arch.prune,
         transe_negatives=arch.transe_negatives, zero_chi=arch.zero_chi, world_model=world_model,
-        distribution=action_distribution(arch, spaces), expansion=expansion,
+        distribution=action_distribution(arch, spaces), expansion=expansion, planner=planner,
     )
 
 
@@ -409,7 +423,7 @@ def _maze_planner(readout: str | None) -> AgentBuilder:
     return build
 
 
-register_agent("xlvin", _xlvin, executor=True, tree=True, prune=True, transe=True,
+register_agent("xlvin", build_xlvin, executor=True, tree=True, prune=True, transe=True,
                any_actions=True, expands=True)
 register_agent("ppo", _ppo, any_actions=True)
 register_agent("atreec", _atreec, tree=True, min_depth=1)
@@ -426,3 +440,4 @@ def transe_pair(arch: Architecture, spaces: Spaces) -> nn.ModuleDict:
         "transition": TransitionModel(arch.embedding_dim, transition_actions(arch, spaces),
                                       arch.hidden),
     })
+BUILT_IN_AGENTS = frozenset(AGENTS)
