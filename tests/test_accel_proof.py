@@ -63,7 +63,7 @@ def test_an_edited_message_function_runs_while_acting(monkeypatch: pytest.Monkey
 
     calls = count_calls(monkeypatch, MessagePassing, "message", edit)
     _, fallbacks = train()
-    assert len(fallbacks) == 1 and "xlvin.accel.numpy_actor differs from the policy's forward" in (
+    assert len(fallbacks) == 1 and "xlvin.accel.numpy_actor differs from the policy's forward in xlvin.nn" in (
         str(fallbacks[0].message))
     assert calls[0] >= STEPS // 2 + 2 * 2  # every step of 2 envs acted through it, and updates
 

@@ -108,7 +108,7 @@ def checked_actor(policy: nn.Module, fast: Actor, readable: Actor) -> Actor:
                 return (_differs("logits", logits, ref_logits, ACTOR_TOLERANCE)
                         or _differs("values", values, ref_values, ACTOR_TOLERANCE))
             chosen.append(fast if _decide(key, check, "xlvin.accel.numpy_actor",
-                                          "the policy's forward (xlvin.nn)") else readable)
+                                          "the policy's forward in xlvin.nn") else readable)
         return chosen[0](obs)
 
     return act
@@ -210,4 +210,4 @@ def pretraining_proven(executor: nn.Module, graph: Any, edges: Any, values: torc
                 fast = torch.nn.functional.mse_loss(dense_forward(executor, edges, values), target)
         return _differs("the loss", fast, readable, LOSS_TOLERANCE)
 
-    return _decide(key, check, fast_name, "the executor's forward (xlvin.nn.executor)")
+    return _decide(key, check, fast_name, "the executor's forward in xlvin.nn.executor")
