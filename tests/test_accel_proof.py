@@ -124,5 +124,5 @@ def test_an_edited_message_function_is_what_the_executor_pre_trains(
         _, stats = pretrain_executor(cfg, progress=False)
     fast = "numpy_executor" if not layer_norm else "dense_executor"
     assert [str(w.message).split(" (")[0] for w in seen if w.category is AcceleratorFallback] == [
-        f"xlvin.accel.{fast} differs from the executor's forward"]
+        f"xlvin.accel.{fast} differs from the executor's forward in xlvin.nn.executor"]
     assert not stats["accelerated"] and calls[0] > stats["optimiser_steps"]
