@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 
 from xlvin.api_options import (
     EVAL_SEED,
@@ -44,6 +45,7 @@ from xlvin.api_policy import (
 from xlvin.api_runs import learn_run, on_env, stopped_steps
 from xlvin.callbacks import Callback, Hooks, Logger, as_callback
 from xlvin.envs.given import EnvLike, check_run_env, register_as
+from xlvin.envs.sb3_vec import SB3VecEnv
 from xlvin.envs.spaces import Spaces, recorded_spaces
 from xlvin.errors import FieldError, UserError
 from xlvin.io.run_dir import MODEL
@@ -84,7 +86,8 @@ class Model:
     """An agent of the agent registry trained with PPO (`agent=` picks it; `XLVIN`, `PPO` and
     `ATreeC` fix it). `model.policy` is the `ActorCritic` network, `model.config` the run's
     `RunConfig`, `model.run_dir` the run directory once it has learned or was loaded,
-    `model.num_timesteps` the env steps it has trained, `model.env` (`get_env()`) its vector env."""
+    `model.num_timesteps` the env steps it has trained, `model.env` (`get_env()`) its envs as
+    Stable-Baselines3's VecEnv."""
 
     agent: ClassVar[str | None] = None
 
@@ -131,7 +134,7 @@ class Model:
         self.summary: dict[str, Any] | None = None
         self._executor_meta: dict[str, Any] | None = None
         self._num_timesteps = 0
-        self._env: gym.vector.VectorEnv | None = None
+        self._env: SB3VecEnv | None = None
         self._generator = torch.Generator().manual_seed(cfg.train.seed)
         self.verbose: int | None = getattr(self, "verbose", None)
 
@@ -171,21 +174,24 @@ class Model:
         return self._num_timesteps
 
     @property
-    def env(self) -> gym.vector.VectorEnv | None:
+    def env(self) -> SB3VecEnv | None:
         """`get_env()`."""
         return self.get_env()
 
-    def get_env(self) -> gym.vector.VectorEnv | None:
-        """The vector env the model trains on (`num_envs` copies of the run's env, made on first
-        use and kept), or None where the run's env cannot be made (`Model.load(env=...)`)."""
+    def get_env(self) -> SB3VecEnv | None:
+        """`num_envs` envs of the run's env as Stable-Baselines3's VecEnv (`reset()` returns the
+        observations, `step` 4 values with autoreset; `xlvin.envs.sb3_vec`), made on first use
+        and kept; its `vector_env` is the gymnasium vector env. None where the run's env cannot
+        be made (`Model.load(env=...)`)."""
         if self._env is None:
             t = self.config.train
             try:
                 self._run_env_available()
             except UserError:
                 return None
-            self._env = make_vector_env(made_env(t), self.config.ppo.num_envs,
-                                        env_kwargs=t.env_kwargs)
+            self._env = SB3VecEnv(make_vector_env(
+                made_env(t), self.config.ppo.num_envs, AutoresetMode.SAME_STEP,
+                record_stats=False, env_kwargs=t.env_kwargs))
         return self._env
 
     @_python_errors
@@ -205,13 +211,13 @@ class Model:
     def observation_space(self) -> gym.Space:
         """One env's observation space as read (its env's; else a Box of the recorded shape)."""
         env = self.get_env()
-        return env.single_observation_space if env is not None else recorded_spaces(self.spaces)[0]
+        return env.observation_space if env is not None else recorded_spaces(self.spaces)[0]
 
     @property
     def action_space(self) -> gym.Space:
         """One env's action space (its env's; where that cannot be made here, the recorded)."""
         env = self.get_env()
-        return env.single_action_space if env is not None else recorded_spaces(self.spaces)[1]
+        return env.action_space if env is not None else recorded_spaces(self.spaces)[1]
 
     def get_parameters(self) -> dict[str, dict[str, torch.Tensor]]:
         """{"policy": the policy's state_dict}, as Stable-Baselines3's `get_parameters` (no

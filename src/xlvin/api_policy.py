@@ -4,6 +4,7 @@ them. Used by `xlvin.api.Model`.
 """
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +44,64 @@ def executor_metadata(t: TrainConfig) -> dict[str, Any] | None:
     return read_executor_meta(executor_file(t.executor, t, progress=True))
 
 
+def _numbers(value: Any, name: str, expected: str) -> np.ndarray:
+    """`value` as a NumPy array of numbers, or one UserError saying what `name` reads."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    try:
+        array = np.asarray(value)
+    except ValueError:  # ragged nesting
+        array = np.asarray(None)
+    if array.dtype.kind not in "biuf":
+        given = repr(value)[:40] if isinstance(value, str) else type(value).__name__
+        raise UserError(f"{name}: observations are numbers, {expected}; got {given}")
+    return array
+
+
+def _states(array: np.ndarray, states: int, name: str, what: str) -> None:
+    """Refuse values of a Discrete(states) observation (or part) that are not one of its
+    states, 0 to states - 1."""
+    bad = array[(array != np.round(array)) | (array < 0) | (array >= states)]
+    if bad.size:
+        raise UserError(f"{name}: {what} is a state of Discrete({states}), an integer 0 to "
+                        f"{states - 1}; got {bad.flat[0].item()!r}")
+
+
+def checked_observation(spaces: Spaces, obs: Any, name: str) -> np.ndarray:
+    """One observation or a batch as the array the policy reads (Dict ones flattened), or one
+    UserError naming what `name` (predict, ...) expects: not a gymnasium (obs, info) pair, not
+    text, a Discrete value one of its states."""
+    dims = ", ".join(map(str, spaces.obs_shape))
+    if spaces.parts:
+        expected = f"Dict observations with parts {', '.join(p.key for p in spaces.parts)}"
+    elif dims:
+        expected = f"an array of shape [{dims}] (a batch [N, {dims}])"
+    else:
+        expected = "a number (a batch [N])"
+    if isinstance(obs, tuple) and len(obs) == 2 and isinstance(obs[1], dict):
+        raise UserError(f"{name}: got a tuple (observation, info) as gymnasium's reset() gives "
+                        f"it; pass the observation alone (obs, info = env.reset(); "
+                        f"{name}(obs)): {expected}")
+    if not spaces.parts:
+        array = _numbers(obs, name, expected)
+        if spaces.kind == "discrete":
+            _states(array, spaces.states, name, "an observation")
+        return array
+    if isinstance(obs, Mapping):
+        for part in spaces.parts:
+            if part.key in obs:
+                value = _numbers(obs[part.key], name, f"part {part.key!r} of {expected}")
+                if part.kind == "discrete":
+                    _states(value, part.states, name, f"part {part.key!r}")
+    return flat_observation(spaces.parts, obs, name)
+
+
 def act(policy: ActorCritic, spaces: Spaces, obs: Any, deterministic: bool,
         generator: torch.Generator, name: str) -> tuple[np.ndarray, np.ndarray]:
     """(actions, values) of one observation or a batch [N, ...], NumPy or torch (a Dict one as
     the env gives it): sampled from pi(.|s) with `generator`'s noise, or its mode with
     `deterministic`, in the env's terms (Box actions clipped); `name` (predict, ...) in errors."""
-    if spaces.parts:
-        obs = flat_observation(spaces.parts, obs, name)
-    x = obs.detach().cpu() if isinstance(obs, torch.Tensor) else torch.as_tensor(np.asarray(obs))
+    x = torch.as_tensor(checked_observation(spaces, obs, name))
     shape = spaces.obs_shape
     single = tuple(x.shape) == shape
     if not single and tuple(x.shape[1:]) != shape:
