@@ -88,6 +88,61 @@ def test_step_before_reset_is_one_line() -> None:
     assert "obs = vec_env.reset()" in one_line(err)
 
 
+# --- PPO's hyperparameter names ------------------------------------------------------------
+
+def test_sb3_hyperparameters_are_taken_as_sb3_means_them() -> None:
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=8, n_epochs=3,
+                gae_lambda=0.9, clip_range=0.1, clip_range_vf=None, normalize_advantage=False,
+                ent_coef=0.02, max_grad_norm=0.7, target_kl=None, num_envs=2)
+    ppo = model.config.ppo
+    assert (ppo.num_steps, ppo.num_minibatches, ppo.minibatch_size) == (16, 4, 0)
+    assert (ppo.update_epochs, ppo.gae_lambda, ppo.clip_coef) == (3, 0.9, 0.1)
+    assert ppo.clip_reward == 10.0 and ppo.clip_value_loss is False and ppo.norm_adv is False
+    assert (ppo.ent_coef, ppo.max_grad_norm, ppo.target_kl) == (0.02, 0.7, 0.0)
+    # a vector env gives num_envs: batch_size divides n_steps x its size
+    vec = PPO(gym.make_vec("CartPole-v1", 4), n_steps=8, batch_size=16).config.ppo
+    assert (vec.num_envs, vec.num_steps, vec.num_minibatches) == (4, 8, 2)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"batch_size": 5, "n_steps": 16, "num_envs": 2}, "num_minibatches="),
+    ({"batch_size": 8, "num_minibatches": 2}, "give one"),
+    ({"clip_range_vf": 0.5}, "clip_value_loss="),
+    ({"clip_range": lambda progress: 0.1}, "a schedule is not taken"),
+    ({"target_kl": 0.01}, "protocol"),
+    ({"n_steps": 16, "num_steps": 8}, "give one"),
+])
+def test_sb3_hyperparameters_refused_naming_ours(options, message) -> None:
+    with pytest.raises(UserError) as err:
+        PPO("CartPole-v1", **options)
+    assert message in one_line(err) and "did you mean" not in str(err.value)
+
+
+#: Every argument of SB3's PPO, but for the policy and the env.
+SB3_PPO = {"learning_rate": 1e-3, "n_steps": 16, "batch_size": 8, "n_epochs": 2, "gamma": 0.98,
+           "gae_lambda": 0.9, "clip_range": 0.1, "clip_range_vf": None,
+           "normalize_advantage": True, "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5,
+           "use_sde": False, "sde_sample_freq": -1, "rollout_buffer_class": None,
+           "rollout_buffer_kwargs": None, "target_kl": None, "stats_window_size": 100,
+           "tensorboard_log": "tb", "policy_kwargs": {}, "verbose": 0, "seed": 0,
+           "device": "auto", "_init_setup_model": True}
+
+
+@pytest.mark.parametrize("name", sorted(SB3_PPO))
+def test_no_sb3_ppo_argument_gets_a_hint_to_another_option(name: str) -> None:
+    try:
+        PPO("CartPole-v1", **{name: SB3_PPO[name]})
+    except UserError as err:
+        assert "did you mean" not in str(err) and "\n" not in str(err)
+
+
+@pytest.mark.parametrize("typo, right", [("clip_rang", "clip_range"), ("n_epoch", "n_epochs"),
+                                         ("normalize_advantages", "normalize_advantage")])
+def test_a_typo_of_an_sb3_name_is_told_its_sb3_name(typo: str, right: str) -> None:
+    with pytest.raises(UserError, match=rf"did you mean {right}\?"):
+        PPO("CartPole-v1", **{typo: 1})
+
+
 # --- predict: bad input is one clear error --------------------------------------------------
 
 class Rooms(gym.Env):

@@ -25,8 +25,14 @@ from xlvin.run.config import EVAL_SEED, MAX_SEED, SECTIONS, RunConfig, option_na
 MAX_EVAL_EPISODES = 1_000_000
 #: Stable-Baselines3's policy names: `PPO("MlpPolicy", env)` takes the env second.
 SB3_POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
-#: Stable-Baselines3's constructor names that are ours under another name.
-SB3_OPTIONS = {"learning_rate": "lr"}
+#: Stable-Baselines3's constructor names that are ours under another name, meaning the same:
+#: n_steps is per env as num_steps, normalize_advantage normalises per minibatch as norm_adv,
+#: clip_range clips the surrogate as clip_coef (which also bounds the value clipping of
+#: clip_value_loss=True, SB3's clip_range_vf=None turning it off).
+SB3_OPTIONS = {"learning_rate": "lr", "n_steps": "num_steps", "n_epochs": "update_epochs",
+               "normalize_advantage": "norm_adv", "clip_range": "clip_coef"}
+#: Stable-Baselines3's names taken with a rule of their own (`sb3_options`, `sb3_batch_size`).
+SB3_RULED = ("batch_size", "clip_range_vf")
 #: Stable-Baselines3's names refused, each with what to use instead.
 SB3_REFUSED = {
     "tensorboard_log": "TensorBoard is written into the run directory: learn(out=DIR) writes "
@@ -68,9 +74,17 @@ def sb3_positional(env: Any, sb3_env: Any, source: str) -> Any:
     return env
 
 
-def sb3_options(options: dict[str, Any], source: str) -> dict[str, Any]:
-    """`options` with Stable-Baselines3's names as ours (`learning_rate` -> `lr`, device="auto"),
-    or one UserError naming what to use for one we do not take."""
+def _give_one(source: str, sb3: str, ours: str) -> UserError:
+    return UserError(f"{source}: {sb3}= (Stable-Baselines3's name) and {ours}= are one "
+                     "setting; give one")
+
+
+def sb3_options(options: dict[str, Any], source: str) -> tuple[dict[str, Any], Any]:
+    """(`options` with Stable-Baselines3's names as ours, SB3's `batch_size` or None: it needs
+    the rollout's size, `sb3_batch_size`); one UserError naming what to use for a name or value
+    we do not take. `learning_rate` -> `lr` (`SB3_OPTIONS`), `clip_range_vf=None` ->
+    `clip_value_loss=False` (a number: refused, our clipping is another loss), SB3's
+    `target_kl=None` -> 0 (never), device="auto"."""
     for name, hint in SB3_REFUSED.items():
         if name in options:
             raise UserError(f"{source}: {name}= is not taken: {hint}")
@@ -78,12 +92,59 @@ def sb3_options(options: dict[str, Any], source: str) -> dict[str, Any]:
         if name in options:
             value = options.pop(name)
             if callable(value):
-                raise UserError(f"{source}: {name}= a schedule is not taken: give a number; "
-                                "anneal_lr=True (the default) decays it linearly to 0")
+                decay = "; anneal_lr=True (the default) decays it linearly to 0" if (
+                    ours == "lr") else ""
+                raise UserError(f"{source}: {name}= a schedule is not taken: give a number{decay}")
+            if ours in options:
+                raise _give_one(source, name, ours)
             options[ours] = value
+    if "clip_range_vf" in options:
+        value = options.pop("clip_range_vf")
+        if value is not None:
+            raise UserError(
+                f"{source}: clip_range_vf={value!r} is not taken: xlvin clips the value loss by "
+                "clip_coef, as the larger of the clipped and unclipped losses "
+                "(clip_value_loss=True), or not at all (clip_value_loss=False, SB3's "
+                "clip_range_vf=None)")
+        if "clip_value_loss" in options:
+            raise _give_one(source, "clip_range_vf", "clip_value_loss")
+        options["clip_value_loss"] = False
+    if "target_kl" in options and options["target_kl"] is None:
+        options["target_kl"] = 0.0  # SB3's None: no early stop
+    batch_size = options.pop("batch_size", None)
+    for ours in ("num_minibatches", "minibatch_size"):
+        if batch_size is not None and ours in options:
+            raise _give_one(source, "batch_size", ours)
     if "device" in options:
         options["device"] = resolve_device(options["device"])
-    return options
+    return options, batch_size
+
+
+def sb3_batch_size(cfg: RunConfig, batch_size: Any, source: str) -> RunConfig:
+    """`cfg` with SB3's `batch_size` (the minibatch size, in env steps of a rollout of num_steps
+    x num_envs) as ours: the rollout cut into num_minibatches equal minibatches (ours leave
+    out the autoreset steps, so that they may hold a few transitions fewer). One that does not
+    divide the rollout (SB3 would end each epoch with a truncated minibatch) is refused."""
+    ppo = cfg.ppo
+    rollout = ppo.num_steps * ppo.num_envs
+    if type(batch_size) is not int or batch_size <= 0 or rollout % batch_size:
+        raise UserError(
+            f"{source}: batch_size={batch_size!r} (SB3's minibatch size) must divide a rollout "
+            f"of num_steps x num_envs = {ppo.num_steps} x {ppo.num_envs} = {rollout} env "
+            "steps; else give num_minibatches= (equal minibatches) or minibatch_size= (the "
+            "last partial one dropped)")
+    return with_options(cfg, {"num_minibatches": rollout // batch_size, "minibatch_size": 0},
+                        source)
+
+
+def check_target_kl(cfg: RunConfig, source: str) -> None:
+    """Refuse target_kl= on an online run, where it would do nothing: it skips the remaining
+    updates of a low-data round; SB3's stops an update's epochs early, which ours does not."""
+    if cfg.ppo.target_kl > 0 and cfg.train.protocol == "online":
+        raise UserError(
+            f"{source}: target_kl= acts in the low-data protocol only (protocol='low_data': the "
+            "updates left in a round are skipped once one's KL passes it); online PPO does not "
+            "stop an update early as SB3's target_kl does: leave it out")
 
 
 def with_options(cfg: RunConfig, options: dict[str, Any], source: str) -> RunConfig:
@@ -93,7 +154,7 @@ def with_options(cfg: RunConfig, options: dict[str, Any], source: str) -> RunCon
     options = expand_agent(options)  # agent="xlvin-cp": agent xlvin, executor cartpole
     unknown = [name for name in options if name not in known]
     if unknown:
-        close = close_match(unknown[0], [*known, *SB3_OPTIONS])
+        close = close_match(unknown[0], [*known, *SB3_OPTIONS, *SB3_RULED])
         hint = f" (did you mean {close}?)" if close else ""
         raise UserError(f"{source}: unknown option {unknown[0]!r}{hint}; the options are those of "
                         "`xlvin train --help`, dashes as underscores")
@@ -115,7 +176,8 @@ def model_config(
     `xlvin train --config` reads), the env resolved (`env_options`), the modules and wrappers
     named imported."""
     env = sb3_positional(env, sb3_env, source)  # PPO("MlpPolicy", env), as SB3
-    options = sb3_options(options, source)
+    target_kl = "target_kl" in options
+    options, batch_size = sb3_options(options, source)
     import_gym_packages(list(gym_packages))
     wrappers = [wrapper_spec(w) for w in env_wrappers]
     import_env_wrappers(wrappers)
@@ -134,7 +196,12 @@ def model_config(
     if env is not None or env_kwargs is not None:
         options.update(env_options(env or cfg.train.env, env_kwargs, wrappers,
                                    options.get("num_envs"), source))
-    return with_options(cfg, options, source)
+    cfg = with_options(cfg, options, source)
+    if batch_size is not None:
+        cfg = sb3_batch_size(cfg, batch_size, source)
+    if target_kl:
+        check_target_kl(cfg, source)
+    return cfg
 
 
 def learn_arguments(total_steps: int | None, progress: bool | None, sb3: dict[str, Any],
