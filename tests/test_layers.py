@@ -42,7 +42,7 @@ LAYERS = (
     ("ppo", ("xlvin.ppo",)),
     ("run", ("xlvin.run",)),
     ("api", ("xlvin.api", "xlvin.api_options", "xlvin.api_policy", "xlvin.api_runs",
-             "xlvin.callbacks")),
+             "xlvin.api_evaluation", "xlvin.callbacks")),
     ("experiments", ("xlvin.experiments",)),
     ("commands", ("xlvin.commands", "xlvin.cli")),
     ("package", ("xlvin",)),

@@ -6,6 +6,8 @@ changed (`from xlvin import ...`), or is refused when it is made, in one line sa
 instead. Names are read from `xlvin` inside the tests, so that each fails on its own where the
 name is missing."""
 
+import json
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -16,6 +18,7 @@ from xlvin import PPO, UserError
 
 TINY = {"num_envs": 2, "num_steps": 16, "hidden": 16, "update_epochs": 1}
 ROLLOUT = 32  # env steps per update under TINY
+CALLS = 16  # calls of _on_step per rollout under TINY: one per vector step
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +30,10 @@ def one_line(err: pytest.ExceptionInfo) -> str:
     message = str(err.value)
     assert "\n" not in message and isinstance(err.value, UserError)
     return message
+
+
+def rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 # --- the README quickstart and the VecEnv API ----------------------------------------------
@@ -86,6 +93,260 @@ def test_step_before_reset_is_one_line() -> None:
     with pytest.raises(UserError) as err:
         vec_env.step(np.zeros(2, dtype=np.int64))
     assert "obs = vec_env.reset()" in one_line(err)
+
+
+# --- save, load, evaluate_policy, as SB3's "basic usage" ------------------------------------
+
+def test_save_load_round_trip_then_evaluate_policy_and_enjoy(tmp_path: Path) -> None:
+    env = gym.make("CartPole-v1")
+    model = PPO("MlpPolicy", env, verbose=0, seed=1, **TINY)
+    model.learn(total_timesteps=ROLLOUT, progress_bar=False)
+    path = tmp_path / "ppo_cartpole"
+    model.save(path)
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    expected = model.predict(obs, deterministic=True)[0]
+    del model
+    model = PPO.load(path, env=env)
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], expected)
+    assert model.num_timesteps == ROLLOUT
+
+    mean_reward, std_reward = xlvin.evaluate_policy(model, model.get_env(), n_eval_episodes=10)
+    assert isinstance(mean_reward, float) and isinstance(std_reward, float)
+    vec_env = model.get_env()
+    obs = vec_env.reset()
+    for _ in range(20):
+        action, _states = model.predict(obs, deterministic=True)
+        obs, rewards, dones, info = vec_env.step(action)
+    assert obs.shape == (2, 4)
+
+
+def greedy_episodes(model, env: gym.Env, episodes: int) -> tuple[list[float], list[int]]:
+    """Returns and lengths of `episodes` greedy episodes on `env`, by hand."""
+    returns, lengths = [], []
+    for _ in range(episodes):
+        obs, _ = env.reset()
+        done, total, steps = False, 0.0, 0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(
+                model.predict(obs, deterministic=True)[0])
+            total, steps, done = total + reward, steps + 1, terminated or truncated
+        returns.append(total)
+        lengths.append(steps)
+    return returns, lengths
+
+
+def test_evaluate_policy_plays_the_env_it_is_given() -> None:
+    """`evaluate_policy(model, env, n_eval_episodes, deterministic, render, callback,
+    reward_threshold, return_episode_rewards, warn)` on the env object given (a modified one
+    stays modified), its episodes shared among a vector env's envs as SB3 shares them."""
+    model = PPO("CartPole-v1", seed=0, **TINY)
+    env = gym.make("CartPole-v1", max_episode_steps=7)
+    env.reset(seed=3)
+    seen = []
+    returns, lengths = xlvin.evaluate_policy(
+        model, env, n_eval_episodes=4, deterministic=True, render=False,
+        callback=lambda locals_, globals_: seen.append(locals_["done"]),
+        return_episode_rewards=True, warn=False)
+    by_hand = gym.make("CartPole-v1", max_episode_steps=7)
+    by_hand.reset(seed=3)
+    assert (returns, lengths) == greedy_episodes(model, by_hand, 4)
+    assert max(lengths) <= 7 and len(seen) == sum(lengths) and sum(seen) == 4
+    mean, std = xlvin.evaluate_policy(model, model.get_env(), n_eval_episodes=5)
+    assert np.isfinite(mean) and std >= 0
+    with pytest.raises(UserError) as err:
+        xlvin.evaluate_policy(model, env, n_eval_episodes=2, reward_threshold=10_000)
+    assert "reward_threshold" in one_line(err)
+    with pytest.raises(UserError) as err:
+        xlvin.evaluate_policy(model, "CartPole-v1")
+    assert "gym.make" in one_line(err)
+
+
+# --- callbacks: BaseCallback subclasses -----------------------------------------------------
+
+def sb3_custom_callback(base: type) -> type:
+    """SB3's custom callback template on `base`: records its events; `_on_step` returns False
+    at its 20th call."""
+
+    class CustomCallback(base):
+        def __init__(self, verbose: int = 0) -> None:
+            super().__init__(verbose)
+            self.events: list[tuple] = []
+
+        def _on_training_start(self) -> None:
+            self.events.append(("training_start", self.num_timesteps))
+            self.env_size = self.training_env.num_envs
+            self.same_logger = self.logger is self.model.logger
+
+        def _on_rollout_start(self) -> None:
+            self.events.append(("rollout_start", self.n_calls))
+
+        def _on_step(self) -> bool:
+            assert self.locals["self"] is self.model
+            self.events.append(("step", self.n_calls, self.num_timesteps,
+                                self.model.num_timesteps))
+            return self.n_calls < 20
+
+        def _on_rollout_end(self) -> None:
+            self.events.append(("rollout_end", self.n_calls, self.num_timesteps))
+
+    return CustomCallback
+
+
+@pytest.mark.parametrize("base", ["BaseCallback", "Callback"])
+def test_a_base_callback_subclass_gets_sb3s_events_and_stops_the_run(base: str) -> None:
+    """SB3's hooks and attributes; `_on_step` is called once per vector step (with the
+    num_timesteps of that step) after each rollout is collected; False stops the run, at the
+    end of that rollout's update."""
+    callback = sb3_custom_callback(getattr(xlvin, base))(verbose=1)
+    assert callback.verbose == 1 and callback.n_calls == 0 and callback.model is None
+    model = PPO("CartPole-v1", seed=0, **TINY)
+    model.learn(16 * ROLLOUT, callback=callback, progress_bar=False)
+    assert model.num_timesteps == 2 * ROLLOUT and model.summary["ppo"]["stopped_by_hooks"]
+    events = callback.events
+    assert events[0] == ("training_start", 0) and callback.env_size == 2 and callback.same_logger
+    assert events[1] == ("rollout_start", 0)
+    steps = [e for e in events if e[0] == "step"]
+    assert [e[1] for e in steps] == list(range(1, 21))
+    assert [e[2] for e in steps] == [2 * n for n in range(1, 21)]
+    assert all(e[2] == e[3] for e in steps)
+    assert ("rollout_end", CALLS, ROLLOUT) in events and events[-1] == ("step", 20, 40, 40)
+    assert [e[0] for e in events].count("rollout_end") == 1  # not after the stopping step
+    assert callback.model is model and callback.num_timesteps == 40
+
+
+def test_locals_sb3_keeps_per_step_are_refused_in_one_line() -> None:
+    class ReadsInfos(xlvin.BaseCallback):
+        def _on_step(self) -> bool:
+            return not any(self.locals["dones"])
+
+    with pytest.raises(UserError) as err:
+        PPO("CartPole-v1", **TINY).learn(ROLLOUT, callback=ReadsInfos(), progress_bar=False)
+    assert "self.locals['dones']" in one_line(err) and "env_wrappers=" in str(err.value)
+
+
+def test_on_training_end_is_refused_before_training(tmp_path: Path) -> None:
+    class AtTheEnd(xlvin.BaseCallback):
+        def _on_training_end(self) -> None:
+            pass
+
+    with pytest.raises(UserError) as err:
+        PPO("CartPole-v1", **TINY).learn(ROLLOUT, out=tmp_path / "run", callback=AtTheEnd())
+    assert "after model.learn(" in one_line(err)
+    assert not (tmp_path / "run").exists()
+
+
+def test_step_hooks_on_the_low_data_protocol_are_refused() -> None:
+    low = PPO("CartPole-v1", protocol="low_data", low_data_episodes=2, low_data_updates=10,
+              low_data_eval_episodes=2, low_data_num_envs=2)
+    with pytest.raises(UserError) as err:
+        low.learn(callback=sb3_custom_callback(xlvin.BaseCallback)())
+    assert "protocol" in one_line(err)
+
+
+# --- EvalCallback, StopTrainingOnRewardThreshold, CheckpointCallback ------------------------
+
+def test_eval_callback_with_sb3s_arguments(tmp_path: Path, capsys) -> None:
+    """`EvalCallback(eval_env, callback_on_new_best, callback_after_eval, n_eval_episodes,
+    eval_freq, log_path, best_model_save_path, deterministic, render, verbose, warn)`: every
+    eval_freq calls of _on_step (eval_freq x num_envs env steps), evaluations.npz in log_path,
+    best_model in best_model_save_path, the children called as SB3 calls them."""
+
+    class CountsCalls(xlvin.BaseCallback):
+        def _on_step(self) -> bool:
+            assert self.parent is evaluation
+            return True
+
+    after = CountsCalls()
+    evaluation = xlvin.EvalCallback(
+        gym.make("CartPole-v1"), callback_on_new_best=None, callback_after_eval=after,
+        n_eval_episodes=2, eval_freq=8, log_path=tmp_path / "logs",
+        best_model_save_path=tmp_path / "logs", deterministic=True, render=False, verbose=1,
+        warn=True)
+    model = PPO("CartPole-v1", seed=0, **TINY)
+    model.learn(2 * ROLLOUT, out=tmp_path / "run", callback=evaluation, progress_bar=False)
+    timesteps = [16, 32, 48, 64]
+    assert [e["num_timesteps"] for e in evaluation.evaluations] == timesteps
+    assert after.n_calls == 4 and "new best" in capsys.readouterr().out
+    logged = np.load(tmp_path / "logs" / "evaluations.npz")
+    assert logged["timesteps"].tolist() == timesteps and logged["results"].shape == (4, 2)
+    assert logged["ep_lengths"].shape == (4, 2)
+    best = max(evaluation.evaluations, key=lambda e: e["mean"])
+    assert evaluation.best_mean_reward == best["mean"]
+    assert evaluation.last_mean_reward == evaluation.evaluations[-1]["mean"]
+    assert PPO.load(tmp_path / "logs" / "best_model").num_timesteps == best["num_timesteps"]
+    assert "eval/mean_reward" in rows(tmp_path / "run")[-1]
+
+
+def test_stop_training_on_reward_threshold_inside_eval_callback() -> None:
+    """SB3's early stop: `EvalCallback(eval_env, callback_on_new_best=
+    StopTrainingOnRewardThreshold(reward_threshold=..., verbose=1), eval_freq=...)`."""
+    stop = xlvin.StopTrainingOnRewardThreshold(reward_threshold=0.0, verbose=1)
+    evaluation = xlvin.EvalCallback(gym.make("CartPole-v1"), callback_on_new_best=stop,
+                                    eval_freq=8, n_eval_episodes=2)
+    model = PPO("CartPole-v1", seed=0, **TINY)
+    model.learn(16 * ROLLOUT, callback=evaluation, progress_bar=False)
+    assert len(evaluation.evaluations) == 1 and stop.n_calls == 1
+    assert model.num_timesteps == ROLLOUT and model.summary["ppo"]["stopped_by_hooks"]
+    alone = xlvin.StopTrainingOnRewardThreshold(reward_threshold=0.0)
+    with pytest.raises(UserError) as err:
+        PPO("CartPole-v1", **TINY).learn(ROLLOUT, callback=alone, progress_bar=False)
+    assert "callback_on_new_best=" in one_line(err)
+
+
+def test_checkpoint_callback_with_sb3s_arguments(tmp_path: Path) -> None:
+    """`CheckpointCallback(save_freq, save_path, name_prefix, save_replay_buffer,
+    save_vecnormalize, verbose)`: every save_freq calls of _on_step, the policy that collects
+    the rollout, as save_path/<name_prefix>_<num_timesteps>_steps, which `load` reads."""
+    saves = xlvin.CheckpointCallback(save_freq=8, save_path=tmp_path / "logs",
+                                     name_prefix="rl_model", save_replay_buffer=True,
+                                     save_vecnormalize=True, verbose=2)
+    model = PPO("CartPole-v1", seed=0, **TINY)
+    initial = model.get_parameters()
+    model.learn(2 * ROLLOUT, callback=saves, progress_bar=False)
+    names = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert names == [f"rl_model_{n}_steps" for n in (16, 32, 48, 64)]
+    first = PPO.load(tmp_path / "logs" / "rl_model_16_steps")
+    assert first.num_timesteps == 16
+    for name, value in initial["policy"].items():  # the policy that collected rollout 1
+        assert first.get_parameters()["policy"][name].equal(value), name
+
+
+def test_sb3s_callbacks_example_runs_twice(tmp_path: Path) -> None:
+    """The callbacks guide's CallbackList example, twice in the same folders: each callback
+    replaces its own earlier saves and leaves the others'."""
+    for _ in range(2):
+        checkpoint_callback = xlvin.CheckpointCallback(save_freq=16, save_path=tmp_path / "logs")
+        eval_callback = xlvin.EvalCallback(
+            gym.make("CartPole-v1"), best_model_save_path=tmp_path / "logs" / "best_model",
+            log_path=tmp_path / "logs" / "results", eval_freq=16, n_eval_episodes=2)
+        callback = xlvin.CallbackList([checkpoint_callback, eval_callback])
+        PPO("CartPole-v1", **TINY).learn(ROLLOUT, callback=callback, progress_bar=False)
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+        "best_model", "results", "rl_model_32_steps"]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda x: x.CheckpointCallback(1000, "./logs/"), "save_freq="),
+    (lambda x: x.EvalCallback(gym.make("CartPole-v1"), None, None, 5), "by keyword"),
+    (lambda x: x.EvalCallback(eval_freq=10, every=10), "give one"),
+    (lambda x: x.EvalCallback(render=True), "render"),
+    (lambda x: x.CheckpointCallback(save_freq=0, save_path="logs"), "save_freq"),
+])
+def test_sb3_callback_arguments_refused_when_made_in_one_line(make, message) -> None:
+    with pytest.raises(UserError) as err:
+        make(xlvin)
+    assert message in one_line(err)
+
+
+def test_the_sb3_names_are_exported() -> None:
+    from xlvin import (  # noqa: F401
+        BaseCallback,
+        CallbackList,
+        CheckpointCallback,
+        EvalCallback,
+        StopTrainingOnRewardThreshold,
+        evaluate_policy,
+    )
 
 
 # --- PPO's hyperparameter names ------------------------------------------------------------

@@ -2,6 +2,7 @@
 
     from xlvin import XLVIN, PPO, ATreeC       # the Python API (xlvin.api)
     from xlvin import EvalCallback             # learn(callback=...) (xlvin.callbacks)
+    from xlvin import evaluate_policy          # Stable-Baselines3's (xlvin.api_evaluation)
     from xlvin import register_agent           # your own agent (xlvin.run.agents)
 
 The names below are imported on first use, so `import xlvin` stays light (no torch).
@@ -20,9 +21,11 @@ _EXPORTS = {
         "xlvin.run.agents",
     ),
     **dict.fromkeys(
-        ("Callback", "CallbackList", "EvalCallback", "CheckpointCallback", "StopOnReward"),
+        ("Callback", "BaseCallback", "CallbackList", "EvalCallback", "CheckpointCallback",
+         "StopOnReward", "StopTrainingOnRewardThreshold"),
         "xlvin.callbacks",
     ),
+    "evaluate_policy": "xlvin.api_evaluation",
     "Spaces": "xlvin.envs.spaces",
     "RunConfig": "xlvin.run.config",
     "UserError": "xlvin.errors",
@@ -33,6 +36,7 @@ __all__ = [
     "XLVIN",
     "ATreeC",
     "Architecture",
+    "BaseCallback",
     "Callback",
     "CallbackList",
     "CheckpointCallback",
@@ -41,10 +45,12 @@ __all__ = [
     "RunConfig",
     "Spaces",
     "StopOnReward",
+    "StopTrainingOnRewardThreshold",
     "UserError",
     "__version__",
     "build_agent",
     "build_encoder",
+    "evaluate_policy",
     "register_agent",
     "register_encoder",
 ]
