@@ -30,8 +30,9 @@ SRC = Path(xlvin.__file__).parent
 LAYERS = (
     # xlvin.io.files (checked reads, whole writes) needs only xlvin.errors, and config reads with it
     # xlvin.progress (the progress bars of training, pre-training and collection) needs only tqdm
-    ("base", ("xlvin.errors", "xlvin.config", "xlvin.stats", "xlvin.kernels", "xlvin.io.files",
-              "xlvin.progress")),
+    # xlvin.wording (how every comparison on our pages is worded) reads only xlvin.stats
+    ("base", ("xlvin.errors", "xlvin.config", "xlvin.stats", "xlvin.wording", "xlvin.kernels",
+              "xlvin.io.files", "xlvin.progress")),
     ("envs", ("xlvin.envs",)),
     ("mdp", ("xlvin.mdp",)),
     ("nn", ("xlvin.nn",)),
