@@ -1,6 +1,6 @@
 """Envs that misbehave at a chosen step, registered when imported (`--gym-packages
 tests.badenvs`): a user's env that raises in `reset` or `step`, returns an observation of
-another shape or dtype, or a NaN reward. Each is a small CartPole-like env with 4-float
+another shape or dtype, or a NaN or infinite reward. Each is a small CartPole-like env with 4-float
 observations and 2 actions whose episodes last 8 steps."""
 
 import os
@@ -16,6 +16,7 @@ FAULTS = {
     "xlvin-test/WrongShape-v0": ("wrong shape", 5),
     "xlvin-test/WrongDtype-v0": ("wrong dtype", 5),
     "xlvin-test/NaNReward-v0": ("nan reward", 1),
+    "xlvin-test/InfReward-v0": ("inf reward", 3),
 }
 #: The message the raising envs raise with.
 MESSAGE = "the simulator lost its licence"
@@ -60,6 +61,8 @@ class BadEnv(gym.Env):
             obs = np.array(["a", "b", "c", "d"])
         if self.fault == "nan reward" and late:
             reward = float("nan")
+        if self.fault == "inf reward" and late:
+            reward = -float("inf")
         return obs, reward, self.t >= 8, False, {}
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from safetensors.torch import load_file, save_file
 
-from tests.tiny_runs import CELL, TINY
+from tests.tiny_runs import CELL, TINY, unfinished_run
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.experiments import ray_reaper, table1
@@ -155,6 +155,47 @@ def test_a_run_directory_in_use_is_refused_and_left_alone(tmp_path: Path, capsys
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_symlinked_lock_is_refused_and_nothing_is_made_or_locked_at_its_target(
+    tmp_path: Path, capsys
+) -> None:
+    """DIR/.lock as a link to a missing path (O_CREAT would make a file there) or to a user's
+    file (whose lock the run would take): one line, the target as it was, no run started."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("my notes")
+    for i, target in enumerate([tmp_path / "outside" / "made-here", mine]):
+        target.parent.mkdir(exist_ok=True)
+        run = tmp_path / f"run{i}"
+        run.mkdir()
+        (run / ".lock").symlink_to(target)
+        assert main(["train", *TINY, "--out", str(run)]) == 2
+        assert f"{run / '.lock'} is a symbolic link, not a regular file" in one_error_line(capsys)
+        assert sorted(p.name for p in run.iterdir()) == [".lock"]
+    assert not (tmp_path / "outside" / "made-here").exists() and mine.read_text() == "my notes"
+
+
+def test_a_fifo_lock_is_refused_not_waited_on(tmp_path: Path, capsys) -> None:
+    """`xlvin train --resume` on a run whose DIR/.lock is a FIFO: one line at once (opening a
+    FIFO for reading blocks until a writer comes, forever)."""
+    run = unfinished_run(tmp_path)
+    (run / ".lock").unlink()
+    before = snapshot(run)
+    os.mkfifo(run / ".lock")
+
+    def stuck(*_) -> None:
+        raise TimeoutError("blocked opening the FIFO")
+
+    old = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(30)
+    try:
+        assert main(["train", *TINY, "--out", str(run), "--resume"]) == 2
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert f"{run / '.lock'} is a FIFO, not a regular file" in one_error_line(capsys)
+    (run / ".lock").unlink()
+    assert snapshot(run) == before
 
 
 def test_a_killed_runs_temporary_files_are_removed_on_the_next_start(tmp_path: Path) -> None:

@@ -259,12 +259,29 @@ def test_collection_and_evaluation_act_alike_accelerated_and_readable():
     assert evaluations[0]["returns"] == evaluations[1]["returns"]
 
 
-def test_evaluate_counts_episodes_and_seeds_each_episode():
-    policy = BalancingPolicy()
-    one = evaluate_policy(policy, "CartPole-v1", episodes=5, seed=10, num_envs=1)
-    many = evaluate_policy(policy, "CartPole-v1", episodes=5, seed=10, num_envs=3)
+class AnglePolicy(ActorCritic):
+    """A parameter-free CartPole controller pushing towards the pole's lean alone: it falls
+    after 30 to 60 steps, when depends on the episode's start (unlike `BalancingPolicy`)."""
+
+    num_actions = 2
+
+    def forward(self, obs):
+        return torch.stack([-obs[:, 2], obs[:, 2]], dim=-1), torch.zeros(obs.shape[0])
+
+
+@pytest.mark.parametrize("accelerate", [True, False])
+def test_evaluate_counts_episodes_and_seeds_each_episode(accelerate: bool):
+    policy = AnglePolicy()
+    one = evaluate_policy(policy, "CartPole-v1", episodes=5, seed=10, num_envs=1,
+                          accelerate=accelerate)
+    many = evaluate_policy(policy, "CartPole-v1", episodes=5, seed=10, num_envs=3,
+                           accelerate=accelerate)
     assert len(one["returns"]) == len(one["lengths"]) == 5
-    assert one["returns"] == many["returns"]  # episode i is seeded with 10 + i, whatever the batch
+    # episode i is seeded with 10 + i, whatever the batch: as an evaluation of it alone
+    alone = [evaluate_policy(policy, "CartPole-v1", episodes=1, seed=10 + i,
+                             accelerate=accelerate)["returns"][0] for i in range(5)]
+    assert one["returns"] == many["returns"] == alone
+    assert len(set(alone)) == 5  # the seeds are what made them differ
     prefix = evaluate_policy(policy, "CartPole-v1", episodes=2, seed=10, num_envs=2)
     assert prefix["returns"] == one["returns"][:2]
     assert one["mean"] == pytest.approx(np.mean(one["returns"]))

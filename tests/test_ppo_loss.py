@@ -76,6 +76,38 @@ def test_ppo_loss_gradient_is_zero_where_the_clipped_side_is_taken(loss_fn) -> N
     assert torch.equal(logits.grad, torch.zeros(1, 2))
 
 
+@pytest.mark.parametrize("loss_fn", [ppo_loss, fused_ppo_loss])
+def test_ppo_loss_by_hand_on_both_sides_of_both_clips(loss_fn) -> None:
+    """pi = 1/2 for the action taken; pi_old 1/4, 1/4, 1, 1 and 1/2 make ratios 2, 2, 1/2, 1/2
+    and 1; advantages +1, -1, -1, +1 and 2. The surrogate takes min(r A, clip(r) A): 1.2 (the
+    clipped side, flat), -2, -0.8 (clipped, flat), 0.5 and 2, so the policy loss is -0.9 / 5.
+    Values 1, 1, -1, -1 and 1/2 from old values 0, 0, 0, 0 and 1/2 (moved past the clip of 0.2,
+    but the last) towards returns 0, 2, 0, -2 and 1/2: squared errors max((V - R)^2,
+    (V_clip - R)^2) = 1, 3.24 (the clipped side, flat), 1, 3.24 and 0, a value loss of
+    0.5 x 8.48 / 5."""
+    logits = torch.zeros(5, 2, requires_grad=True)
+    values = torch.tensor([1.0, 1.0, -1.0, -1.0, 0.5], requires_grad=True)
+    old_logprobs = torch.log(torch.tensor([0.25, 0.25, 1.0, 1.0, 0.5]))
+    advantages = torch.tensor([1.0, -1.0, -1.0, 1.0, 2.0])
+    returns = torch.tensor([0.0, 2.0, 0.0, -2.0, 0.5])
+    old_values = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.5])
+    loss, terms = loss_fn(logits, values, torch.zeros(5, dtype=torch.long), old_logprobs,
+                          advantages, returns, old_values, 0.2, True, 0.01, 0.5, LIMIT)
+    log2 = torch.log(torch.tensor(2.0))
+    torch.testing.assert_close(terms.policy_loss, torch.tensor(-0.18))
+    torch.testing.assert_close(terms.value_loss, torch.tensor(0.848))
+    torch.testing.assert_close(terms.clipfrac, torch.tensor(0.8))
+    # (r - 1) - log r: 1 - log 2 twice, log 2 - 1/2 twice and 0
+    torch.testing.assert_close(terms.approx_kl, torch.tensor(0.2))
+    torch.testing.assert_close(loss, -0.18 - 0.01 * log2 + 0.5 * 0.848)
+    loss.backward()
+    # d(-r A / 5)/d logits = -A r (1/2, -1/2) / 5 where the unclipped side is taken, else 0
+    torch.testing.assert_close(logits.grad, torch.tensor(
+        [[0.0, 0.0], [0.2, -0.2], [0.0, 0.0], [-0.05, 0.05], [-0.2, 0.2]]))
+    # d(0.5 x 0.5 (V - R)^2 / 5)/dV = (V - R) / 10 where the unclipped side is taken, else 0
+    torch.testing.assert_close(values.grad, torch.tensor([0.1, 0.0, -0.1, 0.0, 0.0]))
+
+
 def test_flat_adam_follows_torch_adam() -> None:
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3))

@@ -48,6 +48,11 @@ TRAIN_FAULTS = {
     "FirstResetRaises": ("failed in reset at step 0 (seed 0)", RAISED),
     "WrongShape": ("failed in step at step 5 of 16", "Output array is the wrong shape"),
     "WrongDtype": ("failed in step at step 5 of 16", "dtype('<U1')"),
+    # the reward named as the cause, not a NaN loss updates later
+    "NaNReward": ("failed in step at step 1 of 16 in the data for update 1",
+                  "returned the reward nan (env 0), which PPO cannot learn from"),
+    "InfReward": ("failed in step at step 3 of 16 in the data for update 1",
+                  "returned the reward -inf (env 0), which PPO cannot learn from"),
 }
 
 

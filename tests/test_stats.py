@@ -31,6 +31,17 @@ def test_iqm_cuts_int_of_a_quarter_from_each_end():
     assert iqm([1, 2, 3, 4, 100]) == 3.0  # n = 5: one cut from each end
 
 
+def test_iqm_trims_a_quarter_not_a_fifth_nor_three_tenths():
+    """Skewed scores whose 20 %, 25 % and 30 % trimmed means all differ: n = 4 (a fifth cuts
+    none, a quarter one), n = 8 (a fifth cuts one, a quarter two), n = 10 (a quarter cuts two,
+    three tenths three)."""
+    assert iqm([1, 2, 3, 10]) == (2 + 3) / 2  # a fifth: 4.0
+    doubling = [1, 2, 4, 8, 16, 32, 64, 128]
+    assert iqm(doubling) == (4 + 8 + 16 + 32) / 4 == 15.0  # a fifth: 21.0
+    tens = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    assert iqm(tens) == 42.0  # three tenths: (8 + 16 + 32 + 64) / 4 = 30.0
+
+
 def test_iqm_ignores_an_outlier():
     assert iqm([1, 2, 3, 4, 5, 6, 7, 1e9]) == 4.5
     assert iqm([-1e9, 2, 3, 4, 5, 6, 7, 8]) == 4.5
@@ -118,6 +129,21 @@ def test_interval_is_the_percentile_interval_of_the_replicates():
     runs = np.array([[0.0], [1.0]])
     assert stratified_bootstrap_ci(runs, np.mean, reps=2000) == (0.5, 0.0, 1.0)
     assert stratified_bootstrap_ci(runs, np.mean, reps=2000, confidence=0.4) == (0.5, 0.5, 0.5)
+
+
+def test_interval_bounds_are_the_2_5th_and_97_5th_percentiles_of_the_replicates():
+    """Replicates 0, 1, ..., 200 (a statistic counting its calls on resamples): the 95 %
+    interval is (5, 195), where a 90 % one would be (10, 190) and a 99 % one (1, 199)."""
+    scores = np.ones((4, 1))
+    calls = iter(range(201))
+
+    def counted(resampled):
+        return 1000.0 if resampled is scores else float(next(calls))
+
+    assert stratified_bootstrap_ci(scores, counted, reps=201) == pytest.approx((1000, 5, 195))
+    calls = iter(range(201))
+    ninety = stratified_bootstrap_ci(scores, counted, reps=201, confidence=0.9)
+    assert ninety == pytest.approx((1000, 10, 190))
 
 
 def test_iqm_interval_width_matches_the_asymptotic_one_for_a_normal_sample():

@@ -142,9 +142,62 @@ def test_analysis_measures_spread_and_reconstructions_of_a_vae_agent() -> None:
     frames = np.random.default_rng(0).integers(0, 256, (900, 4, 84, 84), dtype=np.uint8)
     result, images = atari_vae.analyse(Tiny(), frames, batch=300)  # type: ignore[arg-type]
     assert result["frames"] == 900 and result["spread"]["dims"] == 8
-    assert 0 <= result["reconstruction"]["foreground_error_ratio"]
+    assert set(result["reconstruction"]) >= {"foreground_error", "foreground_error_ratio"}
     assert images["originals"].shape == images["reconstructions"].shape == (4, 84, 84)
     assert images["reconstructions"].dtype == np.uint8
+
+
+class Indexing(torch.nn.Module):
+    """An encoder whose embedding of the i-th frame it sees is (i, i), batch after batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.arange(self.seen, self.seen + len(x), dtype=torch.float32)[:, None].repeat(1, 2)
+        self.seen += len(x)
+        return h
+
+
+class Drawing(torch.nn.Module):
+    """A world model that "reconstructs" frame i as `draw(frame i)` (i from `Indexing`)."""
+
+    def __init__(self, frames: np.ndarray, draw) -> None:
+        super().__init__()
+        self.frames, self.draw = frames, draw
+
+    def reconstruct(self, h: torch.Tensor) -> torch.Tensor:
+        last = self.frames[h[:, 0].long().numpy(), -1].astype(np.float64) / 255.0
+        return torch.from_numpy(np.array(self.draw(last))).float()[:, None].repeat(1, 4, 1, 1)
+
+
+@pytest.mark.parametrize("name, expected", [("perfect", 0.0), ("halfway", 0.25),
+                                            ("background", 1.0)])
+def test_the_foreground_error_ratio_is_the_error_over_the_median_backgrounds(
+    name: str, expected: float
+) -> None:
+    """foreground_error_ratio: the reconstruction's squared error on the foreground pixels over
+    that of the frames' per-pixel median (the background): 0 for a model that draws every frame,
+    1 for one that draws the background alone, 1/4 for one halfway between them."""
+    rng = np.random.default_rng(0)
+    frames = np.repeat(rng.integers(0, 60, (1, 4, 84, 84)), 900, axis=0).astype(np.uint8)
+    for i in range(900):  # a car: a bright square somewhere on the background
+        y, x = rng.integers(0, 76, 2)
+        frames[i, :, y:y + 8, x:x + 8] = 250
+    background = np.median(frames[:, -1].astype(np.float64) / 255.0, axis=0)
+    draw = {"perfect": lambda last: last, "background": lambda last: np.broadcast_to(
+        background, last.shape), "halfway": lambda last: (last + background) / 2}[name]
+
+    class Agent(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder, self.world_model = Indexing(), Drawing(frames, draw)
+
+    result, _ = atari_vae.analyse(Agent(), frames, batch=300)  # type: ignore[arg-type]
+    reconstruction = result["reconstruction"]
+    assert 0.005 < reconstruction["foreground_pixel_fraction"] < 0.02  # the cars, not the road
+    assert reconstruction["foreground_error_ratio"] == pytest.approx(expected, abs=1e-6)
 
 
 def fake_record(agent: str, seed: int, ratio: float) -> dict:

@@ -174,8 +174,13 @@ def model_config(
     """The config of a model of `agent` (None: any, `agent=`) made with these arguments
     (`xlvin.api.Model`), checked: `options` over `config` (a RunConfig, or a JSON file as
     `xlvin train --config` reads), the env resolved (`env_options`), the modules and wrappers
-    named imported."""
+    named imported. An env must be given, or named by `config`: a missing one is refused, not
+    replaced by a default (`load` builds its model from the saved config instead)."""
     env = sb3_positional(env, sb3_env, source)  # PPO("MlpPolicy", env), as SB3
+    if env is None and config is None:
+        raise UserError(f"{source}: no env given: pass one (an id such as 'CartPole-v1', a "
+                        "gym.Env, a callable that makes one, or a vector env), or config= a run's "
+                        "config that names it")
     target_kl = "target_kl" in options
     options, batch_size = sb3_options(options, source)
     import_gym_packages(list(gym_packages))

@@ -108,6 +108,10 @@ def act(policy: ActorCritic, spaces: Spaces, obs: Any, deterministic: bool,
         raise UserError(f"{name}: an observation has shape {list(shape)} (a batch [N, "
                         f"{', '.join(map(str, shape))}]), got {list(x.shape)}")
     batch = x.unsqueeze(0) if single else x
+    if batch.is_floating_point() and not bool(torch.isfinite(batch).all()):
+        bad = int((~torch.isfinite(batch)).flatten(1).any(1).nonzero()[0, 0])
+        which = "the observation" if single else f"observation {bad} of the batch"
+        raise UserError(f"{name}: {which} holds NaN or inf; a policy acts on finite numbers only")
     training = policy.training
     policy.eval()
     try:

@@ -34,7 +34,8 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of `mode` is, in words (`a FIFO`, `a symbolic link`, ...)."""
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
@@ -45,7 +46,7 @@ def check_regular(path: Path, links: bool = False) -> None:
     except FileNotFoundError:
         raise UserError(f"{path}: not found") from None
     if not stat.S_ISREG(mode):
-        raise UserError(f"{path} is {_kind(mode)}, not a regular file; refused")
+        raise UserError(f"{path} is {file_kind(mode)}, not a regular file; refused")
 
 
 def read_checked(path: Path, limit: int = MAX_RESULT_BYTES, links: bool = False) -> bytes:
@@ -63,7 +64,7 @@ def read_checked(path: Path, limit: int = MAX_RESULT_BYTES, links: bool = False)
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise UserError(f"{path} is {_kind(info.st_mode)}, not a regular file; refused")
+        raise UserError(f"{path} is {file_kind(info.st_mode)}, not a regular file; refused")
     with os.fdopen(fd, "rb") as f:
         data = f.read(min(info.st_size, limit) + 1)
     if len(data) > limit:

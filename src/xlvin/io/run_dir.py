@@ -13,10 +13,12 @@ A process claims a run directory (`claim_run_dir`) before it writes anything the
 claim until it is done, resume included: a second process asking for it gets one line.
 """
 
+import errno
 import fcntl
 import json
 import math
 import os
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +30,7 @@ from xlvin.errors import FieldError, UserError, one_line
 from xlvin.io.digests import DIGEST_FIELD, is_sealed, legacy_notice, sealed
 from xlvin.io.files import (
     atomic_write_bytes,
+    file_kind,
     read_checked,
     read_json,
     remove_temporaries,
@@ -60,7 +63,7 @@ def claim_run_dir(path: Path) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
     if not os.access(path, os.W_OK | os.X_OK):
         raise UserError(f"{path}: cannot write in it (read-only file system or permissions)")
-    fd = os.open(path / LOCK, os.O_RDONLY | os.O_CREAT, 0o666)
+    fd = _open_lock(path / LOCK)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -73,6 +76,24 @@ def claim_run_dir(path: Path) -> Iterator[Path]:
     finally:
         del _claimed[key]
         os.close(fd)
+
+
+def _open_lock(lock: Path) -> int:
+    """DIR/.lock opened (created if missing) as the regular file it must be: a symbolic link is
+    not followed (no file made, nor a user's file locked, outside the run directory), and a FIFO
+    or a device is refused, not waited on (`O_NONBLOCK`); one UserError each."""
+    refusal = f"{lock} is {{}}, not a regular file; refused (remove it to claim the run directory)"
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.EISDIR):
+            raise
+        raise UserError(refusal.format(file_kind(os.lstat(lock).st_mode))) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UserError(refusal.format(file_kind(mode)))
+    return fd
 
 
 def check_creatable(path: Path) -> None:

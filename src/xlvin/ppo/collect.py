@@ -22,7 +22,7 @@ from xlvin.envs.atari import make_ale_vector_env
 from xlvin.accel.numpy_actor import make_actor as make_numpy_actor
 from xlvin.accel.proof import checked_actor
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
-from xlvin.envs.failures import PASSED_ON, env_failed
+from xlvin.envs.failures import PASSED_ON, EnvFailed, env_failed
 from xlvin.envs.given import given_env
 from xlvin.errors import FieldError, UserError, one_line
 from xlvin.nn.policy import ActorCritic
@@ -270,6 +270,8 @@ def collect_rollout(
             if "success" in info:
                 episode_successes += info["success"][finished].tolist()
     values[T] = actor(obs[T])[1]
+    if not np.isfinite(rewards).all():  # else the first sign is a NaN loss updates later
+        raise _non_finite_reward(env_name(envs), rewards)
 
     state.obs, state.autoreset = obs[T].copy(), autoreset.copy()
     flat = (T * N, *dist.action_shape)
@@ -288,6 +290,15 @@ def collect_rollout(
         episode_lengths=episode_lengths,
         episode_successes=episode_successes,
     )
+
+
+def _non_finite_reward(env_id: str, rewards: np.ndarray) -> EnvFailed:
+    """The EnvFailed of the first reward of a rollout's [T, N] `rewards` that is NaN or
+    infinite (as the float32 stored), naming its step and env."""
+    t, j = (int(i) for i in np.argwhere(~np.isfinite(rewards))[0])
+    return EnvFailed.of(env_id, "step", f"step {t + 1} of {len(rewards)}",
+                        f"returned the reward {rewards[t, j]} (env {j}), which PPO cannot learn "
+                        "from: rewards must be finite float32 numbers")
 
 
 def _episode_segments(done: np.ndarray) -> list[tuple[int, int, int | None]]:
