@@ -57,7 +57,7 @@ def maze_cells(obs: Tensor, radius: int) -> MazeCells:
     keep = torch.zeros(len(scenes), height * width, device=obs.device)
     keep = keep.index_add_(0, maze, near.float()) > 0  # [G, H W]: any root's window
     scene, cell = keep.nonzero(as_tuple=True)  # [M] each
-    observations = torch.zeros(len(scene), 3, height * width, device=obs.device)
+    observations = obs.new_zeros(len(scene), 3, height * width)
     observations[:, [WALLS, GOAL]] = scenes[scene].view(len(scene), 2, -1)
     observations[torch.arange(len(scene), device=obs.device), AGENT, cell] = 1.0
     index = torch.full((len(scenes), height * width), -1, dtype=torch.long, device=obs.device)
@@ -140,7 +140,7 @@ class TrueTreeXLVIN(XLVINAgent):
     def embed(self, obs: Tensor, next_obs: Tensor | None = None) -> tuple[Tensor, ...]:
         """h_s [B, k], chi_s [B, H] and, given next_obs [B, ...], z(s') [B, k] (else None),
         from one encoder pass over the cells' observations and next_obs."""
-        cells = maze_cells(obs, max(self.depth, 1))
+        cells = maze_cells(obs, self.depth)
         inputs = cells.observations if next_obs is None else torch.cat([cells.observations,
                                                                        next_obs])
         z = self.encoder(inputs)  # [M (+ B), k]
