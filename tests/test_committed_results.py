@@ -34,6 +34,7 @@ from xlvin.experiments import (
     atari_vae_report,
     continuous,
     executor_ablation,
+    executor_true_trees_report,
     maze_ablation_report,
     maze_report,
     table1,
@@ -146,6 +147,13 @@ def _executor_ablation(folder: Path) -> dict[str, bytes]:
     executor_ablation.write_results([], with_json(folder, "ablation/executor.json",
                                                  "executor.json"))
     return outputs(folder, "ablation/")
+
+
+@case("why-executor/true-trees", "why-executor/true-trees.md")
+def _true_trees(folder: Path) -> dict[str, bytes]:
+    """The executors on the mazes' true trees: the page of its JSON."""
+    data = committed("why-executor/true-trees.json")
+    return {"why-executor/true-trees.md": executor_true_trees_report.markdown(data).encode()}
 
 
 # Atari (xlvin.experiments.atari): the cells' records through the writer, their agents' older

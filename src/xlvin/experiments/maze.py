@@ -60,7 +60,11 @@ EXPERIMENTS = {
 #: `xlvin-32-b2` apart: its executor untrained (`-untrained`), pre-trained on XLVIN-R's random
 #: graphs instead of mazes (`-random`), or its output chi replaced by zeros (`-zero-chi`); and
 #: `ppo-32-transe`, PPO-32 with the TransE term (a transition model trained by it alone, no tree).
+#: `xlvin-32-b2-oracle*`: `xlvin-32-b2` (and its untrained and chi = 0 arms) with the tree built
+#: from the encoder's embeddings of the true successor observations (`xlvin.nn.true_tree`), no
+#: transition model in it: the oracle arm.
 _XLVIN = {"agent": "xlvin", "executor": "maze"}
+_ORACLE = {"agent": "xlvin-oracle", "executor": "maze", "depth": 4, "prune": 2, "hidden": 32}
 AGENTS: dict[str, dict[str, Any]] = {
     "vin": {"agent": "vin"},
     "vin-mean": {"agent": "vin-mean"},
@@ -82,13 +86,18 @@ AGENTS: dict[str, dict[str, Any]] = {
                            "executor": "maze-random"},
     "xlvin-32-b2-zero-chi": {**_XLVIN, "depth": 4, "prune": 2, "hidden": 32, "zero_chi": True},
     "ppo-32-transe": {"agent": "ppo", "hidden": 32, "ppo_transe": True},
+    "xlvin-32-b2-oracle": _ORACLE,
+    "xlvin-32-b2-oracle-untrained": {**_ORACLE, "executor": "maze-untrained"},
+    "xlvin-32-b2-oracle-zero-chi": {**_ORACLE, "zero_chi": True},
 }
 
 
 def _note(overrides: dict[str, Any]) -> str:
-    """The settings of an agent that are ours, not the paper's: pruning, the CPU width and the
-    ablations."""
-    parts = [f"pruned b = {overrides['prune']} (ours)"] if overrides.get("prune") else []
+    """The settings of an agent that are ours, not the paper's: the true tree, pruning, the CPU
+    width and the ablations."""
+    parts = ["true tree (oracle)"] if overrides.get("agent") == "xlvin-oracle" else []
+    if overrides.get("prune"):
+        parts.append(f"pruned b = {overrides['prune']} (ours)")
     if overrides.get("hidden"):
         parts.append(f"{overrides['hidden']} channels (CPU preset)")
     ablations = {"maze-untrained": "untrained executor", "maze-random": "executor of random graphs"}

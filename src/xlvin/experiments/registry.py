@@ -15,6 +15,8 @@ from xlvin.experiments import (
     atari_vae_report,
     continuous,
     executor_ablation,
+    executor_true_trees,
+    executor_true_trees_report,
     maze,
     maze_ablation,
     maze_ablation_report,
@@ -228,6 +230,24 @@ MAZE_ABLATION = Experiment(
     progress=lambda args: "maze ablation curricula", postfix=_curriculum_postfix,
 )
 
+def _true_trees_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
+    assert trained is not None  # nothing is trained: every call measures
+    return (executor_true_trees_report.write_results(trained, args.results)
+            + f"\nwrote {args.results}/{executor_true_trees_report.STEM}.md, .json")
+
+
+EXECUTOR_TRUE_TREES = Experiment(
+    help="beyond the paper: do the frozen maze executors compute value iteration on true trees?",
+    description=executor_true_trees.__doc__ or "",
+    cells=executor_true_trees.cells, run_cell=executor_true_trees.run_cell,
+    runs=Path("runs/why-executor"), results=Path("results/why-executor"), seeds=1,
+    seeds_note=": the shipped executors; others are pre-trained here",
+    add_options=executor_true_trees.add_options, prepare=executor_true_trees.prepare,
+    finished_help=None, report=_true_trees_report,
+    progress=lambda args: "executors on true trees",
+    postfix=lambda r: f"{r['executor']} seed {r['seed']}",
+)
+
 #: --finished-only of the Atari experiments, whose cells are evaluated where they stop.
 EVALUATED_HELP = ("train nothing: write the results of the cells that have been evaluated "
                   "(finished, or stopped at a deadline: the transitions reached are reported)")
@@ -322,6 +342,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "executor-ablation": EXECUTOR_ABLATION,
     **{name: maze_experiment(name) for name in maze.EXPERIMENTS},
     "maze-ablation": MAZE_ABLATION,
+    "executor-true-trees": EXECUTOR_TRUE_TREES,
     "atari": ATARI,
     "atari-vae": ATARI_VAE,
     "continuous": continuous.EXPERIMENT,

@@ -54,6 +54,7 @@ from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.planners import Planner
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.transition import TransitionModel
+from xlvin.nn.true_tree import TrueTree, TrueTreeXLVIN
 from xlvin.nn.vae import VAEWorldModel
 from xlvin.envs.spaces import MIN_IMAGE_SIZE, OBSERVATION_KINDS, Spaces, image_shape
 
@@ -405,6 +406,24 @@ def build_xlvin(arch: Architecture, spaces: Spaces, processor: MessagePassing | 
     )
 
 
+def _true_tree_xlvin(arch: Architecture, spaces: Spaces,
+                     processor: MessagePassing | None) -> ActorCritic:
+    """XLVIN on the maze's true tree (`xlvin.nn.true_tree`: the oracle arm), otherwise built as
+    `build_xlvin` builds XLVIN for a maze."""
+    assert processor is not None
+    if arch.executor_aggregation:
+        processor.aggregation = arch.executor_aggregation
+    k = arch.embedding_dim
+    return TrueTreeXLVIN(
+        build_encoder(arch, spaces), k, spaces.num_actions,
+        TransitionModel(k, spaces.num_actions, arch.hidden), processor, depth=arch.depth,
+        gamma=arch.gamma, transe_weight=arch.transe_weight,
+        projections=arch.executor_projections, prune=arch.prune,
+        transe_negatives=arch.transe_negatives, zero_chi=arch.zero_chi,
+        planner=TrueTree(arch.depth, arch.prune),
+    )
+
+
 def _atreec(arch: Architecture, spaces: Spaces, _: MessagePassing | None) -> ActorCritic:
     """ATreeC: the TD(lambda) backup discounts with the run's gamma."""
     encoder = build_encoder(arch, spaces)
@@ -431,6 +450,8 @@ register_agent("vin", _maze_planner("slice"), maze_only=True)
 register_agent("vin-mean", _maze_planner("mean"), maze_only=True)
 register_agent("vin-max", _maze_planner("max"), maze_only=True)
 register_agent("gvin", _maze_planner(None), maze_only=True)
+register_agent("xlvin-oracle", _true_tree_xlvin, executor=True, tree=True, prune=True,
+               transe=True, maze_only=True)
 
 
 def transe_pair(arch: Architecture, spaces: Spaces) -> nn.ModuleDict:
