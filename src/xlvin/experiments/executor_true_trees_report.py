@@ -11,6 +11,7 @@ import numpy as np
 
 from xlvin.experiments.executor_true_trees import EXECUTORS, PROTOCOLS, TrueTrees, true_trees
 from xlvin.experiments.results import write_files
+from xlvin.io.files import read_json
 from xlvin.pretrain.executor_eval import TIE_TOL
 from xlvin.stats import improvement_over, interval_text, stratified_bootstrap_ci
 from xlvin.wording import compare
@@ -218,3 +219,43 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     md = markdown(data)
     write_files(results, STEM, md, data)
     return md
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The result block of docs/mazes.md (`xlvin.experiments.pages`): each executor's greedy
+    action against value iteration on the true trees, run as XLVIN's planner runs it, and the
+    pre-trained executor against the other two, from why-executor/true-trees.json."""
+    data = read_json(results / "why-executor/true-trees.json")
+    setup = data["setup"]
+    rows = {(r["executor"], r["protocol"]): r for r in data["rows"]}
+    refs = {r["reference"]: r for r in data["references"]}
+
+    def right(scores: dict[str, Any], key: str) -> str:
+        s = scores[key]
+        return interval_text(100 * s["mean"], 100 * s["low"], 100 * s["high"], 1) + " %"
+
+    def said(executor: str, protocol: str) -> str:
+        tree = rows[(executor, protocol)]["tree"]
+        return (f"`{executor}` {right(tree, 'greedy')} ({right(tree, 'greedy_planning')} where "
+                "the immediate reward does not decide)")
+
+    def versus(comparison: dict[str, Any]) -> str:
+        return compare(f"`{comparison['x']}`", f"`{comparison['y']}`",
+                       protocol=f"run as {comparison['protocol']}",
+                       seeds=f"{setup['mazes']} mazes, scored against "
+                             + {"tree": "value iteration on the tree"}.get(
+                                 comparison["reference"], comparison["reference"]),
+                       iqms=tuple(comparison["means"]), improvement=comparison["improvement"],
+                       measure="mean % right over mazes")
+
+    planner = [c for c in data["comparisons"] if c["reference"] == "tree"]
+    greedy = refs["greedy on the immediate reward"]["tree"]
+    return {"why-true-trees": (
+        f"On {setup['mazes']} held-out 8x8 mazes, from every free cell, with the full tree of "
+        f"depth {setup['depth']} built from the true transitions and rewards and fed the inputs "
+        "it was pre-trained on, run as XLVIN's planner runs it, the executor picks value "
+        "iteration's action at the root on this share of states: "
+        + "; ".join(said(e, "planner") for e in EXECUTORS)
+        + f"; greedy on the immediate reward alone: {right(greedy, 'greedy')} "
+        f"({right(greedy, 'greedy_planning')}). "
+        + " ".join(versus(c) + "." for c in planner))}

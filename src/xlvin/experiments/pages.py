@@ -14,6 +14,7 @@ from xlvin.experiments import (
     atari_vae_report,
     continuous,
     executor_ablation,
+    executor_true_trees_report,
     maze_ablation_report,
     maze_embeddings,
     maze_report,
@@ -28,7 +29,8 @@ BLOCK = re.compile(r"<!-- xlvin:begin (?P<name>[\w.-]+) -->\n(?P<body>.*?)\n?"
 SOURCES: tuple[Callable[[Path], dict[str, str]], ...] = (
     table1_report.page_blocks, executor_ablation.page_blocks, maze_report.page_blocks,
     maze_report.contextual_blocks, maze_embeddings.page_blocks, maze_ablation_report.page_blocks,
-    atari_report.page_blocks, atari_vae_report.page_blocks, continuous.page_blocks)
+    atari_report.page_blocks, atari_vae_report.page_blocks, continuous.page_blocks,
+    executor_true_trees_report.page_blocks)
 
 #: The README's results table: (experiment, command, page) around each report's headline.
 README_ROWS = (
