@@ -141,3 +141,23 @@ def test_an_instance_whose_copies_differ_is_refused_in_one_line() -> None:
     with pytest.raises(Exception, match="copies of the SharedCounter instance reset with one "
                        "seed give other first observations"):
         PPO(SharedCounter(), num_envs=2)
+
+
+def test_the_policy_is_built_as_its_run_builds_it_whatever_the_threads_now() -> None:
+    """The orthogonal initialisation's QR rounds otherwise on other torch thread counts: a
+    model's policy is built on its run's threads (one by default), so `learn` trains the weights
+    a run of the same seed starts from, in a notebook on 8 threads too."""
+    from xlvin.process import seed_everything, torch_threads
+    from xlvin.run.agents import build_agent
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        model = PPO("CartPole-v1", seed=0)
+        held = weights(model)
+    finally:
+        torch.set_num_threads(before)
+    with torch_threads(model.config.ppo.torch_threads):
+        seed_everything(0)
+        built = build_agent(model.architecture, model.spaces, None).state_dict()
+    assert all(torch.equal(held[k], built[k]) for k in held)

@@ -58,11 +58,18 @@ from xlvin.io.saves import (
     writing_save,
 )
 from xlvin.nn.policy import ActorCritic
+from xlvin.process import GeneratorStates
 from xlvin.ppo.collect import make_vector_env
 from xlvin.run.architecture import made_env
 from xlvin.run.checks import check_run
 from xlvin.run.config import RunConfig, on_cpu, option_names
-from xlvin.run.training import evaluate_agent, read_run, train_run, weights_metadata
+from xlvin.run.training import (
+    StartingPolicy,
+    evaluate_agent,
+    read_run,
+    train_run,
+    weights_metadata,
+)
 from xlvin.signals import interrupt_deferred
 
 def _python_errors(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -129,6 +136,8 @@ class Model:
         self.config = cfg
         self.spaces, self.architecture = check_run(cfg, spaces)
         self._net: ActorCritic | None = None
+        self._built: GeneratorStates | None = None  # the generators just after it was built
+        self._executor_seconds = 0.0  # what making or loading its executor took
         self._held: str | None = None  # the digest of the weights the model's run left
         self.run_dir: Path | None = None
         self.summary: dict[str, Any] | None = None
@@ -290,9 +299,12 @@ class Model:
         start = {k: v.detach().clone() for k, v in policy.state_dict().items()}
         try:
             with interrupt_deferred():
+                initialised = changed or self.run_dir is not None
+                start_from = StartingPolicy(policy, None if initialised else self._built,
+                                            initialised, self._executor_seconds)
+                self._executor_seconds = 0.0  # counted once, in the first run
                 _, self.summary = train_run(cfg, run_dir, progress=progress, resume=resume,
-                                            hooks=hooks, agent=policy,
-                                            initialised=changed or self.run_dir is not None)
+                                            hooks=hooks, starting=start_from)
         except BaseException:  # stopped (Ctrl-C, a callback's error): held as its run left it
             self._hold_stopped(cfg, run_dir, start)
             raise
@@ -308,19 +320,25 @@ class Model:
         update boundary it reached: Ctrl-C waits for one) and `num_timesteps` matching, so that
         `learn(n)` continues it exactly and `save` writes what `load` reads; without a
         checkpoint, the policy `learn` started from."""
-        steps = stopped_steps(run_dir)
+        try:
+            steps = stopped_steps(run_dir)
+            if steps is not None:
+                self.policy.load_state_dict(checkpoint_policy(run_dir))
+        except (UserError, RuntimeError):  # refused before training (a checkpoint of another run)
+            steps = None
         if steps is None:
             self.policy.load_state_dict(start)
             return
-        self.policy.load_state_dict(checkpoint_policy(run_dir))
         self.config, self.run_dir, self._num_timesteps = cfg, run_dir, steps
         self._held = weights_digest(self.policy)
 
     def _policy(self) -> ActorCritic:
         """The policy network; before `learn`, the initial one the run would start from."""
         if self._net is None:
-            self._net, self._executor_meta = initial_policy(self.config.train,
-                                                            self.architecture, self.spaces)
+            start, self._executor_meta = initial_policy(self.config, self.architecture,
+                                                        self.spaces)
+            self._net, self._built = start.agent, start.generators
+            self._executor_seconds = start.executor_seconds
             self._held = weights_digest(self._net)
         return self._net
 

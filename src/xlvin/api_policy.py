@@ -3,7 +3,9 @@ observations as Stable-Baselines3's `predict` does, and weights set as its `set_
 them. Used by `xlvin.api.Model`.
 """
 
+import contextlib
 import hashlib
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,21 +22,27 @@ from xlvin.io.weights import load_weights
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import policy_device
 from xlvin.pretrain.files import executor_file, load_executor_processor
-from xlvin.process import seed_everything
+from xlvin.process import generator_states, seed_everything, torch_threads
 from xlvin.run.agents import Architecture, agent_spec, build_agent
-from xlvin.run.config import TrainConfig
-from xlvin.run.training import read_run
+from xlvin.run.config import RunConfig, TrainConfig
+from xlvin.run.training import StartingPolicy, read_run
 
 
-def initial_policy(t: TrainConfig, architecture: Architecture,
-                   spaces: Spaces) -> tuple[ActorCritic, dict[str, Any] | None]:
-    """(the policy the run of `t` starts from, its executor's description or None): seeded as
-    training seeds it, its executor loaded (pre-trained first if needed, with progress)."""
-    processor, meta = None, None
+def initial_policy(cfg: RunConfig, architecture: Architecture,
+                   spaces: Spaces) -> tuple[StartingPolicy, dict[str, Any] | None]:
+    """(the policy the run of `cfg` starts from, its executor's description or None): seeded
+    and on the torch threads of its training (the orthogonal initialisation's QR rounds
+    otherwise on other thread counts), its executor loaded (pre-trained first if needed, with
+    progress), with the global generators' states just after it was built."""
+    t, threads = cfg.train, cfg.ppo.torch_threads
+    processor, meta, start = None, None, time.perf_counter()
     if agent_spec(t.agent).executor:
         processor, meta = load_executor_processor(executor_file(t.executor, t, progress=True))
-    seed_everything(t.seed)
-    return build_agent(architecture, spaces, processor).to(t.device), meta
+    seconds = time.perf_counter() - start
+    with torch_threads(threads) if threads > 0 else contextlib.nullcontext():
+        seed_everything(t.seed)
+        agent = build_agent(architecture, spaces, processor).to(t.device)
+    return StartingPolicy(agent, generator_states(), executor_seconds=seconds), meta
 
 
 def executor_metadata(t: TrainConfig) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 import warnings
+from typing import Any
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -56,6 +57,22 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+#: The state of Python's, NumPy's and torch's global generators (`generator_states`).
+GeneratorStates = tuple[Any, Any, torch.Tensor]
+
+
+def generator_states() -> GeneratorStates:
+    """The state of the three global generators `seed_everything` seeds, to set again later."""
+    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+
+def set_generator_states(states: GeneratorStates) -> None:
+    python, numpy, torch_state = states
+    random.setstate(python)
+    np.random.set_state(numpy)
+    torch.set_rng_state(torch_state)
 
 
 #: How often a worker looks whether its parent is still alive (seconds).

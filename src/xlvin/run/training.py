@@ -33,7 +33,7 @@ from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.kernels import in_effect
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic, TransitionBatch
-from xlvin.process import seed_everything, set_threads
+from xlvin.process import GeneratorStates, seed_everything, set_generator_states, set_threads
 from xlvin.config import to_dict
 from xlvin.pretrain.executor import ExecutorConfig
 from xlvin.pretrain.files import (
@@ -118,15 +118,29 @@ def weights_metadata(
             **({} if encoder is None else {"encoder": encoder}), **more}
 
 
+@dataclasses.dataclass
+class StartingPolicy:
+    """The policy a run trains in place (a model's own, `xlvin.api.Model.learn`). `generators`:
+    the global generators' states just after it was built, seeded as a run seeds it (None: not
+    built so, e.g. loaded), which the run continues from as if it had built it itself;
+    `initialised`: its weights were set since, so TransE pre-training, which initialises the
+    encoder and transition, is skipped; `executor_seconds`: what making or loading its
+    executor took, counted in the run's pre-training seconds."""
+
+    agent: ActorCritic
+    generators: GeneratorStates | None = None
+    initialised: bool = False
+    executor_seconds: float = 0.0
+
+
 def train_run(
     cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False,
     deadline: float | None = None, pretrain_progress: bool = True, hooks: Hooks | None = None,
-    agent: ActorCritic | None = None, initialised: bool = False,
+    starting: StartingPolicy | None = None,
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train one agent and write the run directory `out`; return the agent and the summary.
-    `agent`: the policy to train, in place (`Model.learn`'s own; None: built from `cfg`, seeded,
-    as `initial_policy` builds it); `initialised`: its weights were set by the user, so TransE
-    pre-training, which initialises the encoder and transition, is skipped.
+    `starting`: the policy to train, in place (`Model.learn`'s own); None: built from `cfg`,
+    seeded.
     `progress`: PPO's progress bar; `pretrain_progress`: the pre-trainings' progress
     (`xlvin.progress`), which can take minutes before the first update.
 
@@ -167,12 +181,16 @@ def train_run(
     spec = agent_spec(t.agent)
     processor, executor_meta = None, None
     start = time.perf_counter()
+    agent, initialised = ((None, False) if starting is None
+                          else (starting.agent, starting.initialised))
     if spec.executor and agent is None:
         processor, executor_meta = load_executor_processor(
             executor_file(t.executor, t, pretrain_progress))
     elif spec.executor:  # the given agent holds its executor: only its description is read
         executor_meta = read_executor_meta(executor_file(t.executor, t, pretrain_progress))
     executor_seconds, start = time.perf_counter() - start, time.perf_counter()
+    if starting is not None:
+        executor_seconds += starting.executor_seconds
     set_threads(cfg.ppo.torch_threads)
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
     wants_transe = spec.transe and t.pretrain_transe and not initialised
@@ -184,9 +202,12 @@ def train_run(
         if not resume:
             create_run_dir(run_dir, config)
         continuing = resume and open_to_resume(run_dir, cfg)
-        seed_everything(t.seed)  # the initial weights; the loop seeds training itself
-        if agent is None:
+        if starting is None or starting.generators is None:
+            seed_everything(t.seed)  # the initial weights; the loop seeds training itself
+        if starting is None:
             agent = build_agent(arch, spaces, processor).to(t.device)
+        elif starting.generators is not None:  # as if the run had just built it
+            set_generator_states(starting.generators)
         summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress,
                                  pretrain_progress, resume, deadline, pretrained_seconds,
                                  spaces, hooks, continuing, initialised)
