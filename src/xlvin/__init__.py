@@ -1,6 +1,7 @@
 """XLVIN: eXecuted Latent Value Iteration Networks (Deac et al., 2020) and its baselines.
 
     from xlvin import XLVIN, PPO, ATreeC       # the Python API (xlvin.api)
+    from xlvin import learn_seeds              # many seeds in one process (xlvin.api_population)
     from xlvin import EvalCallback             # learn(callback=...) (xlvin.callbacks)
     from xlvin import register_agent           # your own agent (xlvin.run.agents)
 
@@ -23,6 +24,7 @@ _EXPORTS = {
         ("Callback", "CallbackList", "EvalCallback", "CheckpointCallback", "StopOnReward"),
         "xlvin.callbacks",
     ),
+    "learn_seeds": "xlvin.api_population",
     "Spaces": "xlvin.envs.spaces",
     "RunConfig": "xlvin.run.config",
     "UserError": "xlvin.errors",
@@ -45,6 +47,7 @@ __all__ = [
     "__version__",
     "build_agent",
     "build_encoder",
+    "learn_seeds",
     "register_agent",
     "register_encoder",
 ]

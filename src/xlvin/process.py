@@ -58,6 +58,23 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+#: The state of Python's, NumPy's and torch's global generators (`global_generators`).
+GeneratorStates = tuple[object, dict[str, object], torch.Tensor]
+
+
+def global_generators() -> GeneratorStates:
+    """The state of the generators `seed_everything` seeds."""
+    return random.getstate(), np.random.get_state(legacy=False), torch.get_rng_state()
+
+
+def set_global_generators(state: GeneratorStates) -> None:
+    """Put the generators back in a state `global_generators` returned."""
+    python, numpy, torch_state = state
+    random.setstate(python)
+    np.random.set_state(numpy)
+    torch.set_rng_state(torch_state)
+
+
 #: How often a worker looks whether its parent is still alive (seconds).
 PARENT_POLL_SECONDS = 0.5
 WATCHER = "exit-with-parent"

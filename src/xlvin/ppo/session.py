@@ -140,12 +140,13 @@ class Session:
         """Seconds the run has trained, resumes included."""
         return time.perf_counter() - self.clock
 
-    def go_on(self, run: Run, inside_round: bool) -> bool:
+    def go_on(self, run: Run, inside_round: bool, signalled: bool | None = None) -> bool:
         """At an update boundary: checkpoint when due (or before stopping), raise `Terminated`
-        on SIGTERM; False once the deadline has passed or a hook asked to stop."""
+        on SIGTERM (`signalled`: whether one came, where the caller asked; runs trained together
+        ask once for all); False once the deadline has passed or a hook asked to stop."""
         result = run.result
         stop = self.deadline is not None and time.time() >= self.deadline
-        signalled = termination_requested()
+        signalled = termination_requested() if signalled is None else signalled
         if (self.checkpoint is not None and (stop or self.stop_asked or signalled
                                              or self.checkpoint.due(result.updates))
                 and result.updates != self.saved_at):
