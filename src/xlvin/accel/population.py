@@ -41,6 +41,10 @@ from xlvin.nn.encoders import MLPEncoder
 
 #: Floats per seed row of the stacked buffers are a multiple of this (64 bytes).
 ALIGN = 16
+#: The most seeds one stacked call takes: per seed, products of up to 8 seeds' CartPole
+#: minibatches cost what a seed's own do (about 115 us a minibatch here), of 16 or more about
+#: 1.8 times that (their matrices leave the L2 cache between MKL's passes).
+MAX_STACK = 8
 #: Minibatches of fewer rows take MKL's small-matrix paths (measured: 1 to 3 rows differ
 #: stacked): a seed with one takes that step alone.
 MIN_STACKED_ROWS = 4
@@ -81,6 +85,7 @@ class StackedWeights:
         size = optimizers[0].flat.numel()
         self.size, self.row = size, padded(size)
         self.shapes = [tuple(p.shape) for p in optimizers[0].params]
+        self.strides = [torch.empty(shape).stride() for shape in self.shapes]  # contiguous
         self.offsets = np.cumsum([0] + [p.numel() for p in optimizers[0].params])[:-1].tolist()
         count = len(optimizers)
         self.flat, self.grad, self.exp_avg, self.exp_avg_sq = (
@@ -100,9 +105,9 @@ class StackedWeights:
 
     def layer_views(self, rows: torch.Tensor) -> list[torch.Tensor]:
         """Each parameter [G, *shape] of rows [G, P'] laid out as `flat`'s (views)."""
-        return [rows.as_strided((len(rows), *shape), (self.row, *torch.empty(shape).stride()),
-                                rows.storage_offset() + offset)
-                for shape, offset in zip(self.shapes, self.offsets)]
+        count, start = len(rows), rows.storage_offset()
+        return [rows.as_strided((count, *shape), (self.row, *strides), start + offset)
+                for shape, strides, offset in zip(self.shapes, self.strides, self.offsets)]
 
     @torch.no_grad()
     def step(self, seeds: list[int]) -> None:
@@ -165,11 +170,13 @@ class StackedActor:
 
 
 def aligned(count: int, rows: int, width: int) -> torch.Tensor:
-    """Zeros [count, rows, width] whose [rows, width] blocks, one per seed, each start on a
-    64-byte boundary (a view with a padded batch stride): each seed's matrix at the address
-    class of a tensor of its own."""
+    """An uninitialised [count, rows, width] whose [rows, width] blocks, one per seed, each
+    start on a 64-byte boundary, the address class of a tensor of its own: contiguous where a
+    block is a multiple of 64 bytes, else a view with a padded batch stride."""
     block = padded(rows * width)
-    return torch.zeros(count * block).as_strided((count, rows, width), (block, width, 1))
+    if block == rows * width:
+        return torch.empty(count, rows, width)
+    return torch.empty(count * block).as_strided((count, rows, width), (block, width, 1))
 
 
 class StackedPPO:
@@ -202,11 +209,12 @@ class StackedPPO:
         h2 = torch.relu_(_linear(h1, w[2], w[3]))
         features = _linear(h2, w[4], w[5])
         logits = _linear(features, w[6], w[7])
-        values = torch.stack([torch.addmm(w[9][g], features[g], w[8][g].t()).squeeze(-1)
-                              for g in range(count)])  # the one-column product, seed by seed
+        values = torch.empty(count, rows, 1)
+        for k in range(count):  # the one-column product, seed by seed
+            torch.addmm(w[9][k], features[k], w[8][k].t(), out=values[k])
         grad_logits, grad_values, terms = stacked_ppo_loss(
-            logits.numpy(), values.numpy(), actions, old_logprobs, advantages, returns,
-            old_values, clip=clip, clip_value_loss=clip_value_loss, ent_coef=ent_coef,
+            logits.numpy(), values.squeeze(-1).numpy(), actions, old_logprobs, advantages,
+            returns, old_values, clip=clip, clip_value_loss=clip_value_loss, ent_coef=ent_coef,
             vf_coef=vf_coef, logratio_limit=logratio_limit)
         if not np.isfinite(terms[:, 0]).all():
             return terms  # the caller refuses it before any gradient is taken
@@ -214,18 +222,20 @@ class StackedPPO:
         grad_out.copy_(torch.from_numpy(grad_logits))
         grad_v = aligned(count, rows, 1)
         grad_v.copy_(torch.from_numpy(grad_values).unsqueeze(-1))
-        grads = torch.zeros_like(flat)  # autograd adds each gradient to a zeroed one
+        grads = torch.zeros_like(flat)
         g = weights.layer_views(grads)
         grad_features = _bmm(grad_out, w[6])
-        grad_features += _bmm(grad_v, w[8])
-        grad_h2 = _bmm(grad_features, w[4]).masked_fill_(h2 == 0, 0.0)
-        grad_h1 = _bmm(grad_h2, w[2]).masked_fill_(h1 == 0, 0.0)
+        grad_features += grad_v * w[8]  # a product over one column: each entry one product
+        grad_h2 = _relu_backward(_bmm(grad_features, w[4]), h2)
+        grad_h1 = _relu_backward(_bmm(grad_h2, w[2]), h1)
+        critic = torch.stack([grad_v[k].t().mm(features[k])  # the one-row product, seed by seed
+                              for k in range(count)])
+        # each gradient added to a zeroed one, as autograd accumulates it into .grad
         for grad, inputs, i in ((grad_out, features, 6), (grad_features, h2, 4),
                                 (grad_h2, h1, 2), (grad_h1, x, 0)):
             g[i].add_(torch.bmm(grad.transpose(1, 2), inputs))
             g[i + 1].add_(grad.sum(1))
-        for k in range(count):  # the one-row product, seed by seed
-            g[8][k].add_(grad_v[k].t().mm(features[k]))
+        g[8].add_(critic)
         g[9].add_(grad_v.sum(1))
         grads[:, : weights.size].mul_(
             (max_norm / (torch.linalg.vector_norm(grads[:, : weights.size], dim=1) + 1e-6))
@@ -235,15 +245,24 @@ class StackedPPO:
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """x [G, B, in] -> x W^T + b [G, B, out] in an `aligned` buffer (F.linear of each seed)."""
+    """x [G, B, in] -> x W^T + b [G, B, out] in an `aligned` buffer (F.linear of each seed:
+    the bias copied in, the product added)."""
     out = aligned(x.shape[0], x.shape[1], weight.shape[1])
     out.copy_(bias.unsqueeze(1).expand_as(out))
     return torch.baddbmm(out, x, weight.transpose(1, 2), out=out)
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a [G, B, k] @ b [G, k, n] in an `aligned` buffer."""
-    return torch.bmm(a, b, out=aligned(a.shape[0], a.shape[1], b.shape[2]))
+    """a [G, B, k] @ b [G, k, n] in an `aligned` buffer (as `baddbmm` with beta 0: `bmm` into
+    a given buffer took twice as long)."""
+    out = aligned(a.shape[0], a.shape[1], b.shape[2])
+    return torch.baddbmm(out, a, b, beta=0.0, out=out)
+
+
+def _relu_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """ReLU's backward in place: `grad` zero where the ReLU's `output` is (autograd's
+    `threshold_backward`)."""
+    return torch.ops.aten.threshold_backward.grad_input(grad, output, 0, grad_input=grad)
 
 
 def stacked_ppo_loss(
@@ -270,7 +289,8 @@ def stacked_ppo_loss(
     logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
     probs = np.exp(logp)
     entropy = -(probs * logp).sum(axis=-1)  # [S, B]
-    raw_logratio = np.take_along_axis(logp, actions[..., None], -1)[..., 0] - old_logprobs
+    taken = (np.arange(actions.size), actions.ravel())  # logp[s, b, a_sb], flat
+    raw_logratio = logp.reshape(-1, logp.shape[-1])[taken].reshape(actions.shape) - old_logprobs
     logratio = np.minimum(np.maximum(raw_logratio, -logratio_limit), logratio_limit)
     ratio = np.exp(logratio)
     gain = adv * ratio
@@ -306,7 +326,5 @@ def stacked_ppo_loss(
     else:
         grad_values = error
     grad_logits = probs * ((ent_coef / n) * (logp + entropy[..., None]) - grad_logprob[..., None])
-    np.put_along_axis(grad_logits, actions[..., None],
-                      np.take_along_axis(grad_logits, actions[..., None], -1)
-                      + grad_logprob[..., None], -1)
+    grad_logits.reshape(-1, grad_logits.shape[-1])[taken] += grad_logprob.ravel()
     return grad_logits, (grad_values * (vf_coef / n)).astype(x.dtype, copy=False), terms

@@ -404,35 +404,33 @@ def train_together(
                    initial=sum(t.result.updates for t in trainers), unit="update",
                    desc=f"{trainers[0].data.env_id} x {len(trainers)} seeds")
         with termination_deferred():
-            going = list(trainers)
+            going: list[Trainer] = list(trainers)
+            last: dict[Trainer, tuple[tuple[int, int], dict[str, float], bool]] = {}
             while True:
-                steps = _next_updates(going, own)
+                steps = _boundaries(going, last, own)
+                bar.update(len(last))
                 going = [t for t in going if t in steps]
                 if not going:
                     break
-                _collect([(t, steps[t][0]) for t in going if steps[t][1] == 0], population,
-                         trainers, own)
+                rollouts = _collect([(t, steps[t][0]) for t in going if steps[t][1] == 0],
+                                    population, trainers)
                 batches = []
                 for t in going:
                     with own(t):
+                        if t in rollouts:
+                            t.collected(steps[t][0], rollouts[t])
                         batches.append(t.learning_batch(steps[t][0]))
-                learning = [(i, t, b) for i, (t, b) in enumerate(zip(going, batches))
-                            if b is not None]
+                learning = [(t, b) for t, b in zip(going, batches) if b is not None]
                 if population is None:
                     learned = [ppo_update(t.policy, t.optimizer, b, t.cfg, t.generator)
-                               for _, t, b in learning]
+                               for t, b in learning]
                 else:
                     learned = population.update(
-                        [trainers.index(t) for _, t, _ in learning], [b for _, _, b in learning],
-                        going[0].cfg, [t.generator for _, t, _ in learning])
-                metrics: list[dict[str, float]] = [{} for _ in going]
-                for (i, _, _), m in zip(learning, learned):
-                    metrics[i] = m
-                for t, batch, m in zip(going, batches, metrics):
-                    round, k = steps[t]
-                    with own(t):
-                        t.session.updated(t, t.updated(round, k == 0, m, batch is not None))
-                bar.update(len(going))
+                        [trainers.index(t) for t, _ in learning], [b for _, b in learning],
+                        going[0].cfg, [t.generator for t, _ in learning])
+                metrics = dict(zip([t for t, _ in learning], learned))
+                last = {t: (steps[t], metrics.get(t, {}), b is not None)
+                        for t, b in zip(going, batches)}
     finally:
         if bar is not None:
             bar.close()
@@ -464,9 +462,15 @@ def _shared_generators(trainer: Trainer) -> Iterator[None]:
     yield
 
 
-def _next_updates(trainers: list[Trainer], own: Generators) -> dict[Trainer, tuple[int, int]]:
-    """(round, update within it) of each run that goes on (`Trainer.next_update`); a run that
-    ends here ends its session. SIGTERM: `Terminated` once every run has saved its checkpoint."""
+def _boundaries(
+    trainers: list[Trainer], last: dict[Trainer, tuple[tuple[int, int], dict[str, float], bool]],
+    own: Generators,
+) -> dict[Trainer, tuple[int, int]]:
+    """At the update boundary: each run's last update (`last`: its (round, update within it),
+    metrics and whether it learned) counted, evaluated and told to its session; then (round,
+    update within it) of each run's next update (`Trainer.next_update`), for those that go on
+    (a run that ends here ends its session). SIGTERM: `Terminated` once every run has saved its
+    checkpoint."""
     steps, stopped = {}, None
     asked: list[bool] = []
 
@@ -479,6 +483,9 @@ def _next_updates(trainers: list[Trainer], own: Generators) -> dict[Trainer, tup
 
     for trainer in trainers:
         with own(trainer):
+            if trainer in last:
+                (round, k), metrics, learned = last[trainer]
+                trainer.session.updated(trainer, trainer.updated(round, k == 0, metrics, learned))
             try:
                 step = trainer.next_update(signalled)
             except Terminated as err:
@@ -494,13 +501,14 @@ def _next_updates(trainers: list[Trainer], own: Generators) -> dict[Trainer, tup
 
 
 def _collect(rounds: list[tuple[Trainer, int]], population: Population | None,
-             trainers: list[Trainer], own: Generators) -> None:
-    """Each run's data of its round: its own collection, or with a `population` (of
-    `trainers`), the online rollouts of all of them at once."""
+             trainers: list[Trainer]) -> dict[Trainer, Rollout]:
+    """Each run's data of its round: collected by itself (which counts it), or with a
+    `population` (of `trainers`), the online rollouts of all of them at once, which the caller
+    hands them (`Trainer.collected`)."""
     if population is None or not rounds:
         for trainer, round in rounds:
             trainer.collect(round)
-        return
+        return {}
     data = [trainer.data for trainer, _ in rounds]
     assert all(isinstance(d, OnlineData) for d in data)
     for d, (_, round) in zip(data, rounds):
@@ -512,9 +520,8 @@ def _collect(rounds: list[tuple[Trainer, int]], population: Population | None,
             [trainer.generator for trainer, _ in rounds])
     except EnvFailed as err:
         raise rounds[0][0].failed(err) from err.__cause__
-    for d, (trainer, round), rollout in zip(data, rounds, rollouts):
-        with own(trainer):
-            trainer.collected(round, d.prepared(rollout, trainer.policy))
+    return {trainer: d.prepared(rollout, trainer.policy)
+            for d, (trainer, _), rollout in zip(data, rounds, rollouts)}
 
 
 def train(

@@ -7,8 +7,9 @@ of them to a `Population`, which computes with the stacked kernels of
 
 - `collect`: `collect_rollout` of every seed in one loop over the T steps: the S policies act
   as one stacked NumPy actor on [S, N] observations, actions are sampled from each seed's own
-  noise (drawn from its generator as the seed's own rollout draws it), each seed's vector env
-  steps as it would alone;
+  noise (drawn from its generator as the seed's own rollout draws it), and every seed's vector
+  env steps as it would alone: all on arrays at once where they are CartPole's
+  (`xlvin.accel.classic_control.CartPoleVectors`), else one after another;
 - `update`: `ppo_update` of every seed: advantages over all seeds' envs as columns of one
   array (GAE is column by column), each seed's minibatches cut from its own permutation (its
   generator); minibatch k of the seeds whose k-th minibatches have the same size as one stacked
@@ -20,13 +21,17 @@ tests/test_population.py checks that a seed trained in a population writes the r
 of the same seed trained alone, bit for bit.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
+from xlvin.accel.classic_control import CartPoleVectors
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
 from xlvin.accel.population import (
+    MAX_STACK,
     MIN_STACKED_ROWS,
     StackedActor,
     StackedPPO,
@@ -35,7 +40,7 @@ from xlvin.accel.population import (
 )
 from xlvin.envs.failures import PASSED_ON, env_failed
 from xlvin.nn.policy import ActorCritic
-from xlvin.ppo.collect import RolloutState, env_name
+from xlvin.ppo.collect import EpisodeStatistics, RolloutState, env_name
 from xlvin.ppo.config import PPOConfig
 from xlvin.ppo.storage import Minibatch, Rollout
 from xlvin.ppo.update import (
@@ -94,29 +99,27 @@ class Population:
 
         obs[0] = np.stack([state.obs for state in states])
         autoreset = np.stack([state.autoreset for state in states])
+        arrays = CartPoleVectors(envs) if _cartpoles(envs) else None
         for t in range(T):
             valid[t] = ~autoreset
             logits[t], values[t] = actor(obs[t])
             actions[t] = sample_actions(dist, logits[t].reshape(S * N, -1),
                                         noise[t].reshape(S * N)).reshape(S, N)
             taken = env_actions(dist, actions[t])
-            for s, env in enumerate(envs):
-                try:
-                    next_obs, reward, term, trunc, info = env.step(taken[s])
-                except PASSED_ON:
-                    raise
-                except Exception as err:
-                    raise env_failed(env_name(env), "step", f"step {t + 1} of {T}", err) from err
-                obs[t + 1, s], rewards[t, s] = next_obs, reward
-                terminated[t, s], truncated[t, s] = term, trunc
-                if "episode" in info:
-                    finished = info["_episode"]
-                    returns, lengths, successes = episodes[s]
-                    returns += info["episode"]["r"][finished].tolist()
-                    lengths += info["episode"]["l"][finished].tolist()
-                    if "success" in info:
-                        successes += info["success"][finished].tolist()
+            if arrays is not None:
+                stepped = arrays.step(taken.reshape(S * N))
+                obs[t + 1] = stepped[0].reshape(obs[t + 1].shape)
+                rewards[t], terminated[t], truncated[t] = (x.reshape(S, N) for x in stepped[1:])
+                done = terminated[t] | truncated[t]
+                for s in np.flatnonzero(done.any(1)):
+                    returns, lengths, _ = episodes[s]
+                    returns += arrays.returns[s * N : (s + 1) * N][done[s]].tolist()
+                    lengths += arrays.lengths[s * N : (s + 1) * N][done[s]].tolist()
+            else:
+                self._step_each(envs, taken, t, T, obs, rewards, terminated, truncated, episodes)
             autoreset = terminated[t] | truncated[t]
+        if arrays is not None:
+            arrays.store()
         values[T] = actor(obs[T])[1]
 
         rollouts = []
@@ -140,6 +143,28 @@ class Population:
             ))
         return rollouts
 
+    @staticmethod
+    def _step_each(envs: list[VectorEnv], taken: np.ndarray, t: int, T: int, obs: np.ndarray,
+                   rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                   episodes: list[tuple[list[float], list[int], list[bool]]]) -> None:
+        """Step t of every seed's vector env, one after another, into the rollout's arrays."""
+        for s, env in enumerate(envs):
+            try:
+                next_obs, reward, term, trunc, info = env.step(taken[s])
+            except PASSED_ON:
+                raise
+            except Exception as err:
+                raise env_failed(env_name(env), "step", f"step {t + 1} of {T}", err) from err
+            obs[t + 1, s], rewards[t, s] = next_obs, reward
+            terminated[t, s], truncated[t, s] = term, trunc
+            if "episode" in info:
+                finished = info["_episode"]
+                returns, lengths, successes = episodes[s]
+                returns += info["episode"]["r"][finished].tolist()
+                lengths += info["episode"]["l"][finished].tolist()
+                if "success" in info:
+                    successes += info["success"][finished].tolist()
+
     def update(
         self, seeds: list[int], rollouts: list[Rollout], cfg: PPOConfig,
         generators: list[torch.Generator],
@@ -147,13 +172,13 @@ class Population:
         """`xlvin.ppo.update.ppo_update` of seeds `seeds` (rows of the stack) on their rollouts
         (of the same shape) with their generators: each seed's metrics."""
         advantages, returns = _advantages(rollouts, cfg)
-        plans = [_Epochs(*args) for args in zip(rollouts, advantages, returns, generators)]
+        plan = _Minibatches(rollouts, advantages, returns, generators)
         logged: list[list[np.ndarray]] = [[] for _ in seeds]
         for _ in range(cfg.update_epochs):
-            cuts = [plan.epoch(cfg) for plan in plans]
+            cuts = plan.epoch(cfg)
             for k in range(max((len(c) for c in cuts), default=0)):
                 parts = [c[k] if k < len(c) else None for c in cuts]
-                for i, terms in self._step(seeds, plans, parts, cfg).items():
+                for i, terms in self._step(seeds, plan, parts, cfg).items():
                     logged[i].append(terms)
         metrics = []
         for i, rollout in enumerate(rollouts):
@@ -167,37 +192,38 @@ class Population:
             metrics.append(seed_metrics)
         return metrics
 
-    def _step(self, seeds: list[int], plans: list["_Epochs"],
-              parts: list[torch.Tensor | None], cfg: PPOConfig) -> dict[int, np.ndarray]:
-        """One optimiser step of every seed i with a minibatch (rows `parts[i]` of its real
-        transitions): its loss terms [5], by i. Seeds whose minibatches have the same number of
-        rows, at least `MIN_STACKED_ROWS`, take it as one stacked step; the others alone
-        (`minibatch_step`)."""
-        groups: dict[int, list[int]] = {}
+    def _step(self, seeds: list[int], plan: "_Minibatches", parts: list["_Part | None"],
+              cfg: PPOConfig) -> dict[int, np.ndarray]:
+        """One optimiser step of every seed i with a minibatch (`parts[i]`): its loss terms
+        [5], by i. Seeds whose minibatches have the same number of rows, at least
+        `MIN_STACKED_ROWS`, take it as one stacked step, up to `MAX_STACK` of them at a time;
+        the others alone (`minibatch_step`)."""
+        groups: dict[int | tuple[int, int], list[int]] = {}
         terms: dict[int, np.ndarray] = {}
         for i, part in enumerate(parts):
             if part is None:
                 continue
-            if len(part) >= MIN_STACKED_ROWS:
-                groups.setdefault(len(part), []).append(i)
+            if len(part.columns) >= MIN_STACKED_ROWS:
+                size = len(part.columns)
+                if len(groups.get(size, ())) == MAX_STACK:  # full: a new group of this size
+                    groups[(size, i)] = groups.pop(size)
+                groups.setdefault(size, []).append(i)
             else:
                 policy, optimizer = self.policies[seeds[i]], self.weights.optimizers[seeds[i]]
-                mb = plans[i].minibatch(part)
+                mb = plan.minibatch(part)
                 terms[i] = minibatch_step(policy, optimizer, mb, cfg)[0].numpy()
         stepped = []
         for group in groups.values():
-            batch = [plans[i].minibatch(parts[i]) for i in group]
-            adv = torch.stack([mb.advantages for mb in batch])
+            obs, actions, (logprobs, adv, returns, values, _) = plan.gather(
+                [parts[i] for i in group])
             if cfg.norm_adv and not cfg.norm_adv_batch and adv.shape[1] > 1:
                 adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
-            columns = [torch.stack([getattr(mb, name) for mb in batch]).numpy()
-                       for name in ("actions", "logprobs", "returns", "values")]
             rows = [seeds[i] for i in group]
             loss_terms = self.kernels.gradients(
-                rows, torch.stack([mb.obs for mb in batch]), columns[0], columns[1],
-                adv.numpy(), columns[2], columns[3], clip=cfg.clip_coef,
-                clip_value_loss=cfg.clip_value_loss, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef,
-                logratio_limit=LOGRATIO_LIMIT, max_norm=cfg.max_grad_norm)
+                rows, obs, actions.numpy(), logprobs.numpy(), adv.numpy(), returns.numpy(),
+                values.numpy(), clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
+                ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT,
+                max_norm=cfg.max_grad_norm)
             for k, i in enumerate(group):
                 if not np.isfinite(loss_terms[k, 0]):
                     raise diverged(float(loss_terms[k, 1]), float(loss_terms[k, 2]), [])
@@ -205,6 +231,12 @@ class Population:
             stepped += rows
         self.weights.step(stepped)
         return terms
+
+
+def _cartpoles(envs: list[VectorEnv]) -> bool:
+    """Whether the seeds' envs are training envs of plain CartPole that `CartPoleVectors`
+    steps on arrays (gymnasium's own step for each, else)."""
+    return all(type(env) is EpisodeStatistics for env in envs) and CartPoleVectors.supports(envs)
 
 
 def _advantages(rollouts: list[Rollout], cfg: PPOConfig
@@ -222,32 +254,63 @@ def _advantages(rollouts: list[Rollout], cfg: PPOConfig
     return ([a.contiguous() for a in advantages], [r.contiguous() for r in returns])
 
 
-class _Epochs:
-    """A seed's update epochs as `Rollout.minibatches` cuts them: each epoch, a permutation of
-    the real transitions drawn from the seed's generator, cut into minibatches."""
+class _Part(NamedTuple):
+    """A seed's minibatch: its rows in the seeds' joined observations and real transitions."""
 
-    def __init__(self, rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor,
-                 generator: torch.Generator) -> None:
-        valid = rollout.valid
-        self.num_envs, self.generator = rollout.num_envs, generator
-        self.real_rows = valid.flatten().nonzero().squeeze(1)
-        self.flat_obs = rollout.obs.flatten(0, 1)
-        # the Minibatch fields after obs and next_obs, over the real transitions
-        self.columns = (rollout.actions[valid], rollout.rewards[valid], rollout.logprobs[valid],
-                        rollout.values[:-1][valid], advantages[valid], returns[valid])
+    obs: torch.Tensor  # [B] rows of `_Minibatches.obs`
+    columns: torch.Tensor  # [B] rows of `_Minibatches.actions` and `.floats`
 
-    def epoch(self, cfg: PPOConfig) -> list[torch.Tensor]:
-        """The next epoch's minibatches, each as indices into the real transitions."""
-        n = self.real_rows.shape[0]
-        if n == 0:
-            return []
-        order = torch.randperm(n, generator=self.generator)
-        size = cfg.minibatch_size
-        if size > 0:
-            return [part for part in order.split(size) if len(part) == size]
-        return [part for part in torch.tensor_split(order, cfg.num_minibatches) if len(part)]
 
-    def minibatch(self, part: torch.Tensor) -> Minibatch:
-        rows = self.real_rows[part]
-        return Minibatch(self.flat_obs[rows], self.flat_obs[rows + self.num_envs],
-                         *(c[part] for c in self.columns))
+class _Minibatches:
+    """The seeds' update epochs as `Rollout.minibatches` cuts them: each epoch, each seed's real
+    transitions permuted with its generator and cut into minibatches; the minibatches of a
+    group of seeds gathered at once, from the seeds' rollouts joined."""
+
+    def __init__(self, rollouts: list[Rollout], advantages: list[torch.Tensor],
+                 returns: list[torch.Tensor], generators: list[torch.Generator]) -> None:
+        self.generators, self.num_envs = generators, rollouts[0].num_envs
+        valid = [r.valid for r in rollouts]
+        self.real_rows = [v.flatten().nonzero().squeeze(1) for v in valid]
+        self.obs = torch.cat([r.obs.flatten(0, 1) for r in rollouts])  # [S (T + 1) N, ...]
+        self.obs_start = np.cumsum([0] + [r.obs.shape[0] * r.num_envs for r in rollouts])
+        self.column_start = np.cumsum([0] + [len(rows) for rows in self.real_rows])
+        self.actions = torch.cat([r.actions[v] for r, v in zip(rollouts, valid)])
+        # logprobs, advantages, returns, values and rewards of the real transitions: [5, n]
+        self.floats = torch.stack([torch.cat(column) for column in zip(*(
+            (r.logprobs[v], a[v], g[v], r.values[:-1][v], r.rewards[v])
+            for r, v, a, g in zip(rollouts, valid, advantages, returns)))])
+
+    def epoch(self, cfg: PPOConfig) -> list[list[_Part]]:
+        """Each seed's minibatches of the next epoch (`Rollout.minibatches`'s cut)."""
+        cuts = []
+        for s, (rows, generator) in enumerate(zip(self.real_rows, self.generators)):
+            n = rows.shape[0]
+            if n == 0:
+                cuts.append([])
+                continue
+            order = torch.randperm(n, generator=generator)
+            obs, columns = self.obs_start[s] + rows[order], self.column_start[s] + order
+            if cfg.minibatch_size > 0:
+                size = cfg.minibatch_size
+                cuts.append([_Part(obs[a : a + size], columns[a : a + size])
+                             for a in range(0, n - size + 1, size)])
+            else:
+                sizes = [len(p) for p in torch.tensor_split(torch.arange(n), cfg.num_minibatches)]
+                bounds = np.cumsum([0] + sizes)
+                cuts.append([_Part(obs[a:b], columns[a:b])
+                             for a, b in zip(bounds[:-1], bounds[1:]) if b > a])
+        return cuts
+
+    def gather(self, parts: list[_Part]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Minibatches of the same size, stacked: observations [G, B, ...], actions [G, B] and
+        the floats [5, G, B] (logprobs, advantages, returns, values, rewards)."""
+        columns = torch.stack([part.columns for part in parts])
+        obs = self.obs[torch.stack([part.obs for part in parts])]
+        return obs, self.actions[columns], self.floats[:, columns]
+
+    def minibatch(self, part: _Part) -> Minibatch:
+        """A seed's minibatch as `Rollout.minibatches` gives it."""
+        logprobs, advantages, returns, values, rewards = self.floats[:, part.columns]
+        return Minibatch(self.obs[part.obs], self.obs[part.obs + self.num_envs],
+                         self.actions[part.columns], rewards, logprobs, values, advantages,
+                         returns)
