@@ -28,7 +28,8 @@ from xlvin.io.run_dir import METRICS, MODEL, read_metrics
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.process import set_threads
-from xlvin.run.population import parse_seeds
+from xlvin.run.config import RunConfig
+from xlvin.run.population import parse_seeds, train_population
 
 #: Seeds not in a row, with seed 0.
 SEEDS = (0, 3, 7)
@@ -232,3 +233,21 @@ def test_sigterm_checkpoints_every_seed_and_the_resume_ends_as_uninterrupted(
     assert main(["train", *args, "--resume", "--out", str(tmp_path / "stopped")]) == 0
     for seed in (0, 3):
         assert_same_run(tmp_path / "full" / f"seed-{seed}", tmp_path / "stopped" / f"seed-{seed}")
+
+
+def test_a_deadline_stops_every_seed_resumably(tmp_path: Path) -> None:
+    """A population past its deadline stops every seed at its next boundary, each unfinished
+    with a checkpoint; resumed, each ends as its solo run."""
+    cfg = RunConfig.from_json(json.loads((_solo(tmp_path, 3) / "config.json").read_text()), "")
+    summaries = train_population(cfg, [0, 3], tmp_path / "pop", progress=False, deadline=0.0)
+    assert [s["stopped_at_deadline"] for s in summaries] == [True, True]
+    assert not (tmp_path / "pop" / "seed-3" / MODEL).exists()
+    train_population(cfg, [0, 3], tmp_path / "pop", progress=False, resume=True)
+    assert_same_run(tmp_path / "alone" / "seed-3", tmp_path / "pop" / "seed-3")
+
+
+def _solo(root: Path, seed: int) -> Path:
+    """Seed `seed` of RUN trained alone under root/alone."""
+    out = root / "alone" / f"seed-{seed}"
+    assert main(["train", *RUN, "--seed", str(seed), "--out", str(out)]) == 0
+    return out

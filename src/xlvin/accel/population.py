@@ -41,10 +41,11 @@ from xlvin.nn.encoders import MLPEncoder
 
 #: Floats per seed row of the stacked buffers are a multiple of this (64 bytes).
 ALIGN = 16
-#: The most seeds one stacked call takes: per seed, products of up to 8 seeds' CartPole
-#: minibatches cost what a seed's own do (about 115 us a minibatch here), of 16 or more about
-#: 1.8 times that (their matrices leave the L2 cache between MKL's passes).
-MAX_STACK = 8
+#: The most seeds one stacked call takes. Per seed, products of 16 or more seeds' CartPole
+#: minibatches cost about 1.8 times those of up to 8 (their matrices leave the L2 cache), but
+#: each call has its fixed cost too: a population update of 64 seeds took 5.5-6.0 ms per seed
+#: with 8 at most, 4.8-5.7 ms with 16, 5.1-5.4 ms with no bound (one thread, this CPU).
+MAX_STACK = 16
 #: Minibatches of fewer rows take MKL's small-matrix paths (measured: 1 to 3 rows differ
 #: stacked): a seed with one takes that step alone.
 MIN_STACKED_ROWS = 4

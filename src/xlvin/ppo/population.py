@@ -203,8 +203,8 @@ class Population:
         for i, part in enumerate(parts):
             if part is None:
                 continue
-            if len(part.columns) >= MIN_STACKED_ROWS:
-                size = len(part.columns)
+            if part.rows >= MIN_STACKED_ROWS:
+                size = part.rows
                 if len(groups.get(size, ())) == MAX_STACK:  # full: a new group of this size
                     groups[(size, i)] = groups.pop(size)
                 groups.setdefault(size, []).append(i)
@@ -259,6 +259,7 @@ class _Part(NamedTuple):
 
     obs: torch.Tensor  # [B] rows of `_Minibatches.obs`
     columns: torch.Tensor  # [B] rows of `_Minibatches.actions` and `.floats`
+    rows: int  # B
 
 
 class _Minibatches:
@@ -292,12 +293,12 @@ class _Minibatches:
             obs, columns = self.obs_start[s] + rows[order], self.column_start[s] + order
             if cfg.minibatch_size > 0:
                 size = cfg.minibatch_size
-                cuts.append([_Part(obs[a : a + size], columns[a : a + size])
+                cuts.append([_Part(obs[a : a + size], columns[a : a + size], size)
                              for a in range(0, n - size + 1, size)])
             else:
                 sizes = [len(p) for p in torch.tensor_split(torch.arange(n), cfg.num_minibatches)]
                 bounds = np.cumsum([0] + sizes)
-                cuts.append([_Part(obs[a:b], columns[a:b])
+                cuts.append([_Part(obs[a:b], columns[a:b], int(b - a))
                              for a, b in zip(bounds[:-1], bounds[1:]) if b > a])
         return cuts
 
