@@ -251,3 +251,16 @@ def _solo(root: Path, seed: int) -> Path:
     out = root / "alone" / f"seed-{seed}"
     assert main(["train", *RUN, "--seed", str(seed), "--out", str(out)]) == 0
     return out
+
+
+def test_seeds_that_would_not_fit_in_memory_are_refused_before_anything_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory is bounded before anything starts: S times one run's estimate."""
+    from xlvin.run import population
+
+    monkeypatch.setattr(population, "machine_memory", lambda: 2**20)  # 1 MiB
+    assert main(["train", *RUN, "--seeds", "0-9", "--out", str(tmp_path / "pop")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error: 10 seeds need about ") and "fewer --seeds" in err
+    assert not (tmp_path / "pop").exists()

@@ -78,7 +78,13 @@ def alone_in_parallel(steps: int, agent: str) -> dict[str, Any]:
 
 
 def rate(r: dict[str, Any]) -> float:
+    """Aggregate seed-steps per wall second."""
     return r["seeds"] * r["steps"] / r["wall_s"]
+
+
+def cpu_rate(r: dict[str, Any]) -> float:
+    """Seed-steps per CPU second of the processes."""
+    return r["seeds"] * r["steps"] / r["cpu_s"]
 
 
 def main() -> None:
@@ -104,22 +110,23 @@ def main() -> None:
         for run in runs[-2 - len(args.sizes):]:
             run.update(round=r, load=[round(load, 2), round(os.getloadavg()[0], 2)])
             print(json.dumps(run), file=sys.stderr)
-    best: dict[tuple[str, int], dict[str, Any]] = {}
+    best: dict[tuple[str, int], dict[str, Any]] = {}  # by wall rate; CPU rates: of the same runs
     for run in runs:
         key = (run["kind"], run["seeds"])
         if key not in best or rate(run) > rate(best[key]):
             best[key] = run
     solo = max(rate(best[("alone", 1)]), rate(best[("alone x2", 2)]))
-    print(f"PPO ({args.agent}), CartPole-v1, {args.steps:,} steps per seed, best of "
-          f"{args.rounds} rounds; load average {min(r['load'][0] for r in runs):.1f} to "
+    solo_cpu = cpu_rate(best[("alone", 1)])
+    print(f"{args.agent}, CartPole-v1, {args.steps:,} steps per seed, best of {args.rounds} "
+          f"rounds; load average {min(r['load'][0] for r in runs):.1f} to "
           f"{max(r['load'][1] for r in runs):.1f}\n")
     print("| run | seeds | seed-steps/s | over the best solo | steps per CPU second | "
-          "peak memory |")
-    print("|---|---|---|---|---|---|")
+          "over one solo, per CPU second | peak memory |")
+    print("|---|---|---|---|---|---|---|")
     for (kind, seeds), run in best.items():
         memory = f"{run['max_rss_mib']:,.0f} MiB" if "max_rss_mib" in run else ""
         print(f"| {kind} | {seeds} | {rate(run):,.0f} | {rate(run) / solo:.2f}x | "
-              f"{run['seeds'] * run['steps'] / run['cpu_s']:,.0f} | {memory} |")
+              f"{cpu_rate(run):,.0f} | {cpu_rate(run) / solo_cpu:.2f}x | {memory} |")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ envs carried over from round to round) and the paper's low-data regime
 (`xlvin.ppo.low_data.LowData`: a few whole episodes per round, many updates on them) differ
 only there, and each owns its own extras (evaluations during training, weight averaging, ...).
 Seeding lives here, once; checkpoints, resume, the deadline, hooks, logging and the progress
-bar are the run's `xlvin.ppo.session.Session`.
+bar are the run's `xlvin.ppo.session.Session`. Runs of one configuration (seeds) train in step
+in the same loop (`train_together`: a population, whose collections and updates
+`xlvin.ppo.population` takes for all of them at once); one run is `Trainer.run`.
 """
 
 import dataclasses
@@ -298,14 +300,6 @@ class Trainer:
         self.result.add_round(rollout)
         self.session.collected(self)
         self.data.after_collect(round, rollout)
-
-    def update(self, round: int, first_of_round: bool) -> dict[str, float]:
-        """One PPO update on the round's data (skipped in a round `target_kl` stopped), and an
-        evaluation when one is due; its metrics."""
-        batch = self.learning_batch(round)
-        metrics = {} if batch is None else ppo_update(self.policy, self.optimizer, batch,
-                                                      self.cfg, self.generator)
-        return self.updated(round, first_of_round, metrics, batch is not None)
 
     def learning_batch(self, round: int) -> Rollout | None:
         """Set the learning rate of the next update; what it learns from (None: it is skipped,

@@ -296,7 +296,8 @@ class _Minibatches:
                 cuts.append([_Part(obs[a : a + size], columns[a : a + size], size)
                              for a in range(0, n - size + 1, size)])
             else:
-                sizes = [len(p) for p in torch.tensor_split(torch.arange(n), cfg.num_minibatches)]
+                parts, extra = divmod(n, cfg.num_minibatches)  # torch.tensor_split's sizes
+                sizes = [parts + 1] * extra + [parts] * (cfg.num_minibatches - extra)
                 bounds = np.cumsum([0] + sizes)
                 cuts.append([_Part(obs[a:b], columns[a:b], int(b - a))
                              for a, b in zip(bounds[:-1], bounds[1:]) if b > a])

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from xlvin.accel.population import unsupported
+from xlvin.envs.given import given_env
 from xlvin.errors import FieldError
 from xlvin.io.run_dir import check_new_run_dir
 from xlvin.ppo.loop import Trainer, train_together
@@ -79,6 +80,9 @@ def population_refusal(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> st
         return f"agent {t.agent} (a population trains the PPO baseline)"
     if t.device != "cpu" or not cfg.ppo.accelerate:
         return "a device other than the CPU, or accelerate off (its kernels are the CPU's)"
+    given = given_env(t.env)
+    if given is not None and given.instance is not None:
+        return "an env instance passed from Python (each seed's run would lend it)"
     return unsupported(build_agent(arch, spaces, None))
 
 
@@ -88,13 +92,13 @@ def check_population(cfg: RunConfig, seeds: list[int], out: Path, resume: bool) 
     spaces, arch = check_run(cfg)
     reason = population_refusal(cfg, spaces, arch)
     if reason is not None:
-        raise FieldError("{seeds} trains seeds together only for what its kernels compute, "
-                         "not {}; train each seed with {seed}", reason, seeds=None, seed=None)
-    need, total = len(seeds) * sum(size for _, size in memory_parts(cfg, spaces, arch)), \
-        machine_memory()
+        raise FieldError("{seeds} trains together only what its stacked kernels compute, not "
+                         "{}; train the seeds one by one ({seed})", reason, seeds=None, seed=None)
+    need = len(seeds) * sum(size for _, size in memory_parts(cfg, spaces, arch))
+    total = machine_memory()
     if need > total:
-        raise FieldError("{} seeds need about {:,.1f} GiB; this machine has {:,.0f} GiB: "
-                         "fewer {seeds}", len(seeds), need / 2**30, total / 2**30, seeds=None)
+        raise FieldError("{} seeds need about {}; this machine has {}: fewer {seeds}",
+                         len(seeds), _size(need), _size(total), seeds=None)
     for seed in seeds:
         path = seed_dir(out, seed)
         if resume:
@@ -103,7 +107,13 @@ def check_population(cfg: RunConfig, seeds: list[int], out: Path, resume: bool) 
             check_new_run_dir(path)
 
 
+def _size(size: int) -> str:
+    """Bytes as GiB, or MiB under 1 GiB."""
+    return f"{size / 2**30:,.1f} GiB" if size >= 2**30 else f"{size / 2**20:,.0f} MiB"
+
+
 def with_seed(cfg: RunConfig, seed: int) -> RunConfig:
+    """`cfg` with `seed` as its training seed."""
     return replace(cfg, train=replace(cfg.train, seed=seed))
 
 
