@@ -19,8 +19,8 @@ NumPy 2.4 with OpenBLAS), with MKL's default kernels and in reproducible mode
   minibatch changed rows where B is not a multiple of 4 under COMPATIBLE (424 of 556 cases;
   MKL computes rows in blocks of 4 and the rest apart), weight gradients where the padding
   crossed a block of 128 rows (16 of 3,888) and bias sums over 50 columns (2,213 of 3,888);
-  blocks off a 64-byte boundary changed logits and the critic's gradient with the default
-  kernels (97 and 134 of 435).
+  blocks off a 64-byte boundary changed logits and the critic's values with the default
+  kernels (97 and 89 of 435).
 - **per seed**: the critic's one-column product (a seed's own call takes MKL's matrix-vector
   path) and its one-row weight gradient (137 of 435 differed stacked); minibatches of fewer
   than `MIN_STACKED_ROWS` rows (1 to 3 differed), which take the seed's own readable step.
