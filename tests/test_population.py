@@ -212,7 +212,7 @@ def test_sigterm_checkpoints_every_seed_and_the_resume_ends_as_uninterrupted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "2", "--num-steps", "32",
-            "--total-steps", "4096", "--checkpoint-every", "50", "--quiet", "--seeds", "0,3"]
+            "--total-steps", "2048", "--checkpoint-every", "50", "--quiet", "--seeds", "0,3"]
     assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
     metrics = tmp_path / "stopped" / "seed-3" / METRICS
 

@@ -1,8 +1,8 @@
 """Collection and PPO updates of S seeds at once, each seed's numbers those of its own run.
 
-`xlvin.ppo.loop.train_together` runs S seeds' trainers in step; where their policies and data
-allow (`Population.refusal` says why not), it hands each round's collection and update of all
-of them to a `Population`, which computes with the stacked kernels of
+`xlvin.ppo.loop.train_together` runs S seeds' trainers in step and hands each round's
+collection and update of all of them to a `Population` (of policies its kernels compute:
+`Population.refusal` says why not), which computes with the stacked kernels of
 `xlvin.accel.population`:
 
 - `collect`: `collect_rollout` of every seed in one loop over the T steps: the S policies act
@@ -61,6 +61,9 @@ class Population:
     (whose buffers move into the stacked ones: `StackedWeights`); seed s is row s."""
 
     def __init__(self, policies: list[ActorCritic], optimizers: list[FlatAdam]) -> None:
+        reason = self.refusal(policies, optimizers)
+        if reason is not None:  # the caller checks first (`xlvin.run.population`): a guard
+            raise ValueError(f"these policies cannot train as a population: {reason}")
         self.policies = policies
         self.weights = StackedWeights(optimizers)
         self.kernels = StackedPPO(self.weights)
