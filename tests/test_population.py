@@ -6,6 +6,8 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,12 +27,14 @@ from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import METRICS, MODEL, read_metrics
+from xlvin.kernels import pins
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.process import set_threads
 from xlvin.run.config import RunConfig
 from xlvin.run.population import parse_seeds, train_population
 
+ROOT = Path(__file__).resolve().parents[1]
 #: Seeds not in a row, with seed 0.
 SEEDS = (0, 3, 7)
 #: Wall-clock fields of a metrics row (the digest chains them).
@@ -76,7 +80,7 @@ def assert_same_run(alone: Path, together: Path) -> None:
 
 @pytest.mark.parametrize("options", [
     [],
-    ["--num-minibatches", "37", "--update-epochs", "1"],  # of 3 rows (alone) and 4 (stacked)
+    ["--num-minibatches", "16", "--update-epochs", "1"],  # of 7 rows (alone) and 8 (stacked)
     ["--minibatch-size", "24"],  # seeds cut different numbers of minibatches
 ], ids=["default", "tiny-minibatches", "minibatch-size"])
 def test_each_seed_of_a_population_writes_its_solo_run(tmp_path: Path, options: list[str]) -> None:
@@ -105,12 +109,13 @@ def test_a_population_continues_as_its_seeds_do(tmp_path: Path) -> None:
         assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
 
 
-def _policies(count: int) -> tuple[list[PPOAgent], list[FlatAdam]]:
-    """`count` CartPole PPO agents of different weights, each with its FlatAdam."""
+def _policies(count: int, obs_dim: int, hidden: int, actions: int
+              ) -> tuple[list[PPOAgent], list[FlatAdam]]:
+    """`count` PPO agents of different weights, each with its FlatAdam."""
     policies = []
     for seed in range(count):
         torch.manual_seed(seed)
-        policy = PPOAgent(MLPEncoder(4, 64, 50), 50, 2)
+        policy = PPOAgent(MLPEncoder(obs_dim, hidden, 50), 50, actions)
         with torch.no_grad():
             for p in policy.parameters():
                 p.add_(torch.randn_like(p) * 0.05)  # biases off zero
@@ -118,44 +123,70 @@ def _policies(count: int) -> tuple[list[PPOAgent], list[FlatAdam]]:
     return policies, [FlatAdam(list(p.parameters()), lr=2.5e-4, eps=1e-5) for p in policies]
 
 
-def test_stacked_kernels_compute_each_seeds_own_bits() -> None:
-    """Acting, and the PPO loss, its gradient and Adam's step of seeds stacked, against each
-    seed's own (a forward, the fused loss, backward, clipping and FlatAdam's step), at
-    minibatch sizes from `MIN_STACKED_ROWS` to past MKL's blocks of 128 rows, odd and even."""
+def check_stacked_kernels() -> None:
+    """Acting, and a minibatch step (the PPO loss, the clipped gradient of every parameter,
+    Adam's step) of seeds stacked, against each seed's own (the NumPy actor; a forward, the
+    fused loss, backward, clipping and FlatAdam's step), bit for bit: CartPole's and Acrobot's
+    shapes (with three actions, MKL's batched product of the actor head's gradient differed:
+    it is taken seed by seed), minibatches from `MIN_STACKED_ROWS` rows to past MKL's blocks of
+    128, odd and even."""
     set_threads(1)
     count, rng = 3, np.random.default_rng(0)
-    alone, alone_adam = _policies(count)
-    _, stacked_adam = _policies(count)
-    weights = StackedWeights(stacked_adam)
-    kernels = StackedPPO(weights)
     loss_options = dict(clip=0.2, clip_value_loss=True, ent_coef=0.01, vf_coef=0.5,
                         logratio_limit=20.0)
-    for rows in (MIN_STACKED_ROWS, 5, 31, 64, 127, 129):
-        batch = dict(obs=torch.randn(count, rows, 4), actions=torch.randint(0, 2, (count, rows)),
-                     logprobs=-torch.rand(count, rows), adv=torch.randn(count, rows),
-                     ret=torch.randn(count, rows) * 10, values=torch.randn(count, rows))
-        terms_alone = []
-        for s, (policy, opt) in enumerate(zip(alone, alone_adam)):
-            logits, values = policy(batch["obs"][s])
-            loss, terms = fused_ppo_loss(logits, values, *(batch[k][s] for k in (
-                "actions", "logprobs", "adv", "ret", "values")), **loss_options)
-            opt.zero_grad()
-            loss.backward()
-            opt.clip_grad_norm_(0.5)
-            opt.step()
-            terms_alone.append([loss.item(), *(t.item() for t in dataclasses.astuple(terms))])
-        terms = kernels.gradients(list(range(count)), batch["obs"], *(batch[k].numpy() for k in (
-            "actions", "logprobs", "adv", "ret", "values")), **loss_options, max_norm=0.5)
-        weights.step(list(range(count)))
-        assert terms.tolist() == np.float32(terms_alone).tolist()
-        for one, together in zip(alone_adam, stacked_adam):
-            assert torch.equal(one.flat, together.flat)
-            assert torch.equal(one.exp_avg_sq, together.exp_avg_sq)
-        obs = rng.standard_normal((count, 4, 4)).astype(np.float32)
-        logits, values = StackedActor(weights, list(range(count)))(obs)
-        for s, policy in enumerate(alone):
-            own_logits, own_values = make_actor(policy)(obs[s].copy())
-            assert np.array_equal(logits[s], own_logits) and np.array_equal(values[s], own_values)
+    for obs_dim, hidden, actions in ((4, 64, 2), (6, 32, 3)):
+        alone, alone_adam = _policies(count, obs_dim, hidden, actions)
+        _, stacked_adam = _policies(count, obs_dim, hidden, actions)
+        weights = StackedWeights(stacked_adam)
+        kernels = StackedPPO(weights)
+        for rows in (MIN_STACKED_ROWS, 9, 31, 64, 127, 129):
+            batch = dict(obs=torch.randn(count, rows, obs_dim),
+                         actions=torch.randint(0, actions, (count, rows)),
+                         logprobs=-torch.rand(count, rows), adv=torch.randn(count, rows),
+                         ret=torch.randn(count, rows) * 10, values=torch.randn(count, rows))
+            columns = ("actions", "logprobs", "adv", "ret", "values")
+            terms_alone, grads_alone = [], []
+            for s, (policy, opt) in enumerate(zip(alone, alone_adam)):
+                logits, values = policy(batch["obs"][s])
+                loss, terms = fused_ppo_loss(logits, values, *(batch[k][s] for k in columns),
+                                             **loss_options)
+                opt.zero_grad()
+                loss.backward()
+                opt.clip_grad_norm_(0.5)
+                grads_alone.append(opt.flat.grad.clone())
+                opt.step()
+                terms_alone.append([loss.item(), *(t.item() for t in dataclasses.astuple(terms))])
+            terms = kernels.gradients(list(range(count)), batch["obs"],
+                                      *(batch[k].numpy() for k in columns), **loss_options,
+                                      max_norm=0.5)
+            assert terms.tolist() == np.float32(terms_alone).tolist()
+            for s, grad in enumerate(grads_alone):
+                assert torch.equal(weights.grad[s, : weights.size], grad), (obs_dim, rows, s)
+            weights.step(list(range(count)))
+            for one, together in zip(alone_adam, stacked_adam):
+                assert torch.equal(one.flat, together.flat)
+                assert torch.equal(one.exp_avg_sq, together.exp_avg_sq)
+            obs = rng.standard_normal((count, 4, obs_dim)).astype(np.float32)
+            logits, values = StackedActor(weights, list(range(count)))(obs)
+            for s, policy in enumerate(alone):
+                own_logits, own_values = make_actor(policy)(obs[s].copy())
+                assert np.array_equal(logits[s], own_logits)
+                assert np.array_equal(values[s], own_values)
+
+
+def test_stacked_kernels_compute_each_seeds_own_bits_in_reproducible_mode() -> None:
+    check_stacked_kernels()  # the suite runs in reproducible mode (conftest.py)
+
+
+def test_stacked_kernels_compute_each_seeds_own_bits_with_the_libraries_own_kernels() -> None:
+    """The same check in a process outside reproducible mode: MKL and NumPy pick their kernels
+    for this CPU (where the batched products differed where they differed)."""
+    env = {k: v for k, v in os.environ.items() if k not in pins()}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    done = subprocess.run([sys.executable, "-c", "import test_population as t; "
+                           "t.check_stacked_kernels()"], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.parametrize("args, said", [
