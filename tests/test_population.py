@@ -94,6 +94,30 @@ def test_each_seed_of_a_population_writes_its_solo_run(tmp_path: Path, options: 
         assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
 
 
+def compare_runs(root: str, options: list[str]) -> None:
+    """Seeds 0 and 3 of RUN with `options` trained alone and together under `root`, and
+    compared (`assert_same_run`)."""
+    root_path = Path(root)
+    for seed in (0, 3):
+        assert main(["train", *RUN, *options, "--seed", str(seed),
+                     "--out", str(root_path / "alone" / f"seed-{seed}")]) == 0
+    assert main(["train", *RUN, *options, "--seeds", "0,3", "--out", str(root_path / "pop")]) == 0
+    for seed in (0, 3):
+        assert_same_run(root_path / "alone" / f"seed-{seed}", root_path / "pop" / f"seed-{seed}")
+
+
+def test_each_seed_writes_its_solo_run_with_the_libraries_own_kernels(tmp_path: Path) -> None:
+    """The same outside reproducible mode (what `xlvin train` runs by default), on Acrobot-v1:
+    three actions, where a batched product of MKL's own kernels once gave other bits."""
+    env = {k: v for k, v in os.environ.items() if k not in pins()}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    code = ("import test_population as t; "
+            f"t.compare_runs({str(tmp_path)!r}, ['--env', 'Acrobot-v1'])")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_a_population_continues_as_its_seeds_do(tmp_path: Path) -> None:
     """A finished population continued to a larger total (from every seed's checkpoint) ends
     as each seed continued alone."""
