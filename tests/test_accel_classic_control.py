@@ -108,3 +108,52 @@ def test_evaluation_returns_do_not_depend_on_the_route(monkeypatch, deterministi
     slow = evaluator(policy, 6, seed=3, deterministic=deterministic, accelerate=False)
     evaluator.close()
     assert fast == slow
+
+
+def test_cartpole_vector_envs_stepped_on_arrays_are_gymnasiums_bit_for_bit():
+    """Three training vector envs of 4 CartPoles (a time limit of 30 steps, so that episodes
+    also truncate) stepped by `CartPoleVectors` and by gymnasium side by side: the same steps,
+    the same episode statistics, and afterwards the same env objects (`env_state`), which then
+    step on in gymnasium as the others do. A balancing rule and random actions."""
+    from xlvin.accel.classic_control import CartPoleVectors
+    from xlvin.envs.env_state import env_state
+    from xlvin.ppo.collect import make_vector_env, reset_envs
+
+    def vectors() -> list:
+        made = [make_vector_env("CartPole-v1", 4, env_kwargs={"max_episode_steps": 30})
+                for _ in range(3)]
+        for s, vector in enumerate(made):
+            reset_envs(vector, 10 * s)
+        return made
+
+    fast, slow = vectors(), vectors()
+    assert CartPoleVectors.supports(fast)
+    stepper = CartPoleVectors(fast)
+    rng = np.random.default_rng(0)
+    obs = np.concatenate([v.env._observations for v in slow])
+    ends = np.zeros(2, int)
+    for t in range(300):
+        actions = np.where(rng.random(12) < 0.5, (obs[:, 2] > 0).astype(int),
+                           rng.integers(0, 2, 12))
+        got = stepper.step(actions)
+        want = [v.step(actions[4 * s : 4 * s + 4]) for s, v in enumerate(slow)]
+        for k in range(4):
+            value = np.concatenate([w[k] for w in want])
+            assert got[k].dtype == value.dtype
+            np.testing.assert_array_equal(got[k], value)
+        for s, v in enumerate(slow):
+            np.testing.assert_array_equal(stepper.returns[4 * s : 4 * s + 4], v.episode_returns)
+        obs = got[0].copy()
+        ends += got[2].sum(), got[3].sum()
+        if t == 150:
+            stepper.store()
+            assert [env_state(v) for v in fast] == [env_state(v) for v in slow]
+            for f in fast:  # the objects step on in gymnasium: then loaded again
+                f.step(np.zeros(4, int))
+            for v in slow:
+                v.step(np.zeros(4, int))
+            obs = np.concatenate([v.env._observations for v in slow])
+            stepper.load()
+    stepper.store()
+    assert [env_state(v) for v in fast] == [env_state(v) for v in slow]
+    assert ends[0] > 20 and ends[1] > 5

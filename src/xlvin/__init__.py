@@ -1,6 +1,7 @@
 """XLVIN: eXecuted Latent Value Iteration Networks (Deac et al., 2020) and its baselines.
 
     from xlvin import XLVIN, PPO, ATreeC       # the Python API (xlvin.api)
+    from xlvin import learn_seeds              # many seeds in one process (xlvin.api_population)
     from xlvin import EvalCallback             # learn(callback=...) (xlvin.callbacks)
     from xlvin import evaluate_policy          # Stable-Baselines3's (xlvin.api_evaluation)
     from xlvin import register_agent           # your own agent (xlvin.run.agents)
@@ -26,6 +27,7 @@ _EXPORTS = {
         "xlvin.callbacks",
     ),
     "evaluate_policy": "xlvin.api_evaluation",
+    "learn_seeds": "xlvin.api_population",
     "Spaces": "xlvin.envs.spaces",
     "RunConfig": "xlvin.run.config",
     "UserError": "xlvin.errors",
@@ -51,6 +53,7 @@ __all__ = [
     "build_agent",
     "build_encoder",
     "evaluate_policy",
+    "learn_seeds",
     "register_agent",
     "register_encoder",
 ]

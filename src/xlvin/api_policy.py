@@ -22,7 +22,7 @@ from xlvin.io.weights import load_weights
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import policy_device
 from xlvin.pretrain.files import executor_file, load_executor_processor
-from xlvin.process import generator_states, seed_everything, torch_threads
+from xlvin.process import global_generators, seed_everything, torch_threads
 from xlvin.run.agents import Architecture, agent_spec, build_agent
 from xlvin.run.config import RunConfig, TrainConfig
 from xlvin.run.training import StartingPolicy, read_run
@@ -42,7 +42,7 @@ def initial_policy(cfg: RunConfig, architecture: Architecture,
     with torch_threads(threads) if threads > 0 else contextlib.nullcontext():
         seed_everything(t.seed)
         agent = build_agent(architecture, spaces, processor).to(t.device)
-    return StartingPolicy(agent, generator_states(), executor_seconds=seconds), meta
+    return StartingPolicy(agent, global_generators(), executor_seconds=seconds), meta
 
 
 def executor_metadata(t: TrainConfig) -> dict[str, Any] | None:

@@ -59,17 +59,18 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-#: The state of Python's, NumPy's and torch's global generators (`generator_states`).
-GeneratorStates = tuple[Any, Any, torch.Tensor]
+#: The state of Python's, NumPy's and torch's global generators (`global_generators`).
+GeneratorStates = tuple[object, dict[str, object], torch.Tensor]
 
 
-def generator_states() -> GeneratorStates:
-    """The state of the three global generators `seed_everything` seeds, to set again later."""
-    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+def global_generators() -> GeneratorStates:
+    """The state of the generators `seed_everything` seeds."""
+    return random.getstate(), np.random.get_state(legacy=False), torch.get_rng_state()
 
 
-def set_generator_states(states: GeneratorStates) -> None:
-    python, numpy, torch_state = states
+def set_global_generators(state: GeneratorStates) -> None:
+    """Put the generators back in a state `global_generators` returned."""
+    python, numpy, torch_state = state
     random.setstate(python)
     np.random.set_state(numpy)
     torch.set_rng_state(torch_state)

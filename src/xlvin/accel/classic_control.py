@@ -123,23 +123,140 @@ class CartPoleSteps(_ArraySteps):
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step envs `js` with `actions` [m]: (observations [m, 4] float32, rewards [m],
         terminated [m], truncated [m])."""
-        p = self.physics
-        x, x_dot, theta, theta_dot = self.state[:, js]
-        force = np.where(np.asarray(actions) == 1, p.force_mag, -p.force_mag)
-        costheta, sintheta = np.cos(theta), np.sin(theta)
-        temp = (force + p.polemass_length * np.square(theta_dot) * sintheta) / p.total_mass
-        thetaacc = (p.gravity * sintheta - costheta * temp) / (
-            p.length * (4.0 / 3.0 - p.masspole * np.square(costheta) / p.total_mass))
-        xacc = temp - p.polemass_length * thetaacc * costheta / p.total_mass
-        x = x + p.tau * x_dot
-        x_dot = x_dot + p.tau * xacc
-        theta = theta + p.tau * theta_dot
-        theta_dot = theta_dot + p.tau * thetaacc
-        state = np.stack([x, x_dot, theta, theta_dot])
+        state = cartpole_step(self.physics, self.state[:, js], actions)
         truncated = self._advance(js, state)
-        terminated = ((x < -p.x_threshold) | (x > p.x_threshold)
-                      | (theta < -p.theta_threshold_radians) | (theta > p.theta_threshold_radians))
+        terminated = cartpole_terminated(self.physics, state)
         return state.T.astype(np.float32), np.ones(len(js)), terminated, truncated
+
+
+def cartpole_step(p: CartPoleEnv, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """`CartPoleEnv.step`'s Euler integration of states [4, n] (x, x_dot, theta, theta_dot)
+    under `actions` [n], term by term as gymnasium computes one."""
+    x, x_dot, theta, theta_dot = state
+    force = np.where(np.asarray(actions) == 1, p.force_mag, -p.force_mag)
+    costheta, sintheta = np.cos(theta), np.sin(theta)
+    temp = (force + p.polemass_length * np.square(theta_dot) * sintheta) / p.total_mass
+    thetaacc = (p.gravity * sintheta - costheta * temp) / (
+        p.length * (4.0 / 3.0 - p.masspole * np.square(costheta) / p.total_mass))
+    xacc = temp - p.polemass_length * thetaacc * costheta / p.total_mass
+    x = x + p.tau * x_dot
+    x_dot = x_dot + p.tau * xacc
+    theta = theta + p.tau * theta_dot
+    theta_dot = theta_dot + p.tau * thetaacc
+    return np.stack([x, x_dot, theta, theta_dot])
+
+
+def cartpole_terminated(p: CartPoleEnv, state: np.ndarray) -> np.ndarray:
+    """Whether states [4, n] have left CartPole's bounds: [n]."""
+    x, theta = state[0], state[2]
+    return ((x < -p.x_threshold) | (x > p.x_threshold)
+            | (theta < -p.theta_threshold_radians) | (theta > p.theta_threshold_radians))
+
+
+class CartPoleVectors:
+    """Training envs: gymnasium vector envs of CartPole (`SyncVectorEnv`, NEXT_STEP autoreset,
+    under an episode-statistics wrapper with `episode_returns`, `episode_lengths` and
+    `prev_dones`: `xlvin.ppo.collect.EpisodeStatistics`), several of them stepped as one, on
+    arrays.
+
+    `load` reads every env's state from its objects, `step` steps all of them as each vector
+    env steps (a physics step, or at an autoreset step the env's own `reset`, which draws from
+    its own generator), `store` writes the state back into the objects, attribute by attribute
+    as gymnasium's step leaves it, so that the envs can be checkpointed, stepped or restored as
+    usual (`xlvin.envs.env_state`). Every state is the float64 number gymnasium computes
+    (`cartpole_step`); tests/test_accel_classic_control.py compares the objects after many steps.
+    """
+
+    def __init__(self, vectors: list[gym.vector.VectorEnv]) -> None:
+        self.vectors = vectors
+        self.syncs = [vector.env for vector in vectors]
+        self.subs = [sub for sync in self.syncs for sub in sync.envs]  # [M], seed-major
+        self.physics: CartPoleEnv = self.subs[0].unwrapped  # type: ignore[assignment]
+        self.limits = [_time_limit_wrapper(sub) for sub in self.subs]
+        self.max_steps = np.array([limit._max_episode_steps for limit in self.limits])
+        self.load()
+
+    @staticmethod
+    def supports(vectors: list[gym.vector.VectorEnv]) -> bool:
+        """Whether every vector env is a NEXT_STEP `SyncVectorEnv` of plain CartPole envs (only
+        `_PLAIN_WRAPPERS` around them, one time limit) of the same number of envs, under the
+        episode statistics (checked by the caller)."""
+        syncs = [getattr(vector, "env", None) for vector in vectors]
+        return bool(vectors) and all(
+            type(sync) is gym.vector.SyncVectorEnv
+            and sync.autoreset_mode == gym.vector.AutoresetMode.NEXT_STEP
+            and sync.num_envs == syncs[0].num_envs
+            and all(_plain_cartpole(sub.unwrapped) and time_limit(sub) is not None
+                    and _time_limit_wrapper(sub) is not None for sub in sync.envs)
+            for sync in syncs)
+
+    def load(self) -> None:
+        """Read every env's state from its objects."""
+        carts = [sub.unwrapped for sub in self.subs]
+        self.state = np.stack([cart.state for cart in carts], 1).astype(np.float64)  # [4, M]
+        self.beyond = np.array([-1 if c.steps_beyond_terminated is None
+                                else c.steps_beyond_terminated for c in carts])
+        self.elapsed = np.array([limit._elapsed_steps for limit in self.limits])
+        self.autoreset = np.concatenate([sync._autoreset_envs for sync in self.syncs])
+        self.returns = np.concatenate([v.episode_returns for v in self.vectors])
+        self.lengths = np.concatenate([v.episode_lengths for v in self.vectors])
+        self.prev_dones = np.concatenate([v.prev_dones for v in self.vectors])
+        self.obs = np.stack([obs for sync in self.syncs for obs in sync._env_obs])
+        self.rewards = np.concatenate([sync._rewards for sync in self.syncs])
+        self.terminated = np.concatenate([sync._terminations for sync in self.syncs])
+        self.truncated = np.concatenate([sync._truncations for sync in self.syncs])
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Step every env with `actions` [M] (vector env by vector env, each's envs in order):
+        (observations [M, 4] float32, rewards [M] float64, terminated [M], truncated [M]), as
+        the vector envs return them; the episode statistics advance as their wrapper's do."""
+        live = ~self.autoreset
+        state = np.where(live, cartpole_step(self.physics, self.state, actions), self.state)
+        self.elapsed = np.where(live, self.elapsed + 1, 0)
+        terminated = live & cartpole_terminated(self.physics, state)
+        truncated = live & (self.elapsed >= self.max_steps)
+        after = terminated & (self.beyond >= 0)  # stepped on after its termination
+        self.rewards = np.where(live & ~after, 1.0, 0.0)
+        self.beyond = np.where(terminated, self.beyond + 1, np.where(live, self.beyond, -1))
+        for m in np.flatnonzero(self.autoreset):  # the env's own reset: its generator draws
+            self.subs[m].reset()
+            state[:, m] = self.subs[m].unwrapped.state
+        self.state, self.terminated, self.truncated = state, terminated, truncated
+        self.obs = state.T.astype(np.float32)
+        self.returns = np.where(self.prev_dones, 0.0, self.returns + self.rewards)
+        self.lengths = np.where(self.prev_dones, 0, self.lengths + 1)
+        self.prev_dones = self.autoreset = terminated | truncated
+        return self.obs, self.rewards, terminated, truncated
+
+    def store(self) -> None:
+        """Write every env's state into its objects, as their own steps would have left it."""
+        count = self.syncs[0].num_envs
+        for m, (sub, limit) in enumerate(zip(self.subs, self.limits)):
+            cart = sub.unwrapped
+            cart.state = self.state[:, m].copy()
+            cart.steps_beyond_terminated = None if self.beyond[m] < 0 else int(self.beyond[m])
+            limit._elapsed_steps = int(self.elapsed[m])
+        for s, (vector, sync) in enumerate(zip(self.vectors, self.syncs)):
+            part = slice(s * count, (s + 1) * count)
+            sync._env_obs = [obs.copy() for obs in self.obs[part]]
+            sync._observations[:] = self.obs[part]
+            sync._rewards[:] = self.rewards[part]
+            sync._terminations[:] = self.terminated[part]
+            sync._truncations[:] = self.truncated[part]
+            sync._autoreset_envs = self.autoreset[part].copy()
+            vector.episode_returns = self.returns[part].copy()
+            vector.episode_lengths = self.lengths[part].copy()
+            vector.prev_dones = self.prev_dones[part].copy()
+
+
+def _time_limit_wrapper(env: gym.Env) -> TimeLimit | None:
+    """The one `TimeLimit` around `env` (None where it has none or several)."""
+    limits = []
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, TimeLimit):
+            limits.append(env)
+        env = env.env
+    return limits[0] if len(limits) == 1 else None
 
 
 def _dsdt(theta1: np.ndarray, theta2: np.ndarray, dtheta1: np.ndarray, dtheta2: np.ndarray,

@@ -74,6 +74,9 @@ def _train(args: argparse.Namespace) -> None:
 
     import_gym_packages(args.gym_packages or [])  # the flag's modules only, never a file's
     import_env_wrappers(args.env_wrappers or [])
+    if args.seeds is not None:
+        _train_seeds(args)
+        return
     saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
     cfg, rounded = whole_rollouts(run_config(args, saved))
     model = Model.from_config(cfg)
@@ -82,6 +85,31 @@ def _train(args: argparse.Namespace) -> None:
     model.learn(out=args.out, progress=not args.quiet, resume=args.resume)
     assert model.summary is not None
     print(f"{time_split(model.summary)}; {counts(model.summary['ppo'])}; run directory: {args.out}")
+
+
+def _train_seeds(args: argparse.Namespace) -> None:
+    """`xlvin train --seeds`: every seed into OUT/seed-S, trained together
+    (`xlvin.run.population`)."""
+    from xlvin.errors import FieldError
+    from xlvin.io.run_dir import CONFIG
+    from xlvin.run.population import parse_seeds, seed_dir, train_population
+
+    if args.seed is not None:
+        raise FieldError("give {seeds} or {seed}, not both", seeds=None, seed=None)
+    seeds = parse_seeds(args.seeds)
+    saved = seed_dir(args.out, seeds[0]) / CONFIG
+    cfg, rounded = whole_rollouts(run_config(args, saved if args.resume and saved.is_file()
+                                             else None))
+    if rounded:
+        print(f"xlvin: --total-steps {rounded}", file=sys.stderr)
+    summaries = train_population(cfg, seeds, args.out, progress=not args.quiet,
+                                 resume=args.resume)
+    last = [sum(s["ppo"]["episode_returns"][-20:]) / max(1, len(s["ppo"]["episode_returns"][-20:]))
+            for s in summaries]
+    wall = max(s["wall_seconds"] for s in summaries)
+    print(f"{len(seeds)} seeds trained in {duration(wall)}; {counts(summaries[0]['ppo'])} for "
+          f"seed {seeds[0]}; mean return of the last 20 episodes {min(last):.1f} to "
+          f"{max(last):.1f} over the seeds; run directories: {seed_dir(args.out, seeds[0])} ...")
 
 
 def counts(ppo: dict[str, Any]) -> str:
@@ -150,7 +178,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Atari frames (25,000 transitions x 10 epochs through the Nature CNN; the paper's Atari "
         "runs skip it: --pretrain-transe false).",
     )
-    train.add_argument("--out", type=Path, required=True, help="new run directory to create")
+    train.add_argument("--out", type=Path, required=True,
+                       help="new run directory to create (with --seeds: the folder of the seeds' "
+                       "run directories)")
+    train.add_argument(
+        "--seeds", metavar="SEEDS",
+        help="train these seeds of one configuration together in this process (0-63, 0,5,9 or "
+        "both: 0-9,20-29), each into OUT/seed-S: the run directory --seed S writes, the same "
+        "numbers bit for bit on this machine, in a fraction of the time; for the PPO baseline "
+        "with an MLP encoder, online, on the CPU (docs/architecture.md, Populations)",
+    )
     train.add_argument(
         "--quiet", action="store_true",
         help="no PPO progress bar (pre-training still shows its progress: a bar on a terminal, "

@@ -11,16 +11,21 @@ envs carried over from round to round) and the paper's low-data regime
 (`xlvin.ppo.low_data.LowData`: a few whole episodes per round, many updates on them) differ
 only there, and each owns its own extras (evaluations during training, weight averaging, ...).
 Seeding lives here, once; checkpoints, resume, the deadline, hooks, logging and the progress
-bar are the run's `xlvin.ppo.session.Session`.
+bar are the run's `xlvin.ppo.session.Session`. Runs of one configuration (seeds) train in step
+in the same loop (`train_together`: a population, whose collections and updates
+`xlvin.ppo.population` takes for all of them at once); one run is `Trainer.run`.
 """
 
 import dataclasses
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.envs.failures import EnvFailed
@@ -28,8 +33,8 @@ from xlvin.errors import FieldError
 from xlvin.io.checkpoint import Checkpointer
 from xlvin.nn.normalization import RunningNorm
 from xlvin.nn.policy import ActorCritic
-from xlvin.process import seed_everything, set_threads
-from xlvin.signals import termination_deferred
+from xlvin.process import global_generators, seed_everything, set_global_generators, set_threads
+from xlvin.signals import Terminated, termination_deferred, termination_requested
 from xlvin.ppo.collect import (
     RolloutState,
     collect_rollout,
@@ -41,6 +46,7 @@ from xlvin.envs.env_state import env_state, inexact_resume_notice, restorable, r
 from xlvin.ppo.evaluation import Evaluator
 from xlvin.ppo.session import LogFn, Session, TrainResult, mean
 from xlvin.ppo.config import Evaluation
+from xlvin.ppo.population import Population
 from xlvin.ppo.update import PPOConfig, make_optimizer, ppo_update, set_learning_rate
 from xlvin.ppo.storage import Rollout
 
@@ -146,6 +152,11 @@ class OnlineData(DataSource):
         self.next_round = round + 1
         rollout = collect_rollout(self.envs, policy, self.num_steps, self.state, generator,
                                   accelerate)
+        return self.prepared(rollout, policy)
+
+    def prepared(self, rollout: Rollout, policy: ActorCritic) -> Rollout:
+        """The round's rollout (acted in `self.envs` from `self.state`) as the update learns
+        from it: relabelled under updated observation statistics, its rewards scaled."""
         norms = [m for m in policy.modules() if isinstance(m, RunningNorm)]
         if norms:
             for norm in norms:
@@ -240,9 +251,11 @@ class Trainer:
                              anneal_lr="false")
         set_threads(cfg.torch_threads)
         seed_everything(seed)
+        self.own_generators = global_generators()  # this run's, where runs train together
         self.generator = torch.Generator().manual_seed(seed)
         self.optimizer = make_optimizer(policy, cfg)
         self.result = TrainResult()
+        self.lr = cfg.lr  # of the current update
         self.rollout: Rollout | None = None  # the current round's data
         self.averaged: dict[str, torch.Tensor] = {}  # sums of the weights after the last updates
         self.evaluator = (Evaluator(data.env_id, self.evaluation.episodes, data.env_kwargs)
@@ -250,27 +263,20 @@ class Trainer:
 
     def run(self) -> TrainResult:
         """Train to the end of the data (or until the session stops it); closes the data."""
-        session, data = self.session, self.data
-        try:
-            session.open(self)
-            with termination_deferred():
-                while self.total is None or self.result.updates < self.total:
-                    round, k = divmod(self.result.updates, data.updates_per_round)
-                    if k == 0 and data.finished():
-                        break
-                    if not session.go_on(self, inside_round=k > 0):
-                        break
-                    if k == 0:
-                        self.collect(round)
-                    metrics = self.update(round, first_of_round=k == 0)
-                    session.updated(self, metrics)
-                session.end(self)
-        finally:
-            session.close()
-            if self.evaluator is not None:
-                self.evaluator.close()
-            data.close()
-        return self.finish()
+        return train_together([self])[0]
+
+    def next_update(self, signalled: Callable[[], bool]) -> tuple[int, int] | None:
+        """At an update boundary: (round, update within the round) of the next update, or None
+        where training ends here (the data or the updates are done, or the session stops it;
+        SIGTERM, which `signalled()` says came: `Terminated`, after the session's checkpoint)."""
+        if self.total is not None and self.result.updates >= self.total:
+            return None
+        round, k = divmod(self.result.updates, self.data.updates_per_round)
+        if k == 0 and self.data.finished():
+            return None
+        if not self.session.go_on(self, inside_round=k > 0, signalled=signalled()):
+            return None
+        return round, k
 
     def log_step(self) -> int:
         """The x-axis value of the metrics now: env steps or updates (`data.log_by_env_steps`)."""
@@ -279,36 +285,49 @@ class Trainer:
     def collect(self, round: int) -> None:
         """Round `round`'s data, counted in the result."""
         try:
-            self.rollout = self.data.collect(self.policy, round, self.generator,
-                                             self.cfg.accelerate)
+            rollout = self.data.collect(self.policy, round, self.generator, self.cfg.accelerate)
         except EnvFailed as err:
-            what = f"the data for update {self.result.updates + 1}"
-            raise err.during(what) from err.__cause__
-        self.result.add_round(self.rollout)
-        self.session.collected(self)
-        self.data.after_collect(round, self.rollout)
+            raise self.failed(err) from err.__cause__
+        self.collected(round, rollout)
 
-    def update(self, round: int, first_of_round: bool) -> dict[str, float]:
-        """One PPO update on the round's data (skipped in a round `target_kl` stopped), and an
-        evaluation when one is due; its metrics."""
+    def failed(self, err: EnvFailed) -> EnvFailed:
+        """`err`, raised while collecting the data of the next update, saying so."""
+        return err.during(f"the data for update {self.result.updates + 1}")
+
+    def collected(self, round: int, rollout: Rollout) -> None:
+        """Round `round`'s data, collected: counted in the result, told to session and data."""
+        self.rollout = rollout
+        self.result.add_round(rollout)
+        self.session.collected(self)
+        self.data.after_collect(round, rollout)
+
+    def learning_batch(self, round: int) -> Rollout | None:
+        """Set the learning rate of the next update; what it learns from (None: it is skipped,
+        in a round `target_kl` stopped)."""
+        cfg, result, total = self.cfg, self.result, self.total
+        assert self.rollout is not None
+        self.lr = cfg.lr * (1.0 - result.updates / total) if total and cfg.anneal_lr else cfg.lr
+        set_learning_rate(self.optimizer, self.lr)
+        if round in result.stopped_rounds:
+            return None
+        return self.data.update_batch(self.rollout, self.policy)
+
+    def updated(self, round: int, first_of_round: bool, metrics: dict[str, float],
+                learned: bool) -> dict[str, float]:
+        """After the update of `learning_batch` (`learned`: it ran, with these metrics): the
+        update counted, the weights summed for averaging, an evaluation when one is due; the
+        update's metrics."""
         cfg, result, rollout, total = self.cfg, self.result, self.rollout, self.total
         assert rollout is not None
-        lr = cfg.lr * (1.0 - result.updates / total) if total and cfg.anneal_lr else cfg.lr
-        set_learning_rate(self.optimizer, lr)
-        if round in result.stopped_rounds:
-            metrics: dict[str, float] = {}
-        else:
-            batch = self.data.update_batch(rollout, self.policy)
-            metrics = ppo_update(self.policy, self.optimizer, batch, cfg, self.generator)
-            if 0 < cfg.target_kl < metrics.get("losses/approx_kl", 0.0):
-                result.stopped_rounds.append(round)
+        if learned and 0 < cfg.target_kl < metrics.get("losses/approx_kl", 0.0):
+            result.stopped_rounds.append(round)
         result.updates += 1
         last, averaged = self.data.average_last, self.averaged
         if total and last and result.updates > total - last:
             for name, value in self.policy.state_dict().items():
                 averaged[name] = averaged[name] + value if name in averaged else value.clone()
 
-        metrics["charts/learning_rate"] = lr
+        metrics["charts/learning_rate"] = self.lr
         metrics["charts/sps"] = result.env_steps / self.session.elapsed()
         metrics["charts/transitions"] = result.transitions
         metrics["charts/episodes"] = result.episodes
@@ -353,6 +372,150 @@ class Trainer:
         result.wall_time_s = self.session.elapsed()
         result.sps = result.env_steps / result.wall_time_s if result.wall_time_s > 0 else 0.0
         return result
+
+
+def train_together(
+    trainers: list[Trainer], population: Population | None = None, progress: bool = False,
+) -> list[TrainResult]:
+    """Train runs in step, each exactly as it trains alone (one run: `Trainer.run`): at every
+    update boundary each run's session says whether it goes on; the runs going on collect their
+    round's data where a round starts, and take their update.
+
+    Several runs need a `population` (of their policies and optimisers, in this order, and
+    online data: `xlvin.ppo.population`), which takes the collections and the updates of all of
+    them at once. Every run is checkpointed on SIGTERM before `Terminated` is raised.
+    `progress`: one progress bar over every update of every run (the runs' sessions show none
+    of their own). Closes every run's data."""
+    assert population is not None or len(trainers) == 1, "runs train together as a population"
+    own = _own_generators if len(trainers) > 1 else _shared_generators
+    bar = None
+    try:
+        for trainer in trainers:
+            with own(trainer):
+                trainer.session.open(trainer)
+        totals = [t.total for t in trainers]
+        bar = tqdm(total=None if None in totals else sum(totals), disable=not progress,
+                   initial=sum(t.result.updates for t in trainers), unit="update",
+                   desc=f"{trainers[0].data.env_id} x {len(trainers)} seeds")
+        with termination_deferred():
+            going: list[Trainer] = list(trainers)
+            last: dict[Trainer, tuple[tuple[int, int], dict[str, float], bool]] = {}
+            while True:
+                steps = _boundaries(going, last, own)
+                bar.update(len(last))
+                going = [t for t in going if t in steps]
+                if not going:
+                    break
+                rollouts = _collect([(t, steps[t][0]) for t in going if steps[t][1] == 0],
+                                    population, trainers)
+                batches = []
+                for t in going:
+                    with own(t):
+                        if t in rollouts:
+                            t.collected(steps[t][0], rollouts[t])
+                        batches.append(t.learning_batch(steps[t][0]))
+                learning = [(t, b) for t, b in zip(going, batches) if b is not None]
+                if population is None:
+                    learned = [ppo_update(t.policy, t.optimizer, b, t.cfg, t.generator)
+                               for t, b in learning]
+                else:
+                    learned = population.update(
+                        [trainers.index(t) for t, _ in learning], [b for _, b in learning],
+                        going[0].cfg, [t.generator for t, _ in learning])
+                metrics = dict(zip([t for t, _ in learning], learned))
+                last = {t: (steps[t], metrics.get(t, {}), b is not None)
+                        for t, b in zip(going, batches)}
+    finally:
+        if bar is not None:
+            bar.close()
+        for trainer in trainers:
+            trainer.session.close()
+            if trainer.evaluator is not None:
+                trainer.evaluator.close()
+            trainer.data.close()
+    return [trainer.finish() for trainer in trainers]
+
+
+Generators = Callable[[Trainer], AbstractContextManager[None]]
+
+
+@contextmanager
+def _own_generators(trainer: Trainer) -> Iterator[None]:
+    """The block with `trainer`'s global generators in place (runs that train together each
+    draw from their own, and checkpoint their own, as alone)."""
+    set_global_generators(trainer.own_generators)
+    try:
+        yield
+    finally:
+        trainer.own_generators = global_generators()
+
+
+@contextmanager
+def _shared_generators(trainer: Trainer) -> Iterator[None]:
+    """A run alone: the global generators are its own."""
+    yield
+
+
+def _boundaries(
+    trainers: list[Trainer], last: dict[Trainer, tuple[tuple[int, int], dict[str, float], bool]],
+    own: Generators,
+) -> dict[Trainer, tuple[int, int]]:
+    """At the update boundary: each run's last update (`last`: its (round, update within it),
+    metrics and whether it learned) counted, evaluated and told to its session; then (round,
+    update within it) of each run's next update (`Trainer.next_update`), for those that go on
+    (a run that ends here ends its session). SIGTERM: `Terminated` once every run has saved its
+    checkpoint."""
+    steps, stopped = {}, None
+    asked: list[bool] = []
+
+    def signalled() -> bool:
+        """Whether SIGTERM came: asked once, by the first run at its boundary (reading clears
+        the request, and a run that has ended leaves it to `termination_deferred`)."""
+        if not asked:
+            asked.append(termination_requested())
+        return asked[0]
+
+    for trainer in trainers:
+        with own(trainer):
+            if trainer in last:
+                (round, k), metrics, learned = last[trainer]
+                trainer.session.updated(trainer, trainer.updated(round, k == 0, metrics, learned))
+            try:
+                step = trainer.next_update(signalled)
+            except Terminated as err:
+                stopped = stopped or err
+                continue
+            if step is None:
+                trainer.session.end(trainer)
+            else:
+                steps[trainer] = step
+    if stopped is not None:
+        raise stopped
+    return steps
+
+
+def _collect(rounds: list[tuple[Trainer, int]], population: Population | None,
+             trainers: list[Trainer]) -> dict[Trainer, Rollout]:
+    """Each run's data of its round: collected by itself (which counts it), or with a
+    `population` (of `trainers`), the online rollouts of all of them at once, which the caller
+    hands them (`Trainer.collected`)."""
+    if population is None or not rounds:
+        for trainer, round in rounds:
+            trainer.collect(round)
+        return {}
+    data = [trainer.data for trainer, _ in rounds]
+    assert all(isinstance(d, OnlineData) for d in data)
+    for d, (_, round) in zip(data, rounds):
+        d.next_round = round + 1
+    try:
+        rollouts = population.collect(
+            [trainers.index(trainer) for trainer, _ in rounds], [d.envs for d in data],
+            [d.state for d in data], data[0].num_steps,
+            [trainer.generator for trainer, _ in rounds])
+    except EnvFailed as err:
+        raise rounds[0][0].failed(err) from err.__cause__
+    return {trainer: d.prepared(rollout, trainer.policy)
+            for d, (trainer, _), rollout in zip(data, rounds, rollouts)}
 
 
 def train(

@@ -14,7 +14,7 @@ whether to go on, and tells of every round of data, evaluation and update.
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 import torch
@@ -140,12 +140,13 @@ class Session:
         """Seconds the run has trained, resumes included."""
         return time.perf_counter() - self.clock
 
-    def go_on(self, run: Run, inside_round: bool) -> bool:
+    def go_on(self, run: Run, inside_round: bool, signalled: bool | None = None) -> bool:
         """At an update boundary: checkpoint when due (or before stopping), raise `Terminated`
-        on SIGTERM; False once the deadline has passed or a hook asked to stop."""
+        on SIGTERM (`signalled`: whether one came, where the caller asked; runs trained together
+        ask once for all); False once the deadline has passed or a hook asked to stop."""
         result = run.result
         stop = self.deadline is not None and time.time() >= self.deadline
-        signalled = termination_requested()
+        signalled = termination_requested() if signalled is None else signalled
         if (self.checkpoint is not None and (stop or self.stop_asked or signalled
                                              or self.checkpoint.due(result.updates))
                 and result.updates != self.saved_at):
@@ -222,7 +223,7 @@ class Session:
         tensors = {f"data/{k}": v for k, v in data_tensors.items()}
         tensors.update({f"average/{k}": v for k, v in run.averaged.items()})
         loop: dict[str, Any] = {
-            "result": asdict(run.result), "data": data_state, "rollout": None,
+            "result": _as_json(run.result), "data": data_state, "rollout": None,
             "log_step": run.log_step(),
         }
         if rollout is not None:
@@ -230,6 +231,13 @@ class Session:
             tensors.update({f"rollout/{k}": v for k, v in rollout_tensors.items()})
         self.checkpoint.save(run.policy, run.optimizer, run.generator, loop, tensors)
         self.saved_at = run.result.updates
+
+
+def _as_json(result: TrainResult) -> dict[str, Any]:
+    """`dataclasses.asdict(result)` for the checkpoint's JSON, written at once: its fields as
+    they are (asdict deep-copies every list of numbers, which cost more than the rest of a
+    checkpoint of a long run)."""
+    return {f.name: getattr(result, f.name) for f in fields(result)}
 
 
 def mean(values: list[float] | list[int]) -> float:

@@ -25,7 +25,7 @@ from xlvin.nn.policy import ActorCritic
 from xlvin.nn.ppo_loss import ppo_loss
 from xlvin.ppo.advantages import compute_gae, monte_carlo_returns
 from xlvin.ppo.config import PPOConfig
-from xlvin.ppo.storage import Rollout
+from xlvin.ppo.storage import Minibatch, Rollout
 
 #: |log pi_new - log pi_old| is clamped to this before exponentiating (see ppo_loss).
 LOGRATIO_LIMIT = 20.0
@@ -87,10 +87,6 @@ def ppo_update(
     advantages, returns = estimate_advantages(rollout, cfg)
     if cfg.norm_adv and cfg.norm_adv_batch:
         advantages = normalise_over_batch(advantages, rollout.valid)
-    accelerated = isinstance(optimizer, FlatAdam)  # `uses_accelerators`
-    distribution = policy.action_distribution()
-    fused = accelerated and isinstance(distribution, Categorical)  # the fused loss's only one
-    proven = False
     device = next(policy.parameters()).device
     logged: list[torch.Tensor] = []  # per minibatch: the detached loss terms, then aux terms
     aux_names: list[str] = []
@@ -99,37 +95,8 @@ def ppo_update(
             advantages, returns, cfg.num_minibatches, generator, device, cfg.minibatch_size
         )
         for mb in minibatches:
-            adv = mb.advantages
-            if cfg.norm_adv and not cfg.norm_adv_batch and adv.numel() > 1:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            batch = channels_last(mb.transitions()) if accelerated else mb.transitions()
-            logits, new_values, aux = policy.forward_with_aux(batch)
-            args = (logits, new_values, mb.actions, mb.logprobs, adv, mb.returns, mb.values)
-            kwargs = dict(clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
-                          ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT)
-            if fused and not proven:  # the first minibatch: proved against the readable loss
-                fused = proven = loss_proven(fused_ppo_loss, ppo_loss, distribution, args, kwargs)
-            if fused:
-                loss, terms = fused_ppo_loss(*args, **kwargs)
-            else:
-                loss, terms = ppo_loss(*args, **kwargs, distribution=distribution)
-            for term in aux.values():
-                loss = loss + term
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(
-                    f"non-finite PPO loss (policy {terms.policy_loss.item():.3g}, value "
-                    f"{terms.value_loss.item():.3g}, aux {[t.item() for t in aux.values()]}); "
-                    "weights left at their last finite values"
-                )
-            optimizer.zero_grad()
-            loss.backward()
-            clip_gradients(optimizer, cfg.max_grad_norm)
-            optimizer.step()
-            aux_names = list(aux)
-            logged.append(torch.stack([
-                terms.policy_loss, terms.value_loss, terms.entropy, terms.approx_kl,
-                terms.clipfrac, *(t.detach() for t in aux.values()),
-            ]))
+            terms, aux_names = minibatch_step(policy, optimizer, mb, cfg)
+            logged.append(terms)
     if not logged:
         return {}
     names = ["policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", *aux_names]
@@ -139,6 +106,51 @@ def ppo_update(
         returns[rollout.valid], rollout.old_values()
     )
     return metrics
+
+
+def minibatch_step(
+    policy: ActorCritic, optimizer: Optimizer, mb: Minibatch, cfg: PPOConfig
+) -> tuple[torch.Tensor, list[str]]:
+    """One optimiser step on one minibatch (see `ppo_update`): the detached loss terms
+    [policy_loss, value_loss, entropy, approx_kl, clipfrac, *aux terms] and the aux terms' names."""
+    accelerated = isinstance(optimizer, FlatAdam)  # `uses_accelerators`
+    distribution = policy.action_distribution()
+    fused = accelerated and isinstance(distribution, Categorical)  # the fused loss's only one
+    adv = mb.advantages
+    if cfg.norm_adv and not cfg.norm_adv_batch and adv.numel() > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    batch = channels_last(mb.transitions()) if accelerated else mb.transitions()
+    logits, new_values, aux = policy.forward_with_aux(batch)
+    args = (logits, new_values, mb.actions, mb.logprobs, adv, mb.returns, mb.values)
+    kwargs = dict(clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
+                  ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT)
+    if fused:  # proved against the readable loss on the first minibatch a process meets
+        fused = loss_proven(fused_ppo_loss, ppo_loss, distribution, args, kwargs)
+    if fused:
+        loss, terms = fused_ppo_loss(*args, **kwargs)
+    else:
+        loss, terms = ppo_loss(*args, **kwargs, distribution=distribution)
+    for term in aux.values():
+        loss = loss + term
+    if not torch.isfinite(loss):
+        raise diverged(terms.policy_loss.item(), terms.value_loss.item(),
+                       [t.item() for t in aux.values()])
+    optimizer.zero_grad()
+    loss.backward()
+    clip_gradients(optimizer, cfg.max_grad_norm)
+    optimizer.step()
+    return torch.stack([
+        terms.policy_loss, terms.value_loss, terms.entropy, terms.approx_kl,
+        terms.clipfrac, *(t.detach() for t in aux.values()),
+    ]), list(aux)
+
+
+def diverged(policy_loss: float, value_loss: float, aux: list[float]) -> TrainingDiverged:
+    """The error of a minibatch whose loss is not finite."""
+    return TrainingDiverged(
+        f"non-finite PPO loss (policy {policy_loss:.3g}, value {value_loss:.3g}, aux {aux}); "
+        "weights left at their last finite values"
+    )
 
 
 def estimate_advantages(rollout: Rollout, cfg: PPOConfig) -> tuple[torch.Tensor, torch.Tensor]:

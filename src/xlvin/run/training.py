@@ -8,7 +8,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from xlvin.io.weights import load_state, load_weights, save_weights
 from xlvin.kernels import in_effect
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import ActorCritic, TransitionBatch
-from xlvin.process import GeneratorStates, seed_everything, set_generator_states, set_threads
+from xlvin.process import GeneratorStates, seed_everything, set_global_generators, set_threads
 from xlvin.config import to_dict
 from xlvin.pretrain.executor import ExecutorConfig
 from xlvin.pretrain.files import (
@@ -57,8 +57,8 @@ from xlvin.run.agents import (
 )
 from xlvin.ppo.curriculum import Curriculum
 from xlvin.ppo.evaluation import evaluate_policy
-from xlvin.ppo.loop import OnlineData, train
-from xlvin.ppo.session import Hooks, Session
+from xlvin.ppo.loop import DataSource, OnlineData, Trainer
+from xlvin.ppo.session import Hooks, Session, TrainResult
 from xlvin.errors import TrainingDiverged
 from xlvin.ppo.low_data import LowData
 from xlvin.run.config import RunConfig, TrainConfig, on_cpu
@@ -168,6 +168,37 @@ def train_run(
     Everything is checked before `out` is created or changed; `out` is then claimed
     (`claim_run_dir`) for the whole run, so two processes never train into one directory.
     """
+    run = run_steps(cfg, out, progress, resume, deadline, pretrain_progress, hooks, starting)
+    trainer = next(run)
+    try:
+        result = trainer.run()
+    except BaseException as err:
+        run.throw(err)  # the run closes its log and raises the error as it says it
+        raise
+    return finish_run(run, result)
+
+
+#: A run of `train_run` in its steps: it yields its trainer, which the caller runs, and is sent
+#: the result, or thrown the error the training raised; it returns (agent, summary).
+RunSteps = Generator[Trainer, TrainResult, tuple[ActorCritic, dict[str, Any]]]
+
+
+def finish_run(run: RunSteps, result: TrainResult) -> tuple[ActorCritic, dict[str, Any]]:
+    """Send a run its trainer's result: the run saves and returns (agent, summary)."""
+    try:
+        run.send(result)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("a run yields one trainer")
+
+
+def run_steps(
+    cfg: RunConfig, out: Path, progress: bool = True, resume: bool = False,
+    deadline: float | None = None, pretrain_progress: bool = True, hooks: Hooks | None = None,
+    starting: StartingPolicy | None = None,
+) -> RunSteps:
+    """`train_run` in steps (`RunSteps`): everything before the PPO training and after it, the
+    training itself the caller's (one run: `Trainer.run`; a population: `train_together`)."""
     spaces, arch = check_run(cfg)
     if notice := big_tree_notice(cfg, spaces, arch):
         print(notice, file=sys.stderr)
@@ -207,10 +238,11 @@ def train_run(
         if starting is None:
             agent = build_agent(arch, spaces, processor).to(t.device)
         elif starting.generators is not None:  # as if the run had just built it
-            set_generator_states(starting.generators)
-        summary = _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress,
-                                 pretrain_progress, resume, deadline, pretrained_seconds,
-                                 spaces, hooks, continuing, initialised)
+            set_global_generators(starting.generators)
+        summary = yield from _train_claimed(cfg, run_dir, agent, executor_meta, shared, progress,
+                                            pretrain_progress, resume, deadline,
+                                            pretrained_seconds, spaces, hooks, continuing,
+                                            initialised)
     return agent, summary
 
 
@@ -219,12 +251,12 @@ def _train_claimed(
     shared: Path | None, progress: bool, pretrain_progress: bool, resume: bool,
     deadline: float | None, pretrained_seconds: dict[str, float], spaces: Spaces,
     hooks: Hooks | None, continuing: bool, initialised: bool = False,
-) -> dict[str, Any]:
-    """`train_run` once its run directory is claimed: pre-train, train, save; the summary
-    (`pretrained_seconds`: the pre-trainings' seconds before the claim). `continuing`: the run
-    continues to a new total (`open_to_resume`); its config.json, weights and summary keep
-    describing the run as it was until that total is reached, so a refused or interrupted
-    continuation loses nothing."""
+) -> Generator[Trainer, TrainResult, dict[str, Any]]:
+    """`train_run` once its run directory is claimed: pre-train, train (the trainer it yields),
+    save; the summary (`pretrained_seconds`: the pre-trainings' seconds before the claim).
+    `continuing`: the run continues to a new total (`open_to_resume`); its config.json, weights
+    and summary keep describing the run as it was until that total is reached, so a refused or
+    interrupted continuation loses nothing. `initialised`: `StartingPolicy.initialised`."""
     t = cfg.train
     strict = t.protocol == "low_data" and cfg.low_data.strict_transe
     wants_transe = agent_spec(t.agent).transe and t.pretrain_transe and not initialised
@@ -272,18 +304,17 @@ def _train_claimed(
                       hooks=hooks)
     try:
         if t.protocol == "online":
-            online = OnlineData(made_env(t), cfg.ppo, t.seed, t.env_kwargs)
-            result = train(agent, online, cfg.ppo, t.seed, session)
+            data: DataSource = OnlineData(made_env(t), cfg.ppo, t.seed, t.env_kwargs)
         elif t.protocol == "curriculum":
-            curriculum = Curriculum(t.env, cfg.ppo, cfg.curriculum, t.seed,
-                                    on_level_passed=level_weights_saver(run_dir, cfg, executor_meta,
-                                                                        spaces))
-            result = train(agent, curriculum, cfg.ppo, t.seed, session)
-            summary["curriculum"] = curriculum.history
+            data = curriculum = Curriculum(
+                t.env, cfg.ppo, cfg.curriculum, t.seed,
+                on_level_passed=level_weights_saver(run_dir, cfg, executor_meta, spaces))
         else:
-            low = LowData(made_env(t), cfg.low_data, t.seed, t.env_kwargs,
-                          on_first_data=pretrain if wants_transe and strict else None)
-            result = train(agent, low, cfg.ppo, t.seed, session)
+            data = LowData(made_env(t), cfg.low_data, t.seed, t.env_kwargs,
+                           on_first_data=pretrain if wants_transe and strict else None)
+        result = yield Trainer(agent, data, cfg.ppo, t.seed, session)
+        if t.protocol == "curriculum":
+            summary["curriculum"] = curriculum.history
         summary["ppo_transitions"] = result.transitions
         summary["ppo_episodes"] = result.episodes
     except TrainingDiverged as err:

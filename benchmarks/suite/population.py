@@ -1,0 +1,133 @@
+"""Seeds trained together against seeds trained alone: `python -m benchmarks.suite.population
+[--sizes 1 8 32 64 128] [--steps N] [--rounds R] [--agent ppo]`.
+
+PPO on CartPole-v1 with the default configuration (4 envs x 128 steps, 4 epochs of 4
+minibatches, a checkpoint every 10 updates, metrics and TensorBoard: what `xlvin train` runs),
+`--steps` env steps per seed. Measured, each in a fresh process started with the `xlvin`
+command's process set-up, rounds interleaved:
+
+- alone: one process training one seed (`train_run`), and two such processes at once (the
+  machine's two cores); the better aggregate is "the best of solo processes";
+- together: one process training S seeds (`train_population`), for every S of `--sizes`.
+
+Aggregate seed-steps/s = seeds x steps / wall seconds of the slowest process; also the steps per
+CPU second of the processes (less sensitive to what else the machine runs). The load average is
+taken before and after each round. Prints a Markdown table (best of the rounds) and the JSON of
+every measurement. Not part of the test suite.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def worker(kind: str, seeds: list[int], steps: int, agent: str, out: Path) -> dict[str, Any]:
+    """One measurement in this process: `kind` alone (one seed) or together (the seeds)."""
+    from xlvin.process import prepare_process, set_threads
+
+    prepare_process()
+    set_threads(1)
+    import torch._dynamo  # noqa: F401  (the first optimizer imports it: not a cost of either)
+
+    from xlvin.run.config import RunConfig, TrainConfig
+    from xlvin.ppo.config import PPOConfig
+    from xlvin.run.population import train_population, with_seed
+    from xlvin.run.training import train_run
+
+    cfg = RunConfig(train=TrainConfig(env="CartPole-v1", agent=agent),
+                    ppo=PPOConfig(total_steps=steps))
+    start, cpu = time.perf_counter(), time.process_time()
+    if kind == "alone":
+        (seed,) = seeds
+        train_run(with_seed(cfg, seed), out / f"seed-{seed}", progress=False,
+                  pretrain_progress=False)
+    else:
+        train_population(cfg, seeds, out, progress=False)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"kind": kind, "seeds": len(seeds), "steps": steps, "wall_s": wall, "cpu_s": cpu,
+            "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def measure(kind: str, seeds: list[int], steps: int, agent: str) -> dict[str, Any]:
+    """`worker` in a fresh process."""
+    with tempfile.TemporaryDirectory() as out:
+        args = [sys.executable, "-m", "benchmarks.suite.population", "--worker", kind,
+                ",".join(map(str, seeds)), str(steps), agent, out]
+        done = subprocess.run(args, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def alone_in_parallel(steps: int, agent: str) -> dict[str, Any]:
+    """Two processes of one seed each, at once: their aggregate."""
+    with tempfile.TemporaryDirectory() as out:
+        procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.suite.population",
+                                   "--worker", "alone", str(seed), str(steps), agent,
+                                   f"{out}/{seed}"], stdout=subprocess.PIPE, text=True)
+                 for seed in (0, 1)]
+        results = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+    return {"kind": "alone x2", "seeds": 2, "steps": steps,
+            "wall_s": max(r["wall_s"] for r in results),
+            "cpu_s": sum(r["cpu_s"] for r in results)}
+
+
+def rate(r: dict[str, Any]) -> float:
+    """Aggregate seed-steps per wall second."""
+    return r["seeds"] * r["steps"] / r["wall_s"]
+
+
+def cpu_rate(r: dict[str, Any]) -> float:
+    """Seed-steps per CPU second of the processes."""
+    return r["seeds"] * r["steps"] / r["cpu_s"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 32, 64, 128])
+    parser.add_argument("--steps", type=int, default=20_480, help="env steps per seed")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--agent", default="ppo")
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        kind, seeds, steps, agent, out = args.worker
+        print(json.dumps(worker(kind, [int(s) for s in seeds.split(",")], int(steps), agent,
+                                Path(out))))
+        return
+    runs: list[dict[str, Any]] = []
+    for r in range(args.rounds):
+        load = os.getloadavg()[0]
+        runs.append(measure("alone", [0], args.steps, args.agent))
+        runs.append(alone_in_parallel(args.steps, args.agent))
+        for size in args.sizes:
+            runs.append(measure("together", list(range(size)), args.steps, args.agent))
+        for run in runs[-2 - len(args.sizes):]:
+            run.update(round=r, load=[round(load, 2), round(os.getloadavg()[0], 2)])
+            print(json.dumps(run), file=sys.stderr)
+    best: dict[tuple[str, int], dict[str, Any]] = {}  # by wall rate; CPU rates: of the same runs
+    for run in runs:
+        key = (run["kind"], run["seeds"])
+        if key not in best or rate(run) > rate(best[key]):
+            best[key] = run
+    solo = max(rate(best[("alone", 1)]), rate(best[("alone x2", 2)]))
+    solo_cpu = cpu_rate(best[("alone", 1)])
+    print(f"{args.agent}, CartPole-v1, {args.steps:,} steps per seed, best of {args.rounds} "
+          f"rounds; load average {min(r['load'][0] for r in runs):.1f} to "
+          f"{max(r['load'][1] for r in runs):.1f}\n")
+    print("| run | seeds | seed-steps/s | over the best solo | steps per CPU second | "
+          "over one solo, per CPU second | peak memory |")
+    print("|---|---|---|---|---|---|---|")
+    for (kind, seeds), run in best.items():
+        memory = f"{run['max_rss_mib']:,.0f} MiB" if "max_rss_mib" in run else ""
+        print(f"| {kind} | {seeds} | {rate(run):,.0f} | {rate(run) / solo:.2f}x | "
+              f"{cpu_rate(run):,.0f} | {cpu_rate(run) / solo_cpu:.2f}x | {memory} |")
+
+
+if __name__ == "__main__":
+    main()

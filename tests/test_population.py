@@ -1,0 +1,321 @@
+"""A population (`xlvin train --seeds`): seed s trained with others in one process writes the
+run directory of seed s trained alone, bit for bit; the stacked kernels compute each seed's own
+numbers; bad input is one error line and creates nothing."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from xlvin import PPO, learn_seeds
+from xlvin.accel.flat_adam import FlatAdam
+from xlvin.accel.fused_ppo_loss import fused_ppo_loss
+from xlvin.accel.numpy_actor import make_actor
+from xlvin.accel.population import MIN_STACKED_ROWS, StackedActor, StackedPPO, StackedWeights
+from xlvin.cli import main
+from xlvin.errors import UserError
+from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
+from xlvin.io.run_dir import METRICS, MODEL, read_metrics
+from xlvin.kernels import pins
+from xlvin.nn.baselines.ppo import PPOAgent
+from xlvin.nn.encoders import MLPEncoder
+from xlvin.process import set_threads
+from xlvin.run.config import RunConfig
+from xlvin.run.population import parse_seeds, train_population
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Seeds not in a row, with seed 0.
+SEEDS = (0, 3, 7)
+#: Wall-clock fields of a metrics row (the digest chains them).
+WALL_CLOCK = ("charts/sps", "sha256")
+#: A PPO run of 8 updates of 4 envs x 32 steps, a checkpoint every 3.
+RUN = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "4", "--num-steps", "32",
+       "--total-steps", "1024", "--checkpoint-every", "3", "--quiet"]
+
+
+def rows(run: Path) -> list[dict[str, float]]:
+    """The metrics rows of `run`, wall-clock fields left out."""
+    lines = (run / METRICS).read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in WALL_CLOCK} for line in lines]
+
+
+def tensors_and_header(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    with safe_open(path, "pt") as f:
+        header = f.metadata()
+    return load_file(path), header
+
+
+def assert_same_run(alone: Path, together: Path) -> None:
+    """Same metrics rows, final weights and header, checkpoint tensors (weights, optimiser
+    state, envs) and checkpoint loop state (wall-clock aside)."""
+    assert rows(together) == rows(alone)
+    weights, header = tensors_and_header(alone / MODEL)
+    weights_pop, header_pop = tensors_and_header(together / MODEL)
+    assert header_pop == header and weights_pop.keys() == weights.keys()
+    assert all(torch.equal(weights_pop[k], weights[k]) for k in weights)
+    state, meta = tensors_and_header(alone / CHECKPOINT)
+    state_pop, meta_pop = tensors_and_header(together / CHECKPOINT)
+    assert state_pop.keys() == state.keys()
+    assert all(torch.equal(state_pop[k], state[k]) for k in state)
+
+    def loop(meta: dict[str, str]) -> dict:  # without wall-clock figures
+        body = json.loads(meta["xlvin"])
+        result = body["loop"]["result"]
+        del result["wall_time_s"], result["last_metrics"]["charts/sps"]
+        return {k: v for k, v in body.items() if k != "extra"}
+
+    assert loop(meta_pop) == loop(meta)
+
+
+@pytest.mark.parametrize("options", [
+    [],
+    ["--num-minibatches", "16", "--update-epochs", "1"],  # of 7 rows (alone) and 8 (stacked)
+    ["--minibatch-size", "24"],  # seeds cut different numbers of minibatches
+], ids=["default", "tiny-minibatches", "minibatch-size"])
+def test_each_seed_of_a_population_writes_its_solo_run(tmp_path: Path, options: list[str]) -> None:
+    for seed in SEEDS:
+        assert main(["train", *RUN, *options, "--seed", str(seed),
+                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
+    seeds = ",".join(map(str, SEEDS))
+    assert main(["train", *RUN, *options, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    assert sorted(p.name for p in (tmp_path / "pop").iterdir()) == [f"seed-{s}" for s in SEEDS]
+    for seed in SEEDS:
+        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+
+
+def compare_runs(root: str, options: list[str]) -> None:
+    """Seeds 0 and 3 of RUN with `options` trained alone and together under `root`, and
+    compared (`assert_same_run`)."""
+    root_path = Path(root)
+    for seed in (0, 3):
+        assert main(["train", *RUN, *options, "--seed", str(seed),
+                     "--out", str(root_path / "alone" / f"seed-{seed}")]) == 0
+    assert main(["train", *RUN, *options, "--seeds", "0,3", "--out", str(root_path / "pop")]) == 0
+    for seed in (0, 3):
+        assert_same_run(root_path / "alone" / f"seed-{seed}", root_path / "pop" / f"seed-{seed}")
+
+
+def test_each_seed_writes_its_solo_run_with_the_libraries_own_kernels(tmp_path: Path) -> None:
+    """The same outside reproducible mode (what `xlvin train` runs by default), on Acrobot-v1:
+    three actions, where a batched product of MKL's own kernels once gave other bits."""
+    env = {k: v for k, v in os.environ.items() if k not in pins()}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    code = ("import test_population as t; "
+            f"t.compare_runs({str(tmp_path)!r}, ['--env', 'Acrobot-v1'])")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_a_population_continues_as_its_seeds_do(tmp_path: Path) -> None:
+    """A finished population continued to a larger total (from every seed's checkpoint) ends
+    as each seed continued alone."""
+    longer = ["--total-steps", "1536", "--resume"]
+    for seed in SEEDS[:2]:
+        out = str(tmp_path / "alone" / f"seed-{seed}")
+        assert main(["train", *RUN, "--seed", str(seed), "--out", out]) == 0
+        assert main(["train", *RUN, *longer, "--seed", str(seed), "--out", out]) == 0
+    seeds = f"{SEEDS[0]},{SEEDS[1]}"
+    assert main(["train", *RUN, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    assert main(["train", *RUN, *longer, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    for seed in SEEDS[:2]:
+        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+
+
+def _policies(count: int, obs_dim: int, hidden: int, actions: int
+              ) -> tuple[list[PPOAgent], list[FlatAdam]]:
+    """`count` PPO agents of different weights, each with its FlatAdam."""
+    policies = []
+    for seed in range(count):
+        torch.manual_seed(seed)
+        policy = PPOAgent(MLPEncoder(obs_dim, hidden, 50), 50, actions)
+        with torch.no_grad():
+            for p in policy.parameters():
+                p.add_(torch.randn_like(p) * 0.05)  # biases off zero
+        policies.append(policy)
+    return policies, [FlatAdam(list(p.parameters()), lr=2.5e-4, eps=1e-5) for p in policies]
+
+
+def check_stacked_kernels() -> None:
+    """Acting, and a minibatch step (the PPO loss, the clipped gradient of every parameter,
+    Adam's step) of seeds stacked, against each seed's own (the NumPy actor; a forward, the
+    fused loss, backward, clipping and FlatAdam's step), bit for bit: CartPole's and Acrobot's
+    shapes (with three actions, MKL's batched product of the actor head's gradient differed:
+    it is taken seed by seed), minibatches from `MIN_STACKED_ROWS` rows to past MKL's blocks of
+    128, odd and even."""
+    set_threads(1)
+    count, rng = 3, np.random.default_rng(0)
+    loss_options = dict(clip=0.2, clip_value_loss=True, ent_coef=0.01, vf_coef=0.5,
+                        logratio_limit=20.0)
+    for obs_dim, hidden, actions in ((4, 64, 2), (6, 32, 3)):
+        alone, alone_adam = _policies(count, obs_dim, hidden, actions)
+        _, stacked_adam = _policies(count, obs_dim, hidden, actions)
+        weights = StackedWeights(stacked_adam)
+        kernels = StackedPPO(weights)
+        for rows in (MIN_STACKED_ROWS, 9, 31, 64, 127, 129):
+            batch = dict(obs=torch.randn(count, rows, obs_dim),
+                         actions=torch.randint(0, actions, (count, rows)),
+                         logprobs=-torch.rand(count, rows), adv=torch.randn(count, rows),
+                         ret=torch.randn(count, rows) * 10, values=torch.randn(count, rows))
+            columns = ("actions", "logprobs", "adv", "ret", "values")
+            terms_alone, grads_alone = [], []
+            for s, (policy, opt) in enumerate(zip(alone, alone_adam)):
+                logits, values = policy(batch["obs"][s])
+                loss, terms = fused_ppo_loss(logits, values, *(batch[k][s] for k in columns),
+                                             **loss_options)
+                opt.zero_grad()
+                loss.backward()
+                opt.clip_grad_norm_(0.5)
+                grads_alone.append(opt.flat.grad.clone())
+                opt.step()
+                terms_alone.append([loss.item(), *(t.item() for t in dataclasses.astuple(terms))])
+            terms = kernels.gradients(list(range(count)), batch["obs"],
+                                      *(batch[k].numpy() for k in columns), **loss_options,
+                                      max_norm=0.5)
+            assert terms.tolist() == np.float32(terms_alone).tolist()
+            for s, grad in enumerate(grads_alone):
+                assert torch.equal(weights.grad[s, : weights.size], grad), (obs_dim, rows, s)
+            weights.step(list(range(count)))
+            for one, together in zip(alone_adam, stacked_adam):
+                assert torch.equal(one.flat, together.flat)
+                assert torch.equal(one.exp_avg_sq, together.exp_avg_sq)
+            obs = rng.standard_normal((count, 4, obs_dim)).astype(np.float32)
+            logits, values = StackedActor(weights, list(range(count)))(obs)
+            for s, policy in enumerate(alone):
+                own_logits, own_values = make_actor(policy)(obs[s].copy())
+                assert np.array_equal(logits[s], own_logits)
+                assert np.array_equal(values[s], own_values)
+
+
+def test_stacked_kernels_compute_each_seeds_own_bits_in_reproducible_mode() -> None:
+    check_stacked_kernels()  # the suite runs in reproducible mode (conftest.py)
+
+
+def test_stacked_kernels_compute_each_seeds_own_bits_with_the_libraries_own_kernels() -> None:
+    """The same check in a process outside reproducible mode: MKL and NumPy pick their kernels
+    for this CPU (where the batched products differed where they differed)."""
+    env = {k: v for k, v in os.environ.items() if k not in pins()}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    done = subprocess.run([sys.executable, "-c", "import test_population as t; "
+                           "t.check_stacked_kernels()"], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--seeds", "0,3", "--seed", "1"], "give --seeds or --seed, not both"),
+    (["--seeds", "0,3", "--agent", "xlvin-r"], "not agent xlvin"),
+    (["--seeds", "0,3", "--protocol", "low_data"], "not protocol low_data"),
+    (["--seeds", "0-x"], "--seeds takes seeds as 0-63"),
+    (["--seeds", "3-1"], "a range goes up"),
+    (["--seeds", "0,1,1"], "names seed 1 twice"),
+    (["--seeds", "0-99999"], "names more than 10,000 seeds"),
+])
+def test_bad_seeds_are_one_error_line_before_anything_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    out = tmp_path / "pop"
+    assert main(["train", "--agent", "ppo", "--total-steps", "512", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("xlvin: error: ") and said in err[0]
+    assert not out.exists()
+
+
+def test_a_seed_directory_that_holds_a_run_is_refused_first(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    (tmp_path / "pop" / "seed-7").mkdir(parents=True)
+    (tmp_path / "pop" / "seed-7" / "config.json").write_text("{}")
+    assert main(["train", *RUN, "--seeds", "0,7", "--out", str(tmp_path / "pop")]) == 2
+    assert "seed-7 already holds a run" in capsys.readouterr().err
+    assert not (tmp_path / "pop" / "seed-0").exists()
+
+
+def test_seeds_are_read_as_written() -> None:
+    assert parse_seeds("0-3,10,12-13") == [0, 1, 2, 3, 10, 12, 13]
+    assert parse_seeds(" 5 ") == [5]
+
+
+def test_learn_seeds_is_learn_once_per_seed(tmp_path: Path) -> None:
+    """The Python API: `learn_seeds(model, seeds, ...)` gives the models (and run directories)
+    that `learn` gives on the model with each seed."""
+    options = dict(num_envs=2, num_steps=32, checkpoint_every=2, verbose=0)
+    alone = PPO("CartPole-v1", seed=5, **options).learn(256, out=tmp_path / "alone")
+    models = learn_seeds(PPO("CartPole-v1", **options), seeds=[0, 5], total_timesteps=256,
+                         out=tmp_path / "pop")
+    assert [m.config.train.seed for m in models] == [0, 5]
+    assert [m.num_timesteps for m in models] == [256, 256]
+    assert_same_run(tmp_path / "alone", tmp_path / "pop" / "seed-5")
+    own, together = alone.get_parameters()["policy"], models[1].get_parameters()["policy"]
+    assert all(torch.equal(own[k], together[k]) for k in own)
+    with pytest.raises(UserError, match="^seeds names seed 1 twice$"):
+        learn_seeds(PPO("CartPole-v1", **options), seeds=[1, 1], out=tmp_path / "twice")
+
+
+def test_sigterm_checkpoints_every_seed_and_the_resume_ends_as_uninterrupted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "2", "--num-steps", "32",
+            "--total-steps", "2048", "--checkpoint-every", "50", "--quiet", "--seeds", "0,3"]
+    assert main(["train", *args, "--out", str(tmp_path / "full")]) == 0
+    metrics = tmp_path / "stopped" / "seed-3" / METRICS
+
+    def signal_after_three_updates() -> None:
+        while not (metrics.exists() and metrics.read_text().count("\n") >= 3):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=signal_after_three_updates, daemon=True).start()
+    capsys.readouterr()
+    assert main(["train", *args, "--out", str(tmp_path / "stopped")]) == 143
+    err = capsys.readouterr().err
+    assert err.startswith("xlvin: terminated (stopped after update ") and err.count("\n") == 1
+    for seed in (0, 3):
+        run = tmp_path / "stopped" / f"seed-{seed}"
+        assert read_loop_state(run / CHECKPOINT)["log_step"] == read_metrics(run)[-1]["step"]
+        assert len(read_metrics(run)) % 50 != 0  # saved at the signal, not periodically
+    assert main(["train", *args, "--resume", "--out", str(tmp_path / "stopped")]) == 0
+    for seed in (0, 3):
+        assert_same_run(tmp_path / "full" / f"seed-{seed}", tmp_path / "stopped" / f"seed-{seed}")
+
+
+def test_a_deadline_stops_every_seed_resumably(tmp_path: Path) -> None:
+    """A population past its deadline stops every seed at its next boundary, each unfinished
+    with a checkpoint; resumed, each ends as its solo run."""
+    cfg = RunConfig.from_json(json.loads((_solo(tmp_path, 3) / "config.json").read_text()), "")
+    summaries = train_population(cfg, [0, 3], tmp_path / "pop", progress=False, deadline=0.0)
+    assert [s["stopped_at_deadline"] for s in summaries] == [True, True]
+    assert not (tmp_path / "pop" / "seed-3" / MODEL).exists()
+    train_population(cfg, [0, 3], tmp_path / "pop", progress=False, resume=True)
+    assert_same_run(tmp_path / "alone" / "seed-3", tmp_path / "pop" / "seed-3")
+
+
+def _solo(root: Path, seed: int) -> Path:
+    """Seed `seed` of RUN trained alone under root/alone."""
+    out = root / "alone" / f"seed-{seed}"
+    assert main(["train", *RUN, "--seed", str(seed), "--out", str(out)]) == 0
+    return out
+
+
+def test_seeds_that_would_not_fit_in_memory_are_refused_before_anything_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory is bounded before anything starts: S times one run's estimate."""
+    from xlvin.run import population
+
+    monkeypatch.setattr(population, "machine_memory", lambda: 2**20)  # 1 MiB
+    assert main(["train", *RUN, "--seeds", "0-9", "--out", str(tmp_path / "pop")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error: 10 seeds need about ") and "fewer --seeds" in err
+    assert not (tmp_path / "pop").exists()
