@@ -170,7 +170,7 @@ def read_json_object(path: Path) -> dict[str, Any]:
     try:
         data = read_json(path)
     except ValueError as err:
-        raise UserError(f"corrupt JSON in {path}: {type(err).__name__}") from None
+        raise UserError(f"corrupt JSON in {path}: {one_line(err, limit=120)}") from None
     if not isinstance(data, dict):
         raise UserError(f"corrupt JSON in {path}: expected an object")
     return data
