@@ -43,7 +43,15 @@ from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import EVAL_FILE, EVAL_SEED, finish_run, is_finished
 from xlvin.experiments.protocol import Experiment, run_cells
 from xlvin.experiments.results import kept, write_files
-from xlvin.experiments.shapes import IMPROVEMENT, INTERVAL, Each, Nullable, Optional, check_entries, one_of
+from xlvin.experiments.shapes import (
+    IMPROVEMENT,
+    INTERVAL,
+    Each,
+    Nullable,
+    Optional,
+    check_entries,
+    one_of,
+)
 from xlvin.io.digests import read_sealed
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, reading_results

@@ -208,7 +208,8 @@ def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     bring (run on another machine, whose run directories are not here), each with its init
     (rows written before inits were an option: the protocol's own)."""
     return kept(results / "executor.json", "rows", rows,
-                lambda r: (r["protocol"], r["init"], r["env"]), ROW, lambda r: {**r, "init": _init(r)})
+                lambda r: (r["protocol"], r["init"], r["env"]), ROW,
+                lambda r: {**r, "init": _init(r)})
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:

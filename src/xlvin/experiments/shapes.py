@@ -89,7 +89,8 @@ def check(value: Any, shape: Any, where: str) -> None:
             check(value, shape.shape, where)
     elif isinstance(shape, OneOf):
         if not any(value == v and type(value) is type(v) for v in shape.values):
-            raise ValueError(f"{where}: {_said(value)} is none of {', '.join(map(repr, shape.values))}")
+            known = ", ".join(map(repr, shape.values))
+            raise ValueError(f"{where}: {_said(value)} is none of {known}")
     elif isinstance(shape, Each):
         _expect(value, dict, "an object", where)
         for name, item in value.items():

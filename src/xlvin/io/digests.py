@@ -15,8 +15,8 @@ digests are plain SHA-256 that anyone can recompute, with no key the user holds
 A file this version writes is always sealed, so one without a seal (no `sha256` field; weights
 without their header digest, `xlvin.io.weights`) is refused in one line, unless the process
 accepts unsealed files (`xlvin.io.seals`, `--accept-unsealed`): the files of runs written by
-an xlvin from before digests, then read unchecked with one notice per process. A row without a seal after a sealed one in a
-metrics log is refused either way: no xlvin wrote that.
+an xlvin from before digests, then read unchecked with one notice per process. A row without
+a seal after a sealed one in a metrics log is refused either way: no xlvin wrote that.
 """
 
 import hashlib

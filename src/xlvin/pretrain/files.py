@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from torch import nn
 
-from xlvin.errors import FieldError, UserError, one_line
+from xlvin.errors import FieldError, UserError
 from xlvin.io.checkpoint import Checkpointer
 from xlvin.io.executor_file import load_executor, read_executor_meta
 from xlvin.io.weights import read_metadata, save_weights
@@ -198,9 +198,8 @@ def _standing_for(
         return path
     remedy = ("remove it: it is made again (or taken from the shipped files) on first use"
               if cached else "reinstall xlvin")
-    raise UserError(one_line(ValueError(
-        f"{path} does not hold the {what} it is {'cached' if cached else 'shipped'} as: its "
-        f"header records {differs}; {remedy}")))
+    raise UserError(f"{path} does not hold the {what} it is {'cached' if cached else 'shipped'} "
+                    f"as: its header records {differs}; {remedy}")
 
 
 def _first_difference(expected: Any, recorded: Any, where: str = "config") -> str | None:
