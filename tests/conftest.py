@@ -29,3 +29,12 @@ def tiny_default_executors(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: py
         monkeypatch.setitem(DEFAULT_EXECUTORS, kind, dataclasses.replace(
             DEFAULT_EXECUTORS[kind], train_graphs=4, epochs=1))
     monkeypatch.setenv("XLVIN_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture
+def accept_unsealed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run directories written by hand in a test, as an xlvin from before seals wrote them (no
+    weights, no SHA-256): read as `--accept-unsealed` reads them (`xlvin.io.seals`)."""
+    from xlvin.io.seals import ACCEPT_UNSEALED
+
+    monkeypatch.setenv(ACCEPT_UNSEALED, "1")

@@ -44,7 +44,8 @@ def test_every_train_flag_is_a_keyword_argument_of_the_same_name(tmp_path: Path)
     flags = {lists.get(a.option_strings[-1][2:], a.option_strings[-1][2:].replace("-", "_"))
              for a in train._actions if a.option_strings}
     # --reproducible is the process's kernel mode, set before torch loads: not a model's option
-    process = {"help", "out", "quiet", "resume", "config", "no_reproducible"}
+    # --accept-unsealed is the process's reading of older runs' files: not a model's option either
+    process = {"help", "out", "quiet", "resume", "config", "no_reproducible", "accept_unsealed"}
     process.add("seeds")  # several models: the function `xlvin.learn_seeds`, not an option
     assert flags - process == set(option_names())
     model = PPO("CartPole-v1", lr=1e-3, transe_epochs=3, low_data_episodes=7, seed=5)

@@ -66,8 +66,12 @@ def header(path: Path) -> dict:
 
 
 def rewrite_header(path: Path, metadata: str) -> None:
-    """Replace the JSON header of a weights file, keeping its tensors."""
-    save_file(load_file(str(path)), str(path), metadata={"xlvin": metadata})
+    """Replace the JSON header of a weights file, keeping its tensors, and seal it again (as
+    anyone can: the digests are no signature; what a header says is checked field by field)."""
+    tensors = load_file(str(path))
+    save_file(tensors, str(path), metadata={weights_module.METADATA_KEY: metadata,
+                                            weights_module.DIGEST_KEY: weights_module.digest(
+                                                metadata, tensors)})
 
 
 def is_gone(pid: int) -> bool:
@@ -354,12 +358,20 @@ def test_a_killed_sweep_leaves_no_ray_process_and_no_worker(tmp_path: Path) -> N
 # ---------------------------------------------------------- 3. a tampered run directory is inert
 
 def tampered_copy(run: Path, dest: Path, change) -> Path:
-    """A copy of the finished run `run` whose model header's config went through `change`."""
+    """A copy of the finished run `run` whose model header's config went through `change`, its
+    config.json too where that is an object (else config.json and the header would disagree,
+    which is refused before the header's fields are read)."""
     dest.mkdir()
     for name in ("config.json", "model.safetensors"):
         (dest / name).write_bytes((run / name).read_bytes())
-    meta = header(dest / "model.safetensors")
-    rewrite_header(dest / "model.safetensors", change(meta))
+    changed = change(header(dest / "model.safetensors"))
+    rewrite_header(dest / "model.safetensors", changed)
+    try:
+        config = json.loads(changed).get("config")
+    except (ValueError, RecursionError, AttributeError):
+        config = None
+    if isinstance(config, dict):
+        (dest / "config.json").write_text(json.dumps(config))
     return dest
 
 

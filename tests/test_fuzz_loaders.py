@@ -14,6 +14,7 @@ from safetensors.torch import save_file
 
 from xlvin.errors import UserError
 from xlvin.io.run_dir import CONFIG, MODEL
+from xlvin.io.weights import digest
 from xlvin.nn.policy import ActorCritic
 from xlvin.run.training import load_run
 from xlvin.run.config import RunConfig, TrainConfig
@@ -84,8 +85,13 @@ def test_any_weights_header_is_a_policy_or_one_line(metadata: str, ppo_weights: 
                                                     tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir(exist_ok=True)
-    (run / CONFIG).write_text("{}")
-    save_file(ppo_weights, str(run / MODEL), metadata={"xlvin": metadata})
+    try:  # config.json says the run the header says (`check_same_run`): the header is fuzzed
+        config = json.loads(metadata).get("config", {})
+    except (ValueError, AttributeError):
+        config = {}
+    (run / CONFIG).write_text(json.dumps(config))
+    save_file(ppo_weights, str(run / MODEL),  # sealed: what the header says is fuzzed
+              metadata={"xlvin": metadata, "xlvin-sha256": digest(metadata, ppo_weights)})
     try:
         load_run(run)
     except UserError as err:

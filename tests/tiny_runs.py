@@ -45,11 +45,12 @@ def finished_cell(root: Path) -> Path:
     return run_dir
 
 
-def reproduce(root: Path, results: Path) -> int:
-    """`xlvin reproduce` of CELL's finished run under `root`, results into `results`."""
+def reproduce(root: Path, results: Path, *more: str) -> int:
+    """`xlvin reproduce` of CELL's finished run under `root`, results into `results`, with the
+    flags `more`."""
     return main(["reproduce", "classic", "--protocol", "paper", "--envs", "CartPole-v0",
                  "--agents", "ppo", "--seeds", "1", "--finished-only", "--runs", str(root),
-                 "--results", str(results)])
+                 "--results", str(results), *more])
 
 
 def tiny_cell_config(real):

@@ -21,6 +21,7 @@ from importlib.metadata import version
 
 from xlvin.config import close_match
 from xlvin.errors import UserError, one_line
+from xlvin.io.seals import accept_unsealed
 from xlvin.kernels import DEFAULT_ON, add_option, pin, wanted
 from xlvin.signals import exit_status, received_sigterm, sigterm_raises
 
@@ -101,6 +102,11 @@ def build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
         importlib.import_module(f"xlvin.commands.{module}").register(sub)
     for path, command in _commands(parser):
         add_option(command, default=path[0] in DEFAULT_ON)
+        command.add_argument(
+            "--accept-unsealed", action="store_true",
+            help="read result, metrics and weights files that hold no SHA-256 seal, unchecked "
+            "(with one note): those of runs written by an xlvin from before seals; without it "
+            "such a file is refused (docs/determinism.md)")
     return parser
 
 
@@ -173,7 +179,8 @@ def _run(argv: list[str] | None) -> int:
     from xlvin.process import prepare_process
 
     prepare_process()
-    args.func(args)
+    with accept_unsealed(args.accept_unsealed):
+        args.func(args)
     return 0
 
 

@@ -16,6 +16,7 @@ from xlvin.experiments.atari import AGENTS, GAMES, LABELS, WINDOW_UPDATES
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import EVAL_SEED
 from xlvin.experiments.results import kept, write_files
+from xlvin.experiments.shapes import Nullable, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.run.agents import resolve_agent
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
@@ -129,12 +130,23 @@ def cell_key(record: dict[str, Any]) -> tuple[str, str, int, int]:
 
 def _canonical(record: dict[str, Any]) -> dict[str, Any]:
     """A kept record with its agent's canonical name (xlvin_r: xlvin-r)."""
-    return {**record, "agent": resolve_agent(record["agent"], AGENTS)}
+    agent = record.get("agent")
+    return {**record, "agent": resolve_agent(agent, AGENTS)} if isinstance(agent, str) else record
+
+
+#: What the tables and figures read of a cell's record kept from an earlier atari.json
+#: (`xlvin.experiments.atari.cell_record`).
+RECORD = {
+    "game": one_of(GAMES), "agent": one_of(AGENTS), "seed": int, "transitions": int,
+    "transitions_reached": int, "finished": bool, "auc": float,
+    "final_eval": {"mean": float, "returns": list, "machine": str},
+    "first_score_at": Nullable(int), "steps_per_second": float, "curve": [(float, float)],
+}
 
 
 def read_earlier(results: Path) -> None:
-    """Read what RESULTS/atari.json keeps (one UserError if it is corrupt)."""
-    kept(results / "atari.json", "cells", [], cell_key, _canonical)
+    """Read what RESULTS/atari.json keeps (one UserError if it is corrupt: `RECORD`)."""
+    kept(results / "atari.json", "cells", [], cell_key, RECORD, _canonical)
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
@@ -144,7 +156,7 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     `records` (run on another machine, or by another invocation) are kept."""
     if not records:
         raise UserError("no Atari cell has a record to write")
-    earlier = kept(results / "atari.json", "cells", records, cell_key, _canonical)
+    earlier = kept(results / "atari.json", "cells", records, cell_key, RECORD, _canonical)
     # one order for the JSON and the figures: a figure re-drawn from atari.json is the same bytes
     records = sorted(earlier + records, key=cell_key)
     rows = aggregate(records)

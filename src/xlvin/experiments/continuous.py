@@ -43,6 +43,15 @@ from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import EVAL_FILE, EVAL_SEED, finish_run, is_finished
 from xlvin.experiments.protocol import Experiment, run_cells
 from xlvin.experiments.results import kept, write_files
+from xlvin.experiments.shapes import (
+    IMPROVEMENT,
+    INTERVAL,
+    Each,
+    Nullable,
+    Optional,
+    check_entries,
+    one_of,
+)
 from xlvin.io.digests import read_sealed
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, reading_results
@@ -324,7 +333,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of an earlier RESULTS/continuous.json for the (env, steps) `rows` do not bring
     (run elsewhere, or by another invocation's --envs)."""
-    return kept(results / "continuous.json", "rows", rows, lambda r: (r["env"], r["steps"]))
+    return kept(results / "continuous.json", "rows", rows, lambda r: (r["env"], r["steps"]), ROW)
 
 
 def write_results(records: list[dict[str, Any]], results: Path,
@@ -359,6 +368,15 @@ def write_results(records: list[dict[str, Any]], results: Path,
     return md
 
 
+#: What the table and figure read of a row and a run kept from an earlier continuous.json
+#: (`aggregate`, `cell_record`).
+_CELL = {"env": one_of(ENVS), "steps": int, "agent": one_of(AGENTS)}
+ROW = {**_CELL, "seeds": list, "unfinished": Each(str),
+       "final": Nullable({**INTERVAL, "mean": float, "std": float, "per_seed": [float]}),
+       "wall_seconds_mean": Nullable(float), "over_ppo": Optional(IMPROVEMENT)}
+RUN = {**_CELL, "seed": int, "final_return": float, "wall_seconds": float}
+
+
 def read_earlier(results: Path) -> None:
     """Read what RESULTS/continuous.json keeps (one UserError if it is corrupt)."""
     kept_rows(results, [])
@@ -374,8 +392,7 @@ def kept_runs(results: Path, cells: list[Cell]) -> list[dict[str, Any]]:
         return []
     wanted = set(cells)
     with reading_results(path):
-        return [r for r in read_json(path)["runs"]
-                if Cell.of(r) in wanted]
+        return [r for r in check_entries(read_json(path), "runs", RUN) if Cell.of(r) in wanted]
 
 
 def table(chosen: list[Cell], runs: Path, results: Path, include_running: bool = False,

@@ -29,6 +29,7 @@ from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import is_finished
 from xlvin.experiments.results import kept, write_files
+from xlvin.experiments.shapes import IMPROVEMENT, INTERVAL, Optional, one_of
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
@@ -191,6 +192,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+#: What the table and figure read of an arm's row (`aggregate`) kept from an earlier file.
+_STATISTIC = {**INTERVAL, "per_seed": [float]}
+ROW = {"protocol": one_of(table1.PROTOCOLS), "init": one_of(INITS), "env": one_of(table1.ENVS),
+       "arm": one_of(ARMS), "seeds": list, **dict.fromkeys(STATISTICS, _STATISTIC),
+       **{f"{name}_over_ppo": Optional(IMPROVEMENT) for name in STATISTICS}}
+
+
 def read_earlier(results: Path) -> None:
     """Read what RESULTS/executor.json keeps (one UserError if it is corrupt)."""
     kept_rows(results, [])
@@ -201,7 +209,8 @@ def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     bring (run on another machine, whose run directories are not here), each with its init
     (rows written before inits were an option: the protocol's own)."""
     return kept(results / "executor.json", "rows", rows,
-                lambda r: (r["protocol"], r["init"], r["env"]), lambda r: {**r, "init": _init(r)})
+                lambda r: (r["protocol"], r["init"], r["env"]), ROW,
+                lambda r: {**r, "init": _init(r)})
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:

@@ -28,8 +28,9 @@ from xlvin.experiments.maze_ablation import (
     with_update_sizes,
 )
 from xlvin.experiments.maze_embeddings import PAPER_LEVELS
-from xlvin.experiments.maze_report import table_head
+from xlvin.experiments.maze_report import RECORD_FIELDS, check_consistent, table_head
 from xlvin.experiments.results import others, write_files
+from xlvin.experiments.shapes import Each, Holds, Optional, check, check_entries, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
 from xlvin.stats import improvement_text, interval_text
@@ -211,6 +212,29 @@ def geometry_markdown(geo: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: What the reports read of a cell's record kept from an earlier maze.json: a maze record of an
+#: arm, with its update sizes per level where it has them (`with_update_sizes`).
+RECORD = Holds({**RECORD_FIELDS, "agent": one_of(ARMS.values()),
+                "updates": Optional(Each(dict.fromkeys(UPDATE_STATS, float)))}, check_consistent)
+
+
+def _geometry_arms(geo: dict[str, Any]) -> None:
+    """Refuse (ValueError) kept geometry of an arm the ablation does not have, or of arms
+    without the count of mazes it was measured on."""
+    strangers = sorted(set(geo.get("arms") or {}) - set(ARMS))
+    if strangers:
+        raise ValueError(f"arms: {strangers[0]!r} is none of the ablation's arms")
+    if geo.get("arms") and "mazes" not in geo:
+        raise ValueError("no field 'mazes'")
+
+
+#: What the reports read of the geometry kept from an earlier maze.json (`geometry`):
+#: arm -> level -> measure -> per-seed values, the mazes measured on, the TransE start.
+GEOMETRY_KEPT = Optional(Holds({
+    "arms": Optional(Each(Each(Each({"per_seed": Each(float)})))), "mazes": Optional(int),
+    "transe_only": Optional(dict.fromkeys(GEOMETRY, float))}, _geometry_arms))
+
+
 def read_earlier(results: Path) -> None:
     """Read what RESULTS/maze.json keeps (one UserError if it is corrupt or another's)."""
     kept_results(results, [])
@@ -225,11 +249,14 @@ def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dic
         return [], {}
     with reading_results(path):
         data = read_json(path)
-        strangers = sorted({r["agent"] for r in data["runs"]} - set(ARMS.values()))
+        agents = {r.get("agent") for r in check_entries(data, "runs", Each(object))}
+        strangers = sorted({a for a in agents if isinstance(a, str)} - set(ARMS.values()))
         if strangers:
             raise UserError(f"{path} is not the maze ablation's (it has {', '.join(strangers)}, "
                             "which are none of its arms): give --results a folder of its own, "
                             "such as results/ablation")
+        check_entries(data, "runs", RECORD)
+        check(data.get("geometry"), GEOMETRY_KEPT, "geometry")
         runs = others(data["runs"], records, lambda r: (r["agent"], r["seed"]))
         cells = {(r["agent"], str(r["seed"])) for r in runs}
         geo = data.get("geometry") or {}

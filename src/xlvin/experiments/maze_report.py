@@ -2,6 +2,9 @@
 level what it cost, and the held-out success after each passed level over a whole held-out split
 (each level weighted by its share of the split's starts); the tables and figures 2, 7 and 9."""
 
+import dataclasses
+import functools
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,7 +14,9 @@ import numpy as np
 from xlvin.envs.maze_data import maze_split
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.maze import AGENT_NOTES, AGENTS, DIR_NAMES, MAZE_PPO
+from xlvin.config import from_dict
 from xlvin.experiments.results import kept, write_files
+from xlvin.experiments.shapes import Each, Holds, Nullable, Optional, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.run.agents import resolve_agent
@@ -138,12 +143,58 @@ LEGACY = {old: name for name, old in DIR_NAMES.items()}
 
 def _canonical(record: dict[str, Any]) -> dict[str, Any]:
     """A kept record with its agent's canonical name."""
-    return {**record, "agent": LEGACY.get(record["agent"], record["agent"])}
+    agent = record.get("agent")
+    return {**record, "agent": LEGACY.get(agent, agent)} if isinstance(agent, str) else record
+
+
+@functools.cache
+def _curriculum_facts(curriculum: str) -> tuple[int, dict[str, dict[int, int]]]:
+    """How many levels the curriculum (JSON) has, and {side: {level: held-out starts}}."""
+    cfg = from_dict(CurriculumConfig, json.loads(curriculum), "curriculum")
+    return len(cfg.levels()), held_out_counts(json.loads(curriculum))
+
+
+def check_consistent(record: dict[str, Any]) -> None:
+    """Refuse (ValueError) a record whose fields disagree where the reports read them together:
+    its curriculum a valid one, every field of it given; a level passed without a held-out
+    success on each held-out side, at a level of that side's split; a cell ended without a
+    failed level whose last level is not passed; levels tried at no steps per second."""
+    curriculum = record["curriculum"]
+    missing = [f.name for f in dataclasses.fields(CurriculumConfig) if f.name not in curriculum]
+    if missing:
+        raise ValueError(f"curriculum: no field {missing[0]!r}")
+    levels, counts = _curriculum_facts(json.dumps(curriculum, sort_keys=True))
+    if levels < 1:
+        raise ValueError("curriculum: no level")
+    for i, h in enumerate(record["levels"]):
+        for side, per_level in counts.items() if h["passed"] else ():
+            rates = (h.get("held_out") or {}).get(side)
+            if not isinstance(rates, dict) or not any(str(d) in rates for d in per_level):
+                raise ValueError(f"levels[{i}]: passed, without a held-out success on its "
+                                 f"{side}x{side} split")
+    if record["in_progress"] is None and record["failed_level"] is None and not (
+            record["levels"] and record["levels"][-1]["passed"]):
+        raise ValueError("ended without a failed level, but its last level is not passed")
+    if record["levels"] and not record["steps_per_second"] > 0:
+        raise ValueError("steps_per_second: must be > 0 where levels were tried")
+
+
+#: A level a cell tried (`xlvin.experiments.maze`'s history).
+LEVEL = {"level": int, "passed": bool, "episodes": int, "env_steps": int,
+         "held_out": Optional(Each(Each(float))), "seconds": Optional(float)}
+#: What the reports read of a cell's record kept from an earlier maze.json (`maze.cell_record`).
+RECORD_FIELDS = {
+    "experiment": str, "agent": one_of(AGENTS), "seed": int, "curriculum": Each(object),
+    "levels": [LEVEL], "levels_passed": [int], "failed_level": Nullable(int),
+    "in_progress": Nullable({"level": int, "episodes": int, "window_success": float}),
+    "env_steps": int, "steps_per_second": float, "episodes": int, "wall_seconds": float,
+}
+RECORD = Holds(RECORD_FIELDS, check_consistent)
 
 
 def read_earlier(results: Path) -> None:
-    """Read what RESULTS/maze.json keeps (one UserError if it is corrupt)."""
-    kept(results / "maze.json", "runs", [], _cell_key, _canonical)
+    """Read what RESULTS/maze.json keeps (one UserError if it is corrupt: `RECORD`)."""
+    kept(results / "maze.json", "runs", [], _cell_key, RECORD, _canonical)
 
 
 def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:
@@ -151,7 +202,7 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     and maze_16x16 (figure 2), contextual_maze (figure 9; contextual_maze_16x16 beside it),
     maze_stats (figure 7). Records of an
     experiment already in maze.json and not in `records` are kept."""
-    records = kept(results / "maze.json", "runs", records, _cell_key, _canonical) + records
+    records = kept(results / "maze.json", "runs", records, _cell_key, RECORD, _canonical) + records
     md = markdown(records, wall_seconds)
     curve_data = curves(records)
     write_files(results, "maze", md, {"curves": curve_data, "runs": records})

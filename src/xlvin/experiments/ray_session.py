@@ -21,6 +21,7 @@ from typing import Any
 from xlvin.errors import UserError
 from xlvin.experiments.ray_reaper import start_reaper
 from xlvin.kernels import pinned, pins
+from xlvin.io.seals import ACCEPT_UNSEALED, accepting_unsealed
 from xlvin.signals import reinstall
 
 INSTALL_HINT = "`xlvin sweep` needs Ray: pip install 'xlvin[ray]'"
@@ -50,12 +51,15 @@ def init_ray(address: str | None, workers: int | None, timeout: float = CONNECT_
     ray = import_ray()
     if ray.is_initialized():
         return False
+    workers_env = {**(pins() if pinned() else {}),
+                   **({ACCEPT_UNSEALED: "1"} if accepting_unsealed() else {})}
     quiet = {
         "include_dashboard": False,
         "log_to_driver": False,  # workers' stdout/stderr stay in Ray's log files
         "logging_level": logging.ERROR,
-        # workers start under this process's kernel mode (Ray starts them, not this process)
-        "runtime_env": {"env_vars": pins()} if pinned() else None,
+        # workers start under this process's kernel mode and reading of unsealed files (Ray
+        # starts them, not this process)
+        "runtime_env": {"env_vars": workers_env} if workers_env else None,
     }
     where = address or "local Ray"
     refused = getattr(ray.exceptions, "AuthenticationError", ConnectionError)  # Ray with tokens

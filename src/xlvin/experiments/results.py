@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from xlvin.io.files import atomic_write_text, prepare_results, read_json, write_json
+from xlvin.errors import UserError, one_line
+from xlvin.experiments.shapes import Each, check_entries
 from xlvin.io.run_dir import reading_results
 
 Entry = dict[str, Any]
@@ -21,14 +23,21 @@ def others(earlier: Iterable[Entry], fresh: Iterable[Entry],
 
 
 def kept(path: Path, section: str, fresh: Iterable[Entry], key: Callable[[Entry], Hashable],
-         fix: Callable[[Entry], Entry] = dict) -> list[Entry]:
+         shape: Any, fix: Callable[[Entry], Entry] = dict) -> list[Entry]:
     """`others` of an earlier results file's `section` (each entry `fix`ed first: older
-    spellings made current) and `fresh`; [] without the file. A file that is not the JSON the
-    code wrote is one UserError naming it (`reading_results`)."""
+    spellings made current, then of `shape`: every field its report reads, `xlvin.experiments.
+    shapes`) and `fresh`; [] without the file. A file that is not the JSON the code wrote is one
+    UserError naming it (`reading_results`)."""
     if not path.is_file():
         return []
     with reading_results(path):
-        return others([fix(r) for r in read_json(path)[section]], fresh, key)
+        entries = []
+        for i, entry in enumerate(check_entries(read_json(path), section, Each(object))):
+            try:
+                entries.append(fix(entry))
+            except UserError as err:  # an unknown name, say: named with its entry and file
+                raise ValueError(f"{section}[{i}]: {one_line(err)}") from None
+        return others(check_entries({section: entries}, section, shape), fresh, key)
 
 
 def write_files(results: Path, stem: str, markdown: str, data: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from xlvin.errors import UserError
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.results import write_files
+from xlvin.experiments.shapes import IMPROVEMENT, INTERVAL, Optional, check_entries, one_of
 from xlvin.experiments.table1 import (
     AGENTS,
     ENVS,
@@ -211,15 +212,24 @@ def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: fl
     return md
 
 
+#: What the combined table and figure read of a protocol's table: its rows (`aggregate`) and
+#: runs (the records), each of a cell of Table 1.
+_CELL = {"protocol": one_of(PROTOCOLS), "env": str, "agent": str, "strict": bool, "variant": str}
+ROW = {**_CELL, "final": INTERVAL, "max_eval": INTERVAL, "p_better_than_ppo": Optional(IMPROVEMENT)}
+RUN = {**_CELL, "final_return": float, "max_eval_return": float}
+
+
 def read_earlier(results: Path) -> list[dict[str, list[Any]]]:
     """The rows and runs of each protocol's RESULTS/table1-PROTOCOL.json there is (the combined
-    table is made of them); a corrupt one is one UserError."""
+    table is made of them); one that is not the JSON the code wrote (`ROW`, `RUN`) is one
+    UserError."""
     tables = []
     for p in PROTOCOLS:
         if (results / f"table1-{p}.json").is_file():
             with reading_results(results / f"table1-{p}.json"):
                 table = read_json(results / f"table1-{p}.json")
-                tables.append({"rows": list(table["rows"]), "runs": list(table["runs"])})
+                tables.append({"rows": check_entries(table, "rows", ROW),
+                               "runs": check_entries(table, "runs", RUN)})
     return tables
 
 

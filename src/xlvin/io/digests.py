@@ -6,25 +6,32 @@ an unfinished run, one tied to the metrics row at the transitions it evaluated. 
 after writing is refused on read in one line naming the file, before it can reach a table or a
 resumed run.
 
-Files written before digests existed (no `sha256` field) are legacy: read unchecked, with one
-notice per process on stderr (`legacy_notice`), so run directories of older runs still give their
-tables. A file with a digest is always checked.
+What the digests catch: a file changed after it was written (a flipped byte, a digit edited,
+a truncated copy), and a file or a run directory copied in from another run (its seal is tied to
+other weights). What they cannot catch: someone who edits a file and seals it again, since the
+digests are plain SHA-256 that anyone can recompute, with no key the user holds
+(docs/determinism.md).
+
+A file this version writes is always sealed, so one without a seal (no `sha256` field; weights
+without their header digest, `xlvin.io.weights`) is refused in one line, unless the process
+accepts unsealed files (`xlvin.io.seals`, `--accept-unsealed`): the files of runs written by
+an xlvin from before digests, then read unchecked with one notice per process. A row without
+a seal after a sealed one in a metrics log is refused either way: no xlvin wrote that.
 """
 
 import hashlib
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from xlvin.errors import UserError
 from xlvin.io.files import read_json, write_json
+from xlvin.io.seals import unsealed
 from xlvin.io.weights import weights_digest
 
 #: The field that holds a file's (or a metrics row's) digest.
 DIGEST_FIELD = "sha256"
-_noticed: set[str] = set()
 
 
 def digest_of(data: dict[str, Any], tie: str) -> str:
@@ -67,10 +74,13 @@ def read_sealed(path: Path, run_dir: Path) -> dict[str, Any]:
 
 def check_sealed(path: Path, data: Any, tie: Callable[[], str], tied_to: str) -> Any:
     """`data`, read from `path`, less its digest, checked against `tie()` (what it is tied to,
-    in words: `tied_to`): a mismatch is one UserError naming the file; legacy data (no digest)
-    is returned as it is, with `legacy_notice`."""
-    if not isinstance(data, dict) or DIGEST_FIELD not in data:
-        legacy_notice(path)
+    in words: `tied_to`): a mismatch is one UserError naming the file; data without a digest is
+    refused, or where this process accepts unsealed files, returned as it is
+    (`xlvin.io.seals.unsealed`)."""
+    if not isinstance(data, dict):
+        return data  # its reader names it corrupt
+    if DIGEST_FIELD not in data:
+        unsealed(path)
         return data
     try:
         is_sealed(data, tie())
@@ -79,12 +89,3 @@ def check_sealed(path: Path, data: Any, tie: Callable[[], str], tied_to: str) ->
                         "changed after it was written; move it away and run again to produce it "
                         "anew") from None
     return {k: v for k, v in data.items() if k != DIGEST_FIELD}
-
-
-def legacy_notice(path: Path) -> None:
-    """One line on stderr, once per process: files without digests are read unchecked."""
-    if _noticed:
-        return
-    _noticed.add(str(path))
-    print(f"xlvin: note: {path} (and maybe others) holds no SHA-256, written by an older xlvin; "
-          "its numbers are read unchecked", file=sys.stderr)

@@ -27,7 +27,7 @@ from typing import Any
 from torch.utils.tensorboard import SummaryWriter
 
 from xlvin.errors import FieldError, UserError, one_line
-from xlvin.io.digests import DIGEST_FIELD, is_sealed, legacy_notice, sealed
+from xlvin.io.digests import DIGEST_FIELD, is_sealed, sealed
 from xlvin.io.files import (
     atomic_write_bytes,
     file_kind,
@@ -36,6 +36,7 @@ from xlvin.io.files import (
     remove_temporaries,
     write_json,
 )
+from xlvin.io.seals import unsealed
 
 CONFIG = "config.json"
 MODEL = "model.safetensors"
@@ -175,7 +176,7 @@ def read_json_object(path: Path) -> dict[str, Any]:
     try:
         data = read_json(path)
     except ValueError as err:
-        raise UserError(f"corrupt JSON in {path}: {type(err).__name__}") from None
+        raise UserError(f"corrupt JSON in {path}: {one_line(err, limit=120)}") from None
     if not isinstance(data, dict):
         raise UserError(f"corrupt JSON in {path}: expected an object")
     return data
@@ -295,12 +296,14 @@ def row_digest(run_dir: Path, field: str, value: float) -> str:
 
 def _complete_rows(path: Path) -> list[dict[str, float]]:
     """Rows of a metrics file whose writer may have been killed mid-line: that last line is
-    dropped; any other line that is not a row (flipped bytes, say) is one UserError."""
+    dropped; any other line that is not a row (flipped bytes, say) is one UserError, and so is a
+    row without its seal (unless unsealed files are accepted: an older run's log, unsealed up to
+    where this version resumed it; never after a sealed row)."""
     try:
         lines = read_checked(path).decode().splitlines()
     except UnicodeDecodeError:
         raise UserError(f"corrupt metrics file {path}: not UTF-8 text") from None
-    rows, previous = [], ""
+    rows, previous, sealed_before = [], "", False
     for i, line in enumerate(lines):
         try:
             row = json.loads(line)
@@ -312,8 +315,13 @@ def _complete_rows(path: Path) -> list[dict[str, float]]:
             except ValueError:
                 raise UserError(f"corrupt metrics file {path}: line {i + 1} changed after it was "
                                 "written (SHA-256 mismatch)") from None
-            if not previous:
-                legacy_notice(path)
+            if previous:
+                sealed_before = True
+            elif sealed_before:  # a resumed older log is unsealed up to its first sealed row
+                raise UserError(f"corrupt metrics file {path}: line {i + 1} holds no SHA-256 "
+                                "after sealed lines (its seal was removed)")
+            else:
+                unsealed(path)
             rows.append(row)
         elif i < len(lines) - 1 and line.strip():
             raise UserError(f"corrupt metrics file {path}: line {i + 1} is not a metrics row")

@@ -3,7 +3,8 @@
 Loading never executes code: safetensors holds raw tensors only, metadata is parsed as JSON.
 The header also holds a SHA-256 of the metadata and of every tensor's name, dtype, shape and
 bytes, checked whenever the tensors are loaded: a file whose bytes changed after it was written
-is refused, not silently used (files written before the digest existed load unchecked).
+is refused, not silently used. A file without it (written before the digest existed, or with it
+removed) is refused too, unless unsealed files are accepted (`xlvin.io.seals`).
 """
 
 import hashlib
@@ -18,6 +19,7 @@ from torch import nn
 
 from xlvin.errors import UserError, one_line
 from xlvin.io.files import atomic_write_bytes, check_regular
+from xlvin.io.seals import unsealed
 
 METADATA_KEY = "xlvin"
 DIGEST_KEY = "xlvin-sha256"
@@ -80,7 +82,9 @@ def _read(path: Path, what: str, tensors: bool) -> tuple[dict[str, torch.Tensor]
         loaded = load_file(str(path)) if tensors else {}
     except (SafetensorError, OSError, KeyError, ValueError, RecursionError) as err:
         raise UserError(f"corrupt {what} file {path}: {one_line(err)}") from None
-    if tensors and DIGEST_KEY in header and digest(header[METADATA_KEY], loaded) != header[DIGEST_KEY]:
+    if DIGEST_KEY not in header:
+        unsealed(path, f"SHA-256 in its header ({DIGEST_KEY})")
+    elif tensors and digest(header[METADATA_KEY], loaded) != header[DIGEST_KEY]:
         raise UserError(f"corrupt {what} file {path}: its tensors or metadata changed after it "
                         "was written (SHA-256 mismatch)")
     if not isinstance(metadata, dict):
@@ -90,7 +94,9 @@ def _read(path: Path, what: str, tensors: bool) -> tuple[dict[str, torch.Tensor]
 
 def weights_digest(path: Path) -> str:
     """The SHA-256 a weights file's header holds (checked against its tensors when they are
-    loaded), read without reading the tensors; a file without one is one UserError."""
+    loaded), read without reading the tensors, for the result files sealed to it; a file
+    without one is one UserError (whatever older files are accepted: files sealed to it say
+    it had one)."""
     path = Path(path)
     check_regular(path)
     try:
@@ -99,7 +105,8 @@ def weights_digest(path: Path) -> str:
     except (SafetensorError, OSError) as err:
         raise UserError(f"corrupt weights file {path}: {one_line(err)}") from None
     if DIGEST_KEY not in header:
-        raise UserError(f"{path} holds no SHA-256 (written by an older xlvin)")
+        raise UserError(f"{path} holds no SHA-256 in its header ({DIGEST_KEY}), though result "
+                        "files beside it are sealed to one: it was removed; refused")
     return header[DIGEST_KEY]
 
 

@@ -6,6 +6,7 @@ A file is looked up by the hash of everything that determines it, in this order:
 the run says in one line that it uses one), and only then pre-trained here, with its progress
 shown, and cached."""
 
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -14,10 +15,10 @@ from typing import Any, Protocol
 
 from torch import nn
 
-from xlvin.errors import FieldError
+from xlvin.errors import FieldError, UserError
 from xlvin.io.checkpoint import Checkpointer
 from xlvin.io.executor_file import load_executor, read_executor_meta
-from xlvin.io.weights import save_weights
+from xlvin.io.weights import read_metadata, save_weights
 from xlvin.kernels import pinned
 from xlvin.nn.executor import MessagePassing
 from xlvin.nn.policy import TransitionBatch
@@ -99,11 +100,14 @@ def cached_executor(
     config alone, and the files behind earlier results (and the shipped ones) were made on
     that path, which gives other bits than the accelerated one."""
     path = cached_executor_path(cfg, cache_dir)
-    if path.exists():
-        return path
-    found = shipped.find(executor_key(cfg))
+    key = executor_key(cfg)
+    if os.path.lexists(path):
+        return _standing_for(path, key, read_metadata(path, "executor"), "executor", cached=True)
+    found = shipped.find(key)
     if found is not None:
-        return _announce(found, progress)
+        shipped_file = _announce(found, progress)
+        return _standing_for(shipped_file, key, read_metadata(shipped_file, "executor"),
+                             "executor", cached=False)
     return make_executor(cfg, path, progress, threads, position, accelerate=False)
 
 
@@ -152,11 +156,13 @@ def shared_transe_file(
     until the file is written. `progress` shows both (on line `position`). With `out`, it is
     made there, whatever the cache or the shipped files hold."""
     path = out or shared_transe_path(key, env)
-    if out is None and path.exists():
-        return path
+    if out is None and os.path.lexists(path):
+        return _standing_for(path, key, _transe_key_of(path), "TransE pre-training", cached=True)
     found = None if out else shipped.find(key)
     if found is not None:
-        return _announce(found, progress)
+        shipped_file = _announce(found, progress)
+        return _standing_for(shipped_file, key, _transe_key_of(shipped_file),
+                             "TransE pre-training", cached=False)
     seed_everything(0)
     modules = pair()
     transitions = data()
@@ -171,6 +177,54 @@ def shared_transe_file(
                                  "transitions": len(transitions.obs)})
     Path(epochs.path).unlink(missing_ok=True)
     return path
+
+
+def _transe_key_of(path: Path) -> Any:
+    """The key a TransE pre-training's file records it was made from (its kernel mode aside:
+    the file's name holds it, and the shipped files serve both modes)."""
+    key = read_metadata(path, "TransE pre-training").get("key")
+    return {k: v for k, v in key.items() if k != "kernels"} if isinstance(key, dict) else key
+
+
+def _standing_for(
+    path: Path, key: dict[str, Any], recorded: Any, what: str, cached: bool
+) -> Path:
+    """`path`, once the config its header records holds every field of `key` (what the file was
+    asked for: family, seed, epochs, every training setting) with `key`'s value; otherwise one
+    UserError naming the first field that differs. A file of another config copied or swapped
+    in under this name (the untrained executor over the trained one) is never used."""
+    differs = _first_difference(json.loads(json.dumps(key)), recorded)
+    if differs is None:
+        return path
+    remedy = ("remove it: it is made again (or taken from the shipped files) on first use"
+              if cached else "reinstall xlvin")
+    raise UserError(f"{path} does not hold the {what} it is {'cached' if cached else 'shipped'} "
+                    f"as: its header records {differs}; {remedy}")
+
+
+def _first_difference(expected: Any, recorded: Any, where: str = "config") -> str | None:
+    """What `recorded` holds, in words, at the first field of `expected` (in its order, nested
+    fields by dotted names) whose value it does not hold; None if it holds every one."""
+    if isinstance(expected, dict):
+        if not isinstance(recorded, dict):
+            return f"{where} as {_short(recorded)}, not an object"
+        for name, value in expected.items():
+            inner = name if where == "config" else f"{where}.{name}"
+            if name not in recorded:
+                return f"no {inner} (the config asks {_short(value)})"
+            differs = _first_difference(value, recorded[name], inner)
+            if differs is not None:
+                return differs
+        return None
+    if recorded != expected or isinstance(recorded, bool) != isinstance(expected, bool):
+        return f"{where} {_short(recorded)}, the config asks {_short(expected)}"
+    return None
+
+
+def _short(value: Any) -> str:
+    """`value` as JSON, cut to 60 characters."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_executor_processor(path: Path) -> tuple[MessagePassing, dict[str, Any]]:

@@ -6,6 +6,7 @@ cached pre-trained files `xlvin.pretrain.files`."""
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable
@@ -26,6 +27,7 @@ from xlvin.io.run_dir import (
     check_new_run_dir,
     claim_run_dir,
     create_run_dir,
+    read_json_object,
     require_run_dir,
     write_json,
 )
@@ -59,7 +61,7 @@ from xlvin.ppo.curriculum import Curriculum
 from xlvin.ppo.evaluation import evaluate_policy
 from xlvin.ppo.loop import DataSource, OnlineData, Trainer
 from xlvin.ppo.session import Hooks, Session, TrainResult
-from xlvin.errors import TrainingDiverged
+from xlvin.errors import TrainingDiverged, UserError
 from xlvin.ppo.low_data import LowData
 from xlvin.run.config import RunConfig, TrainConfig, on_cpu
 from xlvin.run.architecture import action_bins, made_env
@@ -395,9 +397,30 @@ def read_run(
     processor = None
     if agent_spec(cfg.train.agent).executor:
         processor = MessagePassing(**executor_architecture(meta.get("executor"), source))
+    check_same_run(run_dir / CONFIG, cfg, source)
     agent = build_agent(arch, spaces, processor)
     load_state(agent, tensors, source)
     return agent.eval(), cfg, spaces
+
+
+def check_same_run(config_file: Path, cfg: RunConfig, source: Path) -> None:
+    """Refuse, in one UserError, a run directory whose `config_file` (config.json) and weights
+    (`source`, whose header says `cfg`) describe different runs: another run's config copied in
+    beside them, say, which would evaluate the weights on its env. A run without a config.json
+    (a curriculum's level files alone) is its weights' header."""
+    if not os.path.lexists(config_file):
+        return
+    recorded = RunConfig.from_saved(read_json_object(config_file), str(config_file)).to_json()
+    weights = cfg.to_json()
+    differ = [f"{section}.{name}" for section in weights for name in weights[section]
+              if recorded[section][name] != weights[section][name]]
+    if differ:
+        section, name = differ[0].split(".")
+        raise UserError(
+            f"{config_file} and {source} describe different runs ({', '.join(differ[:3])}"
+            f"{' ...' if len(differ) > 3 else ''} differ: {differ[0]} is "
+            f"{json.dumps(recorded[section][name])[:40]} in one, "
+            f"{json.dumps(weights[section][name])[:40]} in the other); refused")
 
 
 def evaluate_run(run_dir: Path, episodes: int, seed: int) -> dict[str, Any]:
