@@ -45,11 +45,11 @@ from xlvin.experiments.protocol import Experiment, run_cells
 from xlvin.experiments.results import kept, write_files
 from xlvin.experiments.shapes import (
     IMPROVEMENT,
-    INTERVAL,
     Each,
     Nullable,
     Optional,
     check_entries,
+    interval,
     one_of,
 )
 from xlvin.io.digests import read_sealed
@@ -372,7 +372,7 @@ def write_results(records: list[dict[str, Any]], results: Path,
 #: (`aggregate`, `cell_record`).
 _CELL = {"env": one_of(ENVS), "steps": int, "agent": one_of(AGENTS)}
 ROW = {**_CELL, "seeds": list, "unfinished": Each(str),
-       "final": Nullable({**INTERVAL, "mean": float, "std": float, "per_seed": [float]}),
+       "final": Nullable(interval({"mean": float, "std": float, "per_seed": [float]})),
        "wall_seconds_mean": Nullable(float), "over_ppo": Optional(IMPROVEMENT)}
 RUN = {**_CELL, "seed": int, "final_return": float, "wall_seconds": float}
 

@@ -29,7 +29,7 @@ from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import is_finished
 from xlvin.experiments.results import kept, write_files
-from xlvin.experiments.shapes import IMPROVEMENT, INTERVAL, Optional, one_of
+from xlvin.experiments.shapes import IMPROVEMENT, Optional, interval, one_of
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
@@ -193,7 +193,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 #: What the table and figure read of an arm's row (`aggregate`) kept from an earlier file.
-_STATISTIC = {**INTERVAL, "per_seed": [float]}
+_STATISTIC = interval({"per_seed": [float]})
 ROW = {"protocol": one_of(table1.PROTOCOLS), "init": one_of(INITS), "env": one_of(table1.ENVS),
        "arm": one_of(ARMS), "seeds": list, **dict.fromkeys(STATISTICS, _STATISTIC),
        **{f"{name}_over_ppo": Optional(IMPROVEMENT) for name in STATISTICS}}

@@ -54,10 +54,26 @@ def one_of(values: Iterable[Any]) -> OneOf:
     return OneOf(tuple(values))
 
 
-#: An IQM with its 95 % interval (`xlvin.stats.summarize`).
-INTERVAL = {"iqm": float, "iqm_low": float, "iqm_high": float}
-#: P(X > Y) with its interval (`xlvin.stats.improvement_over`).
-IMPROVEMENT = {"p": float, "low": float, "high": float}
+def _in_order(low: str, middle: str, high: str) -> Callable[[dict[str, Any]], None]:
+    """A check that `low <= middle <= high` (where none is NaN: a statistic of no seeds), as
+    every interval the code writes holds; a plot's error bars are drawn from them."""
+    def check_order(value: dict[str, Any]) -> None:
+        numbers = [value[low], value[middle], value[high]]
+        if all(n == n for n in numbers) and not numbers[0] <= numbers[1] <= numbers[2]:
+            raise ValueError(f"{middle} {numbers[1]!r} is not between {low} {numbers[0]!r} "
+                             f"and {high} {numbers[2]!r}")
+    return check_order
+
+
+def interval(more: dict[str, Any] | None = None) -> Holds:
+    """An IQM with its 95 % interval (`xlvin.stats.summarize`), in order, and `more` fields."""
+    return Holds({"iqm": float, "iqm_low": float, "iqm_high": float, **(more or {})},
+                 _in_order("iqm_low", "iqm", "iqm_high"))
+
+
+INTERVAL = interval()
+#: P(X > Y) with its interval (`xlvin.stats.improvement_over`), in order.
+IMPROVEMENT = Holds({"p": float, "low": float, "high": float}, _in_order("low", "p", "high"))
 
 
 def check_entries(data: Any, section: str, shape: Any) -> list[Any]:
