@@ -347,7 +347,7 @@ def test_stop_on_reward_stops_at_the_first_evaluation_reaching_it(tmp_path: Path
     low.learn(progress=False, callback=[recorder, StopOnReward(0.0)])
     assert low.summary["ppo"]["updates"] == 2 and low.summary["ppo"]["stopped_by_hooks"]
     assert [s[0] for s in recorder.seen] == ["rollout", "update", "update"]
-    with pytest.raises(UserError, match="only online runs continue"):
+    with pytest.raises(UserError, match="only online runs .counted in env steps. continue"):
         low.learn(ROLLOUT)
     with pytest.raises(UserError, match="callback must be an xlvin Callback"):
         PPO("CartPole-v1", **TINY).learn(ROLLOUT, progress=False, callback=42)

@@ -18,12 +18,12 @@ from xlvin import Model
 from xlvin.cli import main
 from xlvin.errors import UserError
 from xlvin.pretrain.transe import TransEConfig
-from xlvin.run import architecture, checks
+from xlvin.run import architecture, checks, protocols
 from xlvin.run.config import RunConfig, TrainConfig
 
 def this_machine_has(monkeypatch: pytest.MonkeyPatch, memory: int) -> None:
     """The memory every bound measures against (the tree's, the model's, a round's)."""
-    for module in (architecture, checks):
+    for module in (architecture, checks, protocols):
         monkeypatch.setattr(module, "machine_memory", lambda: memory)
 
 

@@ -5,6 +5,7 @@
     from xlvin import EvalCallback             # learn(callback=...) (xlvin.callbacks)
     from xlvin import evaluate_policy          # Stable-Baselines3's (xlvin.api_evaluation)
     from xlvin import register_agent           # your own agent (xlvin.run.agents)
+    from xlvin import register_protocol        # your own protocol (xlvin.run.protocols)
 
 The names below are imported on first use, so `import xlvin` stays light (no torch).
 """
@@ -26,6 +27,7 @@ _EXPORTS = {
          "StopOnReward", "StopTrainingOnRewardThreshold"),
         "xlvin.callbacks",
     ),
+    **dict.fromkeys(("register_protocol", "Protocol", "DataContext"), "xlvin.run.protocols"),
     "evaluate_policy": "xlvin.api_evaluation",
     "learn_seeds": "xlvin.api_population",
     "Spaces": "xlvin.envs.spaces",
@@ -42,8 +44,10 @@ __all__ = [
     "Callback",
     "CallbackList",
     "CheckpointCallback",
+    "DataContext",
     "EvalCallback",
     "Model",
+    "Protocol",
     "RunConfig",
     "Spaces",
     "StopOnReward",
@@ -56,6 +60,7 @@ __all__ = [
     "learn_seeds",
     "register_agent",
     "register_encoder",
+    "register_protocol",
 ]
 
 

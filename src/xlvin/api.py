@@ -48,7 +48,7 @@ from xlvin.envs.given import EnvLike, check_run_env, register_as
 from xlvin.envs.sb3_vec import SB3VecEnv
 from xlvin.envs.spaces import Spaces, recorded_spaces
 from xlvin.errors import FieldError, UserError
-from xlvin.io.run_dir import MODEL
+from xlvin.io.run_dir import MODEL, require_resumable
 from xlvin.io.saves import (
     forget_save,
     read_progress,
@@ -277,6 +277,8 @@ class Model:
             total_steps, progress, sb3, None if self.run_dir is None else self.num_timesteps,
             self.verbose)
         self._run_env_available()  # what trains has the spaces the model records
+        if resume and out is not None:
+            require_resumable(out)  # before the policy is built (its executor cached)
         hooks = None if callback is None else Hooks(self, as_callback(callback))
         if hooks is not None:
             hooks.callback.on_start(self)

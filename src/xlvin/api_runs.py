@@ -17,7 +17,8 @@ from xlvin.envs.spaces import Spaces, require_spaces
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import CONFIG, read_json_object
-from xlvin.run.config import RunConfig, whole_rollouts
+from xlvin.run.config import RunConfig
+from xlvin.run.protocols import protocol_of, whole_rollouts
 
 
 def continued_config(run_dir: Path, trained: int, steps: int | None,
@@ -31,8 +32,9 @@ def continued_config(run_dir: Path, trained: int, steps: int | None,
         raise UserError(f"learn() continues this model's run in place, in {run_dir}; save() "
                         "copies it elsewhere")
     saved = RunConfig.from_saved(read_json_object(run_dir / CONFIG), str(run_dir))
-    if saved.train.protocol != "online":
-        raise UserError(f"only online runs continue; {run_dir} is a {saved.train.protocol} run")
+    if not protocol_of(saved).in_env_steps:
+        raise UserError(f"only online runs (counted in env steps) continue; {run_dir} is a "
+                        f"{saved.train.protocol} run")
     more, rounded = whole_rollouts(with_options(saved, {"total_steps": steps}, "learn()"))
     total = with_options(saved, {"total_steps": trained + more.ppo.total_steps}, "learn()")
     return total, rounded

@@ -44,6 +44,7 @@ from xlvin.errors import UserError
 from xlvin.io.files import atomic_write_bytes
 from xlvin.io.run_dir import LOCK
 from xlvin.io.saves import is_save, owned_folder
+from xlvin.run.protocols import protocol_of
 
 #: Stable-Baselines3's hooks of a rollout's steps (online runs only).
 STEP_HOOKS = ("_on_rollout_start", "_on_step", "_on_rollout_end")
@@ -519,7 +520,7 @@ class Hooks:
     def __init__(self, model: Any, callback: Callback) -> None:
         self.model, self.callback = model, callback
         protocol = model.config.train.protocol
-        if protocol != "online" and callback.uses_steps():
+        if not protocol_of(model.config).in_env_steps and callback.uses_steps():
             raise UserError(f"SB3's step hooks (_on_step, _on_rollout_start, _on_rollout_end, "
                             f"eval_freq=, save_freq=) run in online runs, this one's protocol is "
                             f"{protocol!r}: use on_rollout(model) and on_update(model, metrics) "
@@ -535,7 +536,7 @@ class Hooks:
         return self._call(policy, result, self._rollout)
 
     def _rollout(self, model: Any) -> bool:
-        stepped = model.config.train.protocol != "online" or self._steps(model)
+        stepped = not protocol_of(model.config).in_env_steps or self._steps(model)
         return self.callback.on_rollout(model) is not False and stepped
 
     def _steps(self, model: Any) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 from xlvin.config import add_options, from_args, load_json
 from xlvin.progress import duration
-from xlvin.run.config import EVAL_SEED, SECTIONS, RunConfig, whole_rollouts
+from xlvin.run.config import EVAL_SEED, SECTIONS, RunConfig
 
 
 #: The options most runs set, listed first in `xlvin train --help`.
@@ -78,6 +78,7 @@ def _train(args: argparse.Namespace) -> None:
         _train_seeds(args)
         return
     saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
+    from xlvin.run.protocols import whole_rollouts
     cfg, rounded = whole_rollouts(run_config(args, saved))
     model = Model.from_config(cfg)
     if rounded:
@@ -98,6 +99,7 @@ def _train_seeds(args: argparse.Namespace) -> None:
         raise FieldError("give {seeds} or {seed}, not both", seeds=None, seed=None)
     seeds = parse_seeds(args.seeds)
     saved = seed_dir(args.out, seeds[0]) / CONFIG
+    from xlvin.run.protocols import whole_rollouts
     cfg, rounded = whole_rollouts(run_config(args, saved if args.resume and saved.is_file()
                                              else None))
     if rounded:

@@ -40,6 +40,7 @@ from xlvin.pretrain.transe import TransEConfig
 from xlvin.run.agents import transe_pair
 from xlvin.run.training import LEVELS_DIR, level_weights_file, load_run, shared_transe_file
 from xlvin.run.config import RunConfig, on_cpu
+from xlvin.run.protocols import protocol_of
 from xlvin.run.checks import check_run
 
 #: The default maze is drawn (seeded) from the held-out mazes whose longest optimal path, over
@@ -242,7 +243,7 @@ def check_xlvin_run(run_dir: Path) -> RunConfig:
     if cfg.train.agent != "xlvin":
         raise UserError(f"--run {run_dir}: a {cfg.train.agent} run has no encoder and transition "
                         "model to plot; need an XLVIN run")
-    if cfg.train.protocol != "curriculum":
+    if not protocol_of(cfg).saves_levels:
         raise UserError(f"--run {run_dir}: a {cfg.train.protocol} run has no per-level policies; "
                         "need a curriculum run (--protocol curriculum)")
     if not passed_levels(run_dir):

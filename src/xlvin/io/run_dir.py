@@ -143,6 +143,15 @@ def require_run_dir(path: Path) -> Path:
     return path
 
 
+def require_resumable(path: Path | str) -> Path:
+    """`path`, which must hold a run to resume (its config.json): checked before anything is
+    built or cached for the run."""
+    path = Path(path)
+    if not (path / CONFIG).is_file():
+        raise FieldError("{resume}: {} holds no run to resume ({} is missing)", path, CONFIG)
+    return path
+
+
 def open_run_dir(
     path: Path, config: dict[str, Any],
     normalize: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
@@ -152,9 +161,7 @@ def open_run_dir(
     it must have been started with `config` (compared after `normalize`, which reads a saved
     config as the current code would, so a run saved before a field existed compares equal when
     it holds that field's default)."""
-    path = Path(path)
-    if not (path / CONFIG).is_file():
-        raise FieldError("{resume}: {} holds no run to resume ({} is missing)", path, CONFIG)
+    path = require_resumable(path)
     saved = read_json_object(path / CONFIG)
     if normalize is not None:
         saved = normalize(saved)

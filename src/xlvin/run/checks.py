@@ -26,6 +26,7 @@ from xlvin.run.architecture import (
     tree_node_bytes,
 )
 from xlvin.run.config import MAX_SEED, RunConfig, TrainConfig
+from xlvin.run.protocols import Budget, protocol_of
 from xlvin.run.transe import pretrains_transe, transe_transitions
 
 
@@ -88,30 +89,16 @@ def check_device(device: str) -> None:
 
 
 def check_minibatch(cfg: RunConfig) -> None:
-    """Refuse a minibatch larger than the rollout it is cut from (online and curriculum: num_envs
-    x num_steps): no minibatch would be full, so PPO would never take a step. (The low-data
-    protocol learns from whole episodes, whose number of steps is known only once collected.)"""
+    """Refuse a minibatch larger than the rollout it is cut from (num_envs x num_steps): no
+    minibatch would be full, so PPO would never take a step. (A protocol of whole episodes, as
+    the low-data one, knows its number of steps only once they are collected.)"""
     ppo = cfg.ppo
-    if cfg.train.protocol != "low_data" and ppo.minibatch_size > ppo.batch_size:
+    if not protocol_of(cfg).whole_episodes and ppo.minibatch_size > ppo.batch_size:
         raise FieldError(
             "{minibatch_size=} is larger than the rollout, {num_envs=} x {num_steps=} = {} "
             "transitions: no minibatch would be full and PPO would never step; use at most {}",
             ppo.batch_size, ppo.batch_size, minibatch_size=ppo.minibatch_size,
             num_envs=ppo.num_envs, num_steps=ppo.num_steps)
-
-
-def check_curriculum(cfg: RunConfig) -> None:
-    """The continual maze needs a maze env and a constant learning rate (it has no known end),
-    and mazes with levels in its range; the curriculum sets the maze's options itself."""
-    if not is_maze_env(cfg.train.env):
-        raise FieldError("{protocol} curriculum runs on the maze envs, not {}", cfg.train.env)
-    if cfg.ppo.anneal_lr:
-        raise FieldError("{protocol} curriculum has no known end to anneal to: use {anneal_lr} "
-                         "false")
-    if cfg.train.env_kwargs or cfg.train.env_wrappers:
-        raise FieldError("{protocol} curriculum sets the maze's options itself: no {env_kwargs} "
-                         "or {env_wrappers}")
-    cfg.curriculum.levels()
 
 
 #: A tree whose minibatch is estimated to need more memory than this is said in one line before
@@ -206,65 +193,30 @@ def forward_flops(spaces: Spaces, arch: Architecture) -> int:
     return encoder + tree + 2 * (f + k) * width + one_hots
 
 
-def learning_passes(cfg: RunConfig) -> tuple[int, int]:
-    """The env steps a run acts in, and how often PPO learns from each, from below: online, its
-    total steps, `update_epochs` times each; low-data, one step per episode at least (rounds x
-    episodes), learnt from by each of its round's `updates` x `update_epochs` passes."""
-    if cfg.train.protocol == "low_data":
-        low = cfg.low_data
-        return low.rounds * low.episodes, low.updates * cfg.ppo.update_epochs
-    return cfg.ppo.total_steps, cfg.ppo.update_epochs
-
-
-def estimated_seconds(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> float:
-    """A lower bound of the run's training time: every env step acts once (a forward pass) and
-    is learnt from `learning_passes` times (forward and backward: 3 forward passes), at
-    OPTIMISTIC_FLOPS, plus OPTIMISTIC_STEP_SECONDS per env step."""
-    steps, passes = learning_passes(cfg)
-    per_step = forward_flops(spaces, arch) * (1 + 3 * passes)
-    return steps * (per_step / OPTIMISTIC_FLOPS + OPTIMISTIC_STEP_SECONDS)
+def estimated_seconds(budget: Budget, spaces: Spaces, arch: Architecture) -> float:
+    """A lower bound of a run's training time: every env step of its `budget` acts once (a
+    forward pass) and is learnt from `budget.passes` times (forward and backward: 3 forward
+    passes), at OPTIMISTIC_FLOPS, plus OPTIMISTIC_STEP_SECONDS per env step."""
+    per_step = forward_flops(spaces, arch) * (1 + 3 * budget.passes)
+    return budget.steps * (per_step / OPTIMISTIC_FLOPS + OPTIMISTIC_STEP_SECONDS)
 
 
 def check_budget(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> None:
-    """Refuse an online or low-data run whose time, estimated from below, exceeds
+    """Refuse a run whose time, estimated from below (its protocol's `budget`), exceeds
     MAX_RUN_SECONDS, in one line giving the estimate (`--total-steps 1e29` or
-    `--low-data-episodes 1e9` can never finish)."""
-    if cfg.train.protocol not in ("online", "low_data"):
+    `--low-data-episodes 1e9` can never finish). A protocol with no known end is not bounded."""
+    protocol = protocol_of(cfg)
+    if protocol.budget is None:
         return
-    seconds = estimated_seconds(cfg, spaces, arch)
+    budget = protocol.budget(cfg)
+    seconds = estimated_seconds(budget, spaces, arch)
     if seconds > MAX_RUN_SECONDS:
         tree = f", {arch.tree_nodes:,} latent states per observation" if arch.tree_nodes > 1 else ""
-        low = cfg.low_data
-        online = cfg.train.protocol == "online"
-        asked = ("{total_steps=:,}" if online else "{low_data_rounds=:,} x "
-                 "{low_data_episodes=:,} (one step each at least, learnt from {:,} x {:,} times)")
         raise FieldError(
-            asked + " would take at least {:,.0f} days ({:,} FLOPs per forward pass{}, at {:.0e} "
-            "FLOP/s), more than the {} days a run may take: choose fewer {} or a smaller network",
-            *(() if online else (low.updates, cfg.ppo.update_epochs)), seconds / 86400,
-            forward_flops(spaces, arch), tree, OPTIMISTIC_FLOPS, MAX_RUN_SECONDS // 86400,
-            "steps" if online else "episodes", total_steps=cfg.ppo.total_steps,
-            low_data_rounds=low.rounds, low_data_episodes=low.episodes)
-
-
-#: What one collected episode's records take at least, in Python objects: its first and last
-#: step, its return and its length.
-EPISODE_BYTES = 100
-
-
-def check_round_fits(cfg: RunConfig, spaces: Spaces) -> None:
-    """Refuse a low-data round whose episodes could not fit in this machine's memory, estimated
-    from below: their records, and every step, one per episode at least, its observation held
-    twice (as the rollout is put together) in float32."""
-    if cfg.train.protocol != "low_data":
-        return
-    episodes = cfg.low_data.episodes
-    need = episodes * (math.prod(spaces.obs_shape) * 2 * 4 + EPISODE_BYTES)
-    total = machine_memory()
-    if need > total:
-        raise FieldError("{low_data_episodes=:,} need at least {:,.0f} GiB a round; this "
-                         "machine has {:,.0f} GiB", need / 2**30, total / 2**30,
-                         low_data_episodes=episodes)
+            budget.asked + " would take at least {:,.0f} days ({:,} FLOPs per forward pass{}, at "
+            "{:.0e} FLOP/s), more than the {} days a run may take: choose fewer {} or a smaller "
+            "network", *budget.args, seconds / 86400, forward_flops(spaces, arch), tree,
+            OPTIMISTIC_FLOPS, MAX_RUN_SECONDS // 86400, budget.fewer, **budget.names)
 
 
 def transe_flops(spaces: Spaces, arch: Architecture) -> int:
@@ -311,10 +263,13 @@ def big_tree_notice(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> str |
     need = arch.tree_nodes * tree_node_bytes(arch.embedding_dim, arch.hidden) * batch
     if arch.tree_nodes <= 1 or need < BIG_TREE_BYTES:
         return None
+    budget = protocol_of(cfg).budget
+    time = ("" if budget is None else ", and at least "
+            f"{duration(estimated_seconds(budget(cfg), spaces, arch))} of training (estimated "
+            "from below")
     return (f"xlvin: --depth {arch.depth} builds {arch.tree_nodes:,} latent states per "
-            f"observation: about {need / 2**30:,.1f} GiB for a minibatch of {batch}, and at least "
-            f"{duration(estimated_seconds(cfg, spaces, arch))} of training (estimated "
-            "from below; a smaller --depth or --expand builds fewer)")
+            f"observation: about {need / 2**30:,.1f} GiB for a minibatch of {batch}{time}; a "
+            "smaller --depth or --expand builds fewer" + (")" if budget else ""))
 
 
 def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Architecture]:
@@ -322,12 +277,12 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
     environment, memory); return the env's spaces and the architecture derived from both.
     `spaces` (a saved run's): the env is then neither made nor needed."""
     validate(cfg.train)
+    protocol = protocol_of(cfg)
     check_minibatch(cfg)
-    if cfg.train.protocol == "curriculum":
-        check_curriculum(cfg)
+    protocol.check(cfg)
     if cfg.ppo.atari_vector == "ale":
         ale_vector_game(cfg.train.env)
-        if cfg.train.protocol != "online" or cfg.train.env_kwargs or cfg.train.env_wrappers:
+        if not protocol.in_env_steps or cfg.train.env_kwargs or cfg.train.env_wrappers:
             raise FieldError("{atari_vector} ale trains online, with no {env_kwargs} or {env_wrappers}")
     if spaces is None:
         require_gym_packages(cfg.train.gym_packages, cfg.train.env)
@@ -336,6 +291,6 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
     check_model_fits(cfg, spaces, arch)
     check_action_bins(spaces, arch)
     check_budget(cfg, spaces, arch)
-    check_round_fits(cfg, spaces)
+    protocol.check_memory(cfg, spaces)
     check_transe_budget(cfg, spaces, arch)
     return spaces, arch

@@ -16,7 +16,6 @@ from xlvin.nn.names import ACTIVATION_NAMES, AGGREGATIONS, EXPANSIONS, MESSAGES,
 from xlvin.ppo.config import CurriculumConfig, LowDataConfig, PPOConfig
 from xlvin.pretrain.config import TransEConfig
 
-PROTOCOLS = ("online", "low_data", "curriculum")
 #: The executor of an XLVIN run that names none (XLVIN-R's).
 DEFAULT_EXECUTOR = "random"
 INITS = ("orthogonal", "pytorch")
@@ -177,8 +176,8 @@ class TrainConfig:
     )
     protocol: str = option(
         "online", "online PPO for ppo.total_steps steps, the paper's low-data protocol "
-        "(low_data options) or the continual maze (curriculum options; maze envs)",
-        choices=PROTOCOLS,
+        "(low_data options), the continual maze (curriculum options; maze envs), or one added "
+        "with xlvin.register_protocol"
     )
     device: str = option(
         "cpu", "torch device that acts and learns: cpu, or cuda / cuda:N (a GPU; the NumPy "
@@ -272,20 +271,6 @@ def option_names() -> dict[str, tuple[str, str]]:
         for section, cls, prefix in SECTIONS
         for f in dataclasses.fields(cls)
     }
-
-
-def whole_rollouts(cfg: RunConfig) -> tuple[RunConfig, str | None]:
-    """`cfg` with online training's total steps rounded up to whole rollouts (num_envs x
-    num_steps, what one PPO update collects), and a sentence saying so when a total other than
-    the default was rounded (the default 500,000 trains 500,224 with 4 envs x 128 steps)."""
-    ppo = cfg.ppo
-    if cfg.train.protocol != "online" or ppo.total_steps % ppo.batch_size == 0:
-        return cfg, None
-    steps = -(-ppo.total_steps // ppo.batch_size) * ppo.batch_size
-    said = (f"{ppo.total_steps} is not a multiple of the rollout ({ppo.num_envs} envs x "
-            f"{ppo.num_steps} steps = {ppo.batch_size}); training {steps}")
-    rounded = dataclasses.replace(cfg, ppo=dataclasses.replace(ppo, total_steps=steps))
-    return rounded, None if ppo.total_steps == PPOConfig().total_steps else said
 
 
 def on_cpu(cfg: RunConfig) -> RunConfig:

@@ -25,6 +25,7 @@ from xlvin.run.agents import Architecture, build_agent
 from xlvin.run.architecture import machine_memory
 from xlvin.run.checks import check_run, memory_parts
 from xlvin.run.config import MAX_SEED, RunConfig
+from xlvin.run.protocols import protocol_of
 from xlvin.run.saved import open_to_resume
 from xlvin.run.training import RunSteps, finish_run, run_steps
 from xlvin.envs.spaces import Spaces
@@ -74,7 +75,7 @@ def seed_dir(out: Path, seed: int) -> Path:
 def population_refusal(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> str | None:
     """Why seeds of `cfg` cannot train as a population, or None."""
     t = cfg.train
-    if t.protocol != "online":
+    if not protocol_of(cfg).in_env_steps:
         return f"protocol {t.protocol} (a population trains online)"
     if t.agent != "ppo":
         return f"agent {t.agent} (a population trains the PPO baseline)"

@@ -13,6 +13,7 @@ from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import CONFIG, MODEL, SUMMARY, open_run_dir, read_json_object
 from xlvin.io.weights import load_weights
 from xlvin.run.config import RunConfig
+from xlvin.run.protocols import protocol_of
 
 
 def saved_config(data: dict[str, Any]) -> dict[str, Any]:
@@ -28,9 +29,9 @@ def with_total(config: dict[str, Any], total_steps: int) -> dict[str, Any]:
 
 def checkpoint_config(cfg: RunConfig) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """How a checkpoint's saved config is compared with `cfg`: as `saved_config` reads it, and
-    for online runs whatever its total steps (a run continued to a larger total resumes from a
+    for runs in env steps (online) whatever their total (a run continued to a larger total resumes from a
     checkpoint taken under the smaller one)."""
-    if cfg.train.protocol != "online":
+    if not protocol_of(cfg).in_env_steps:
         return saved_config
     return lambda data: with_total(saved_config(data), cfg.ppo.total_steps)
 
@@ -95,7 +96,7 @@ def open_to_resume(out: Path, cfg: RunConfig) -> bool:
     config = cfg.to_json()
     saved = saved_config(read_json_object(out / CONFIG)) if (out / CONFIG).is_file() else None
     total, finished = cfg.ppo.total_steps, (out / SUMMARY).is_file()
-    if (saved is None or cfg.train.protocol != "online"
+    if (saved is None or not protocol_of(cfg).in_env_steps
             or (saved["ppo"]["total_steps"] == total and not finished)):
         open_run_dir(out, config, saved_config)
         return False

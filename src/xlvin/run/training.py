@@ -57,13 +57,12 @@ from xlvin.run.agents import (
     pytorch_init,
     transe_pair,
 )
-from xlvin.ppo.curriculum import Curriculum
 from xlvin.ppo.evaluation import evaluate_policy
-from xlvin.ppo.loop import DataSource, OnlineData, Trainer
+from xlvin.ppo.loop import Trainer
 from xlvin.ppo.session import Hooks, Session, TrainResult
 from xlvin.errors import TrainingDiverged, UserError
-from xlvin.ppo.low_data import LowData
 from xlvin.run.config import RunConfig, TrainConfig, on_cpu
+from xlvin.run.protocols import DataContext, protocol_of
 from xlvin.run.architecture import action_bins, made_env
 from xlvin.run.transe import transe_env_kwargs, transe_key, with_transe_pretraining
 from xlvin.run.checks import big_tree_notice, check_run
@@ -225,7 +224,7 @@ def run_steps(
     if starting is not None:
         executor_seconds += starting.executor_seconds
     set_threads(cfg.ppo.torch_threads)
-    strict = t.protocol == "low_data" and cfg.low_data.strict_transe
+    strict = bool(protocol_of(cfg).transe_on_first_data(cfg))
     wants_transe = spec.transe and t.pretrain_transe and not initialised
     shared = shared_transe_file(cfg, spaces, arch, pretrain_progress) if (
         wants_transe and cfg.transe.shared and not strict) else None
@@ -259,8 +258,8 @@ def _train_claimed(
     `continuing`: the run continues to a new total (`open_to_resume`); its config.json, weights
     and summary keep describing the run as it was until that total is reached, so a refused or
     interrupted continuation loses nothing. `initialised`: `StartingPolicy.initialised`."""
-    t = cfg.train
-    strict = t.protocol == "low_data" and cfg.low_data.strict_transe
+    t, protocol = cfg.train, protocol_of(cfg)
+    strict = bool(protocol.transe_on_first_data(cfg))
     wants_transe = agent_spec(t.agent).transe and t.pretrain_transe and not initialised
     summary: dict[str, Any] = {"executor": executor_meta, "transe_transitions": 0,
                                **pretrained_seconds, **({"initialised": True} if initialised else {})}
@@ -305,18 +304,11 @@ def _train_claimed(
     session = Session(log=logger, progress=progress, checkpoint=checkpoint, deadline=deadline,
                       hooks=hooks)
     try:
-        if t.protocol == "online":
-            data: DataSource = OnlineData(made_env(t), cfg.ppo, t.seed, t.env_kwargs)
-        elif t.protocol == "curriculum":
-            data = curriculum = Curriculum(
-                t.env, cfg.ppo, cfg.curriculum, t.seed,
-                on_level_passed=level_weights_saver(run_dir, cfg, executor_meta, spaces))
-        else:
-            data = LowData(made_env(t), cfg.low_data, t.seed, t.env_kwargs,
-                           on_first_data=pretrain if wants_transe and strict else None)
+        data = protocol.data(cfg, DataContext(
+            pretrain_on_first_data=pretrain if wants_transe and strict else None,
+            on_level_passed=level_weights_saver(run_dir, cfg, executor_meta, spaces)))
         result = yield Trainer(agent, data, cfg.ppo, t.seed, session)
-        if t.protocol == "curriculum":
-            summary["curriculum"] = curriculum.history
+        summary.update(protocol.record(data))
         summary["ppo_transitions"] = result.transitions
         summary["ppo_episodes"] = result.episodes
     except TrainingDiverged as err:

@@ -9,6 +9,7 @@ from xlvin.config import to_dict
 from xlvin.envs.spaces import Spaces
 from xlvin.run.agents import Architecture, agent_spec
 from xlvin.run.config import RunConfig
+from xlvin.run.protocols import protocol_of
 
 
 def with_transe_pretraining(cfg: RunConfig, spaces: Spaces) -> RunConfig:
@@ -30,17 +31,16 @@ def pretrains_transe(cfg: RunConfig, spaces: Spaces) -> bool:
 def transe_transitions(cfg: RunConfig) -> int:
     """The fewest transitions TransE pre-trains on: an episode has at least one step (strict
     low-data pre-training: the first round's episodes)."""
-    if cfg.train.protocol == "low_data" and cfg.low_data.strict_transe:
-        return cfg.low_data.episodes
+    first = protocol_of(cfg).transe_on_first_data(cfg)
+    if first:
+        return first
     return min(cfg.transe.episodes, cfg.transe.max_transitions)
 
 
 def transe_env_kwargs(cfg: RunConfig) -> dict[str, Any]:
     """The env options of the TransE pre-training data: a curriculum's training mazes (every
     level), the run's --env-kwargs for the other protocols."""
-    if cfg.train.protocol == "curriculum":
-        return cfg.curriculum.train_env_kwargs()
-    return cfg.train.env_kwargs
+    return protocol_of(cfg).transe_env_kwargs(cfg)
 
 
 def transe_key(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> dict[str, Any]:
