@@ -12,7 +12,8 @@ expanded node's A predicted children are scored against the true children of its
 
 - hits@1: the share of (node, action) pairs whose predicted child for a is nearer (Euclidean)
   to z of a's true successor than to z of any other action's true successor (two actions that
-  lead to the same state count as one candidate);
+  lead to the same state count as one candidate); also over the pairs whose action moves the
+  agent (most moves of a maze crash into a wall, where the agent stays);
 - distance: ||h + T(h, a) - z(s_a)|| relative to the spread of the encodings, the mean distance
   between the encodings of two different free cells of the same maze (each node scored against
   its own maze's spread).
@@ -160,8 +161,9 @@ def score_tree(encoder: nn.Module, predict: Predict, obs: np.ndarray,
                depth: int) -> list[dict[str, np.ndarray]]:
     """Per depth d = 1 .. `depth`, over the (node, action) pairs of the roots obs [B, 3, H, W]
     (one maze or several; module docstring): "hit" and "stay_hit" [n_d A] (bool), "distance"
-    and "stay_distance" [n_d A] (||prediction - z(s_a)||, the no-move reference's), "spread"
-    [n_d A] (the node's maze's mean distance between encodings of different free cells)."""
+    and "stay_distance" [n_d A] (||prediction - z(s_a)||, the no-move reference's), "moved"
+    [n_d A] (bool: the action moves the agent), "spread" [n_d A] (the node's maze's mean
+    distance between encodings of different free cells)."""
     roots = torch.from_numpy(obs)
     height, width = roots.shape[2:]
     cells = maze_cells(roots, max(height, width))  # every free cell of every maze
@@ -187,6 +189,7 @@ def score_tree(encoder: nn.Module, predict: Predict, obs: np.ndarray,
             nearest = target.gather(1, apart.argmin(-1))  # [n, A]: the nearest's state
             scored[name + "hit"] = (nearest == target).flatten().numpy()
             scored[name + "distance"] = apart.diagonal(dim1=1, dim2=2).flatten().double().numpy()
+        scored["moved"] = (target != cell[:, None]).flatten().numpy()
         scored["spread"] = spread[root].repeat_interleave(a).double().numpy()
         out.append(scored)
         root, cell, done = root.repeat_interleave(a), target.flatten(), ended.flatten()
@@ -197,22 +200,27 @@ def score_tree(encoder: nn.Module, predict: Predict, obs: np.ndarray,
 def latent_tree_scores(encoder: nn.Module, predict: Predict, states: MazeStates,
                        depth: int) -> list[dict[str, float]]:
     """Per depth (`score_tree` over the states' mazes, `CHUNK` mazes at a time): the pairs
-    scored, their hits@1, mean distance and mean distance relative to the spread, the no-move
-    reference's hits@1 and relative distance, and the mean spread."""
-    sums = [dict.fromkeys(("pairs", "hit", "distance", "relative", "stay_hit", "stay_relative",
-                           "spread"), 0.0) for _ in range(depth)]
+    scored, their hits@1 (and over the pairs whose action moves the agent), mean distance and
+    mean distance relative to the spread, the no-move reference's hits@1 and relative
+    distance, and the mean spread."""
+    sums = [dict.fromkeys(("pairs", "moves", "hit", "moved_hit", "distance", "relative",
+                           "stay_hit", "stay_relative", "spread"), 0.0) for _ in range(depth)]
     for start in range(0, int(states.maze.max()) + 1, CHUNK):
         rows = (states.maze >= start) & (states.maze < start + CHUNK)
         for total, s in zip(sums, score_tree(encoder, predict, states.obs[rows], depth)):
             total["pairs"] += len(s["hit"])
+            total["moves"] += s["moved"].sum()
             total["hit"] += s["hit"].sum()
+            total["moved_hit"] += (s["hit"] & s["moved"]).sum()
             total["distance"] += s["distance"].sum()
             total["relative"] += (s["distance"] / s["spread"]).sum()
             total["stay_hit"] += s["stay_hit"].sum()
             total["stay_relative"] += (s["stay_distance"] / s["spread"]).sum()
             total["spread"] += s["spread"].sum()
-    return [{"depth": d + 1, "pairs": int(t["pairs"]),
-             **{key: float(t[key] / t["pairs"]) for key in t if key != "pairs"}}
+    return [{"depth": d + 1, "pairs": int(t["pairs"]), "moves": int(t["moves"]),
+             "moved_hit": float(t["moved_hit"] / t["moves"]),
+             **{key: float(t[key] / t["pairs"]) for key in t
+                if key not in ("pairs", "moves", "moved_hit")}}
             for d, t in enumerate(sums)]
 
 
