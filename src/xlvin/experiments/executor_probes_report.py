@@ -88,17 +88,18 @@ def markdown(data: dict[str, Any]) -> str:
         "|---|---|---|" + "---|" * len(PROBES),
     ]
     for row in data["rows"]:
-        for name, scores in row["probes"].items():
+        for name in (n for n in FEATURES if n in row["probes"]):  # the JSON sorts its keys
             lines.append(f"| {row['arm']} | {len(row['seeds'])} | {FEATURES[name]} | "
-                         + " | ".join(_estimate(scores[k], k) for k in PROBES) + " |")
+                         + " | ".join(_estimate(row["probes"][name][k], k) for k in PROBES)
+                         + " |")
     lines += ["", f"How far the policy moves when the heads read another state's input "
               f"({setup['swap']}):", "",
               "| arm | seeds | replaced | " + " | ".join(MOVES.values()) + " |",
               "|---|---|---|" + "---|" * len(MOVES)]
     for row in (r for r in data["rows"] if r["moves"] is not None):
-        for swap, scores in row["moves"].items():
-            lines.append(f"| {row['arm']} | {len(row['seeds'])} | {SWAPS[swap]} | "
-                         + " | ".join(_estimate(scores[k], k) for k in MOVES) + " |")
+        for swap, replaced in SWAPS.items():
+            lines.append(f"| {row['arm']} | {len(row['seeds'])} | {replaced} | "
+                         + " | ".join(_estimate(row["moves"][swap][k], k) for k in MOVES) + " |")
     lines += ["", "Runs: " + "; ".join(f"{r['arm']} seed {r['seed']} ({r['policy']})"
                                        for r in data["runs"]) + "."]
     return "\n".join(lines) + "\n"
