@@ -5,7 +5,6 @@ executor-latent-trees` on tiny trained maze runs, with its refusals."""
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from torch import nn

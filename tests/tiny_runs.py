@@ -84,8 +84,8 @@ def tiny_maze_runs(root: Path, executor: Path) -> Path:
     for agent, flags in agents.items():
         out = root / "maze" / agent / "seed100"
         assert main(["train", *common, *flags, "--out", str(out)]) == 0
-    stopped = root / "maze" / "xlvin-32-b2" / "seed101"
+    finished, stopped = (root / "maze" / "xlvin-32-b2" / f"seed{s}" for s in (100, 101))
     (stopped / "levels").mkdir(parents=True)
     for name in ("config.json", "levels/level-01.safetensors"):
-        (stopped / name).write_bytes((root / "maze" / "xlvin-32-b2" / "seed100" / name).read_bytes())
+        (stopped / name).write_bytes((finished / name).read_bytes())
     return root

@@ -73,8 +73,9 @@ def markdown(data: dict[str, Any]) -> str:
         f"({setup['roots']}), to depth {setup['depth']}, {setup['tree']}: at each depth, each "
         "node's predicted child for action a, h + T(h, a), against the encodings z(s_a) of its "
         "true state's true children. hits@1: the prediction is nearest to z(s_a) among the "
-        "true children of all actions (also over the actions that move the agent, not into a wall); distance: ||h + T(h, a) - z(s_a)|| over the mean "
-        "distance between the encodings of two free cells of the maze. No move: the prediction "
+        "true children of all actions (also over the actions that move the agent, not into a "
+        "wall); distance: ||h + T(h, a) - z(s_a)|| over the mean distance between the "
+        "encodings of two free cells of the maze. No move: the prediction "
         f"z(s), the true parent's encoding. Policy: {setup['policy']}. {setup['intervals']}.",
         "", "| arm | depth | seeds | " + " | ".join(MEASURES.values()) + " |",
         "|---|---|---|" + "---|" * len(MEASURES),
