@@ -41,7 +41,6 @@ from xlvin.envs.maze_data import maze_split
 from xlvin.errors import UserError
 from xlvin.experiments import maze
 from xlvin.experiments.executor_latent_trees import (
-    MAZE_SIZE,
     MazeStates,
     add_arms_option,
     held_out_count,
@@ -49,6 +48,7 @@ from xlvin.experiments.executor_latent_trees import (
     maze_states_of,
     trained_cells,
 )
+from xlvin.experiments.executor_true_trees import MAZE_SIZE
 from xlvin.experiments.maze_ablation import ARMS
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.policy import ActorCritic
