@@ -64,3 +64,28 @@ def tiny_cell_config(real):
 
     return config
 
+
+
+def tiny_maze_runs(root: Path, executor: Path) -> Path:
+    """Two tiny curricula of level 1 (passed at 20 % over 20 episodes, a few PPO updates each,
+    seconds) where `xlvin reproduce maze-ablation` keeps its cells under `root`: an XLVIN run
+    (8 wide, K = 2 pruned to 2 actions, the executor file `executor`) as the xlvin-32-b2 cell of
+    seed 100 and a PPO run with the TransE term as ppo-32-transe's; and seed 101 of xlvin-32-b2,
+    a copy of seed 100 stopped after its level (no summary, no final model). Returns `root`."""
+    common = ["--env", "xlvin/Maze-v0", "--hidden", "8", "--protocol", "curriculum",
+              "--anneal-lr", "false", "--lr", "3e-3", "--num-envs", "4", "--num-steps", "32",
+              "--curriculum-last-level", "1", "--curriculum-window", "20",
+              "--curriculum-threshold", "0.2", "--curriculum-budget", "1000",
+              "--curriculum-eval-per-level", "5", "--curriculum-ood-size", "0", "--quiet",
+              "--seed", "100"]
+    agents = {"xlvin-32-b2": ["--agent", "xlvin", "--executor", str(executor), "--depth", "2",
+                              "--prune", "2", "--transe-episodes", "40", "--transe-epochs", "1"],
+              "ppo-32-transe": ["--agent", "ppo", "--ppo-transe", "true"]}
+    for agent, flags in agents.items():
+        out = root / "maze" / agent / "seed100"
+        assert main(["train", *common, *flags, "--out", str(out)]) == 0
+    finished, stopped = (root / "maze" / "xlvin-32-b2" / f"seed{s}" for s in (100, 101))
+    (stopped / "levels").mkdir(parents=True)
+    for name in ("config.json", "levels/level-01.safetensors"):
+        (stopped / name).write_bytes((finished / name).read_bytes())
+    return root

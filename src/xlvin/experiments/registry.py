@@ -15,6 +15,10 @@ from xlvin.experiments import (
     atari_vae_report,
     continuous,
     executor_ablation,
+    executor_latent_trees,
+    executor_latent_trees_report,
+    executor_probes,
+    executor_probes_report,
     executor_true_trees,
     executor_true_trees_report,
     maze,
@@ -248,6 +252,47 @@ EXECUTOR_TRUE_TREES = Experiment(
     postfix=lambda r: f"{r['executor']} seed {r['seed']}",
 )
 
+def _latent_trees_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
+    assert trained is not None  # nothing is trained: every call measures
+    return (executor_latent_trees_report.write_results(trained, args.results)
+            + f"\nwrote {args.results}/{executor_latent_trees_report.STEM}.md, .json from "
+            f"{len(trained)} cells; runs under {args.runs}")
+
+
+EXECUTOR_LATENT_TREES = Experiment(
+    help="beyond the paper: do trained maze agents' transition models grow the true tree?",
+    description=executor_latent_trees.__doc__ or "",
+    cells=executor_latent_trees.cells, run_cell=executor_latent_trees.run_cell,
+    runs=Path("runs/maze"), results=Path("results/why-executor"),
+    seeds=executor_latent_trees.SEEDS, seeds_note=": the maze ablation's; cells without a run "
+    "are left out", first_seed=maze_ablation.FIRST_SEED,
+    first_seed_note=": the maze ablation's", add_options=executor_latent_trees.add_options,
+    finished_help=None, report=_latent_trees_report,
+    progress=lambda args: "latent trees of trained agents",
+    postfix=lambda r: f"{r['arm']} seed {r['seed']}",
+)
+
+
+def _probes_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
+    assert trained is not None  # nothing is trained: every call measures
+    return (executor_probes_report.write_results(trained, args.results)
+            + f"\nwrote {args.results}/{executor_probes_report.STEM}.md, .json from "
+            f"{len(trained)} cells; runs under {args.runs}")
+
+
+EXECUTOR_PROBES = Experiment(
+    help="beyond the paper: what trained maze agents' h_s and chi_s hold, and the heads read",
+    description=executor_probes.__doc__ or "",
+    cells=executor_probes.cells, run_cell=executor_probes.run_cell,
+    runs=Path("runs/maze"), results=Path("results/why-executor"),
+    seeds=executor_latent_trees.SEEDS, seeds_note=": the maze ablation's; cells without a run "
+    "are left out", first_seed=maze_ablation.FIRST_SEED,
+    first_seed_note=": the maze ablation's", add_options=executor_probes.add_options,
+    finished_help=None, report=_probes_report,
+    progress=lambda args: "probes of trained agents",
+    postfix=lambda r: f"{r['arm']} seed {r['seed']}",
+)
+
 #: --finished-only of the Atari experiments, whose cells are evaluated where they stop.
 EVALUATED_HELP = ("train nothing: write the results of the cells that have been evaluated "
                   "(finished, or stopped at a deadline: the transitions reached are reported)")
@@ -343,6 +388,8 @@ EXPERIMENTS: dict[str, Experiment] = {
     **{name: maze_experiment(name) for name in maze.EXPERIMENTS},
     "maze-ablation": MAZE_ABLATION,
     "executor-true-trees": EXECUTOR_TRUE_TREES,
+    "executor-latent-trees": EXECUTOR_LATENT_TREES,
+    "executor-probes": EXECUTOR_PROBES,
     "atari": ATARI,
     "atari-vae": ATARI_VAE,
     "continuous": continuous.EXPERIMENT,

@@ -1,0 +1,138 @@
+"""The results of `xlvin.experiments.executor_probes`: per arm, the held-out R^2 of V* and the
+optimal action's accuracy of linear probes from h_s, chi_s, [h_s, chi_s] and no feature, and how
+far the policy moves when the heads read another state's chi_s (or h_s), IQM over the seeds with
+95 % bootstrap intervals; RESULTS/probes.{md,json}, the tables rendered from the JSON alone
+(`markdown`)."""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlvin.experiments.executor_probes import FEATURES
+from xlvin.experiments.maze_ablation import ARMS
+from xlvin.experiments.results import write_files
+from xlvin.io.files import read_json
+from xlvin.stats import interval_text, summarize
+
+STEM = "probes"
+#: A probe's scores -> their heading.
+PROBES = {"value_r2": "V*: held-out R^2", "action_accuracy": "optimal action: held-out accuracy, %"}
+#: A policy move's scores -> their heading.
+MOVES = {"tv": "mean total-variation distance", "greedy_changed": "greedy action changed, %"}
+#: What each swap replaces.
+SWAPS = {"chi": "chi_s of another state", "h": "h_s of another state"}
+#: Scores shown as percentages.
+PERCENT = ("action_accuracy", "greedy_changed")
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    return {**summarize(np.array(values)), "per_seed": values}
+
+
+def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per arm (in `ARMS` order): its seeds and policies, each probe's scores and (XLVIN
+    arms) each swap's, over the seeds (`summarize`, with the per-seed values)."""
+    label = {agent: arm for arm, agent in ARMS.items()}
+    order = list(ARMS.values())
+    rows = []
+    for agent in sorted({r["arm"] for r in records}, key=order.index):
+        mine = sorted((r for r in records if r["arm"] == agent), key=lambda r: r["seed"])
+        moved = mine[0]["moves"] is not None
+        rows.append({
+            "arm": label[agent], "agent": agent, "seeds": [r["seed"] for r in mine],
+            "policies": {str(r["seed"]): r["policy"] for r in mine},
+            "probes": {name: {score: _summary([r["probes"][name][score] for r in mine])
+                              for score in PROBES}
+                       for name in FEATURES if name in mine[0]["probes"]},
+            "moves": {swap: {score: _summary([r["moves"][swap][score] for r in mine])
+                             for score in MOVES} for swap in SWAPS} if moved else None,
+        })
+    return rows
+
+
+def setup(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the measurement was fixed to (`xlvin.experiments.executor_probes`)."""
+    first = records[0]
+    return {
+        "mazes": first["mazes"] or "all", "train_mazes": first["train_mazes"],
+        "states": first["states"],
+        "split": "held-out: the 8x8 test split of the generated mazes (dataset seed 0); "
+                 "training: its train split; the first mazes of each in index order",
+        "states_are": "every free cell but the goal",
+        "probe": "least squares with an intercept, fitted on the training mazes' states, "
+                 "scored on the held-out ones",
+        "swap": "each held-out state paired with another drawn uniformly, default_rng(0)",
+        "policy": "a finished run's final policy, else the policy of the last level it passed",
+        "intervals": "IQM over the seeds, 95 % percentile bootstrap, 2,000 resamples",
+    }
+
+
+def _estimate(summary: dict[str, Any], key: str) -> str:
+    scale, digits = (100, 1) if key in PERCENT else (1, 3)
+    return interval_text(scale * summary["iqm"], scale * summary["iqm_low"],
+                         scale * summary["iqm_high"], digits)
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """The page of RESULTS/probes.json."""
+    setup = data["setup"]
+    states = setup["states"]
+    lines = [
+        "# What the heads read: probes of h_s and chi_s", "",
+        "Linear probes of V* and of the optimal action (`xlvin reproduce executor-probes`): "
+        f"{setup['probe']} ({states['train']:,} training, {states['test']:,} held-out states: "
+        f"{setup['states_are']}; {setup['split']}). Policy: {setup['policy']}. "
+        f"{setup['intervals']}.", "",
+        "| arm | seeds | features | " + " | ".join(PROBES.values()) + " |",
+        "|---|---|---|" + "---|" * len(PROBES),
+    ]
+    for row in data["rows"]:
+        for name in (n for n in FEATURES if n in row["probes"]):  # the JSON sorts its keys
+            lines.append(f"| {row['arm']} | {len(row['seeds'])} | {FEATURES[name]} | "
+                         + " | ".join(_estimate(row["probes"][name][k], k) for k in PROBES)
+                         + " |")
+    lines += ["", f"How far the policy moves when the heads read another state's input "
+              f"({setup['swap']}):", "",
+              "| arm | seeds | replaced | " + " | ".join(MOVES.values()) + " |",
+              "|---|---|---|" + "---|" * len(MOVES)]
+    for row in (r for r in data["rows"] if r["moves"] is not None):
+        for swap, replaced in SWAPS.items():
+            lines.append(f"| {row['arm']} | {len(row['seeds'])} | {replaced} | "
+                         + " | ".join(_estimate(row["moves"][swap][k], k) for k in MOVES) + " |")
+    lines += ["", "Runs: " + "; ".join(f"{r['arm']} seed {r['seed']} ({r['policy']})"
+                                       for r in data["runs"]) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(records: list[dict[str, Any]], results: Path) -> str:
+    """RESULTS/probes.{md,json} of the cells' records (`run_cell`; one set of mazes); the
+    page."""
+    order = list(ARMS.values())
+    runs = sorted(records, key=lambda r: (order.index(r["arm"]), r["seed"]))
+    data = {"setup": setup(records), "rows": aggregate(records), "runs": runs}
+    md = markdown(data)
+    write_files(results, STEM, md, data)
+    return md
+
+
+def page_blocks(results: Path) -> dict[str, str]:
+    """The result block `why-probes` of docs/mazes.md: per arm, the probes' V* R^2 from h_s and
+    from [h_s, chi_s], and the policy's move when chi_s is another state's, from
+    why-executor/probes.json."""
+    data = read_json(results / f"why-executor/{STEM}.json")
+
+    def said(row: dict[str, Any]) -> str:
+        probes = row["probes"]
+        text = f"{row['arm']}: V* R^2 from h_s {_estimate(probes['h']['value_r2'], 'value_r2')}"
+        if "h+chi" in probes:
+            chi = row["moves"]["chi"]
+            text += (f", from [h_s, chi_s] {_estimate(probes['h+chi']['value_r2'], 'value_r2')}"
+                     f"; another state's chi_s moves the policy by "
+                     f"{_estimate(chi['tv'], 'tv')} in total variation and changes the greedy "
+                     f"action on {_estimate(chi['greedy_changed'], 'greedy_changed')} % of states")
+        return text
+
+    return {"why-probes": (
+        f"On {data['setup']['states']['test']:,} held-out 8x8 states (IQM over seeds [95 % "
+        "interval]): " + "; ".join(said(row) for row in data["rows"]) + ".")}

@@ -1,0 +1,103 @@
+"""The latent tree against the true one (`xlvin.experiments.executor_latent_trees`): the
+true-successor oracle scores hits@1 = 1 at distance 0, and `xlvin reproduce
+executor-latent-trees` on tiny trained maze runs, with its refusals."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from tests.tiny_runs import tiny_maze_runs
+from xlvin.cli import main
+from xlvin.envs.maze import AGENT, WALLS
+from xlvin.envs.maze_data import MOVES, maze_split
+from xlvin.experiments.executor_latent_trees import latent_tree_scores, maze_states_of
+from xlvin.experiments.executor_latent_trees_report import markdown, page_blocks
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, executor_path: Path) -> Path:
+    return tiny_maze_runs(tmp_path_factory.mktemp("runs"), executor_path)
+
+
+def oracle(h: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """The true successor of flattened observations h [n, 3 H W] under actions [n]: the agent
+    moved by the action, or left where it is when a wall or the border is in the way."""
+    obs = h.view(len(h), 3, 8, 8).clone()
+    agent = obs[:, AGENT].flatten(1).argmax(1)
+    move = torch.as_tensor(MOVES)[actions]  # [n, 2]
+    row, col = agent // 8 + move[:, 0], agent % 8 + move[:, 1]
+    inside = (row >= 0) & (row < 8) & (col >= 0) & (col < 8)
+    free = inside & (obs[torch.arange(len(h)), WALLS, row.clamp(0, 7), col.clamp(0, 7)] == 0)
+    target = torch.where(free, row * 8 + col, agent)
+    obs[:, AGENT] = 0.0
+    obs[:, AGENT].view(len(h), -1)[torch.arange(len(h)), target] = 1.0
+    return obs.flatten(1)
+
+
+def test_the_true_successor_oracle_hits_every_time_at_distance_zero() -> None:
+    """With the observation itself as the encoding and the environment's successor as the
+    transition, every depth scores hits@1 = 1 and distance 0; no move hits only where the
+    action crashes (the agent stays)."""
+    states = maze_states_of(maze_split(8, "test"), 3)
+    scores = latent_tree_scores(nn.Flatten(), oracle, states, depth=3)
+    assert [s["depth"] for s in scores] == [1, 2, 3]
+    for s in scores:
+        assert s["hit"] == 1.0 and s["moved_hit"] == 1.0
+        assert s["distance"] == 0.0 and s["relative"] == 0.0
+        assert 0 < s["stay_hit"] < 1 and s["stay_relative"] > 0 and s["spread"] > 0
+        assert s["pairs"] % 8 == 0 and 0 < s["moves"] < s["pairs"]
+    assert scores[0]["pairs"] == 8 * len(states.maze)  # depth 1: every action of every root
+
+
+def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
+    results = tmp_path / "results" / "why-executor"
+    assert main(["reproduce", "executor-latent-trees", "--runs", str(runs), "--results",
+                 str(results), "--seeds", "3", "--mazes", "3", "--depth", "2",
+                 "--jobs", "1"]) == 0
+    assert capsys.readouterr().out.endswith(
+        f"wrote {results}/latent-trees.md, .json from 3 cells; runs under {runs}\n")
+    data = json.loads((results / "latent-trees.json").read_text())
+    assert (results / "latent-trees.md").read_text() == markdown(data)
+    assert [(r["arm"], r["seed"], r["policy"]) for r in data["runs"]] == [
+        ("xlvin-32-b2", 100, "final"), ("xlvin-32-b2", 101, "after level 1"),
+        ("ppo-32-transe", 100, "final")]
+    assert [(r["agent"], r["depth"], r["seeds"]) for r in data["rows"]] == [
+        ("xlvin-32-b2", 1, [100, 101]), ("xlvin-32-b2", 2, [100, 101]),
+        ("ppo-32-transe", 1, [100]), ("ppo-32-transe", 2, [100])]
+    for run in data["runs"]:
+        assert run["states"] == data["setup"]["states"] and len(run["depths"]) == 2
+        for s in run["depths"]:
+            assert 0 <= s["hit"] <= 1 and 0 <= s["moved_hit"] <= 1 and 0 <= s["stay_hit"] <= 1
+            assert s["relative"] > 0 and s["distance"] > 0 and s["spread"] > 0
+    depth1 = data["runs"][0]["depths"][0]
+    assert depth1["pairs"] == 8 * data["setup"]["states"]
+    # the no-move reference does not depend on the transition model: the same for one encoder
+    assert data["runs"][0]["depths"][0]["stay_hit"] == data["runs"][1]["depths"][0]["stay_hit"]
+    row = data["rows"][0]
+    assert row["hit"]["per_seed"] == [r["depths"][0]["hit"] for r in data["runs"][:2]]
+    assert row["hit"]["iqm_low"] <= row["hit"]["iqm"] <= row["hit"]["iqm_high"]
+    block = page_blocks(tmp_path / "results")["why-latent-trees"]
+    assert block.startswith(f"On {data['setup']['states']} held-out 8x8 states")
+    assert "XLVIN (maze executor) at depth 2: hits@1" in block
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--arms", "ppo-32"], "unknown arm 'ppo-32'"),
+    (["--mazes", "5000"], "--mazes must be in [0, 833]"),
+    (["--depth", "0"], "--depth must be >= 1"),
+    (["--first-seed", "7"], "none of the 100 cells has a finished run or a passed level"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(
+    extra: list[str], message: str, runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    before = sorted(str(p) for p in runs.rglob("*"))
+    results = tmp_path / "results"
+    assert main(["reproduce", "executor-latent-trees", "--runs", str(runs), "--results",
+                 str(results), *extra]) != 0
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not results.exists() and sorted(str(p) for p in runs.rglob("*")) == before
