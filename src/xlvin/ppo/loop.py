@@ -18,6 +18,7 @@ in the same loop (`train_together`: a population, whose collections and updates
 
 import dataclasses
 import sys
+from functools import partial
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -421,7 +422,8 @@ def train_together(
                 else:
                     learned = population.update(
                         [trainers.index(t) for t, _ in learning], [b for _, b in learning],
-                        going[0].cfg, [t.generator for t, _ in learning])
+                        going[0].cfg, [t.generator for t, _ in learning],
+                        [partial(own, t) for t, _ in learning])
                 metrics = dict(zip([t for t, _ in learning], learned))
                 last = {t: (steps[t], metrics.get(t, {}), b is not None)
                         for t, b in zip(going, batches)}

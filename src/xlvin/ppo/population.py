@@ -21,6 +21,8 @@ tests/test_population.py checks that a seed trained in a population writes the r
 of the same seed trained alone, bit for bit.
 """
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import NamedTuple
 
 import numpy as np
@@ -36,6 +38,8 @@ from xlvin.accel.population import (
     StackedActor,
     StackedPPO,
     StackedWeights,
+    StackedXLVINActor,
+    stacks_updates,
     unsupported,
 )
 from xlvin.envs.failures import PASSED_ON, env_failed
@@ -66,7 +70,7 @@ class Population:
             raise ValueError(f"these policies cannot train as a population: {reason}")
         self.policies = policies
         self.weights = StackedWeights(optimizers)
-        self.kernels = StackedPPO(self.weights)
+        self.kernels = StackedPPO(self.weights) if stacks_updates(policies[0]) else None
 
     @staticmethod
     def refusal(policies: list[ActorCritic], optimizers: list[object]) -> str | None:
@@ -86,7 +90,8 @@ class Population:
         state and generator: each seed's, the same number of envs each), T = `num_steps` steps,
         advancing each state."""
         T, S, N = num_steps, len(envs), envs[0].num_envs
-        actor = StackedActor(self.weights, seeds)
+        actor = (StackedActor(self.weights, seeds) if self.kernels is not None
+                 else StackedXLVINActor([self.policies[s] for s in seeds]))
         dist = self.policies[0].action_distribution()
         first = states[0].obs
         obs = np.empty((T + 1, S, N, *first.shape[1:]), dtype=first.dtype)
@@ -170,18 +175,21 @@ class Population:
 
     def update(
         self, seeds: list[int], rollouts: list[Rollout], cfg: PPOConfig,
-        generators: list[torch.Generator],
+        generators: list[torch.Generator], own: list[Callable[[], AbstractContextManager[None]]],
     ) -> list[dict[str, float]]:
         """`xlvin.ppo.update.ppo_update` of seeds `seeds` (rows of the stack) on their rollouts
-        (of the same shape) with their generators: each seed's metrics."""
+        (of the same shape) with their generators: each seed's metrics. `own[i]()`: a block in
+        which the global generators are seed i's (a step a seed takes alone draws from them:
+        TransE's negatives)."""
         advantages, returns = _advantages(rollouts, cfg)
         plan = _Minibatches(rollouts, advantages, returns, generators)
         logged: list[list[np.ndarray]] = [[] for _ in seeds]
+        aux: list[str] = []  # the auxiliary terms' names (`minibatch_step`'s), after TERMS
         for _ in range(cfg.update_epochs):
             cuts = plan.epoch(cfg)
             for k in range(max((len(c) for c in cuts), default=0)):
                 parts = [c[k] if k < len(c) else None for c in cuts]
-                for i, terms in self._step(seeds, plan, parts, cfg).items():
+                for i, terms in self._step(seeds, plan, parts, cfg, aux, own).items():
                     logged[i].append(terms)
         metrics = []
         for i, rollout in enumerate(rollouts):
@@ -189,24 +197,27 @@ class Population:
                 metrics.append({})
                 continue
             means = torch.from_numpy(np.stack(logged[i])).double().mean(0).tolist()
-            seed_metrics = {f"losses/{name}": value for name, value in zip(TERMS, means)}
+            seed_metrics = {f"losses/{name}": value
+                            for name, value in zip((*TERMS, *aux), means)}
             seed_metrics["losses/explained_variance"] = explained_variance(
                 returns[i][rollout.valid], rollout.old_values())
             metrics.append(seed_metrics)
         return metrics
 
     def _step(self, seeds: list[int], plan: "_Minibatches", parts: list["_Part | None"],
-              cfg: PPOConfig) -> dict[int, np.ndarray]:
+              cfg: PPOConfig, aux: list[str],
+              own: list[Callable[[], AbstractContextManager[None]]]) -> dict[int, np.ndarray]:
         """One optimiser step of every seed i with a minibatch (`parts[i]`): its loss terms
-        [5], by i. Seeds whose minibatches have the same number of rows, at least
-        `MIN_STACKED_ROWS`, take it as one stacked step, up to `MAX_STACK` of them at a time;
-        the others alone (`minibatch_step`)."""
+        [5 + len(aux)], by i (`aux` set to the auxiliary terms' names). Seeds whose minibatches
+        have the same number of rows, at least `MIN_STACKED_ROWS`, take it as one stacked step,
+        up to `MAX_STACK` of them at a time; the others, and every seed of a policy whose update
+        is not stacked (`stacks_updates`), alone (`minibatch_step`)."""
         groups: dict[int | tuple[int, int], list[int]] = {}
         terms: dict[int, np.ndarray] = {}
         for i, part in enumerate(parts):
             if part is None:
                 continue
-            if part.rows >= MIN_STACKED_ROWS:
+            if self.kernels is not None and part.rows >= MIN_STACKED_ROWS:
                 size = part.rows
                 if len(groups.get(size, ())) == MAX_STACK:  # full: a new group of this size
                     groups[(size, i)] = groups.pop(size)
@@ -214,7 +225,9 @@ class Population:
             else:
                 policy, optimizer = self.policies[seeds[i]], self.weights.optimizers[seeds[i]]
                 mb = plan.minibatch(part)
-                terms[i] = minibatch_step(policy, optimizer, mb, cfg)[0].numpy()
+                with own[i]():
+                    seed_terms, aux[:] = minibatch_step(policy, optimizer, mb, cfg)
+                terms[i] = seed_terms.numpy()
         stepped = []
         for group in groups.values():
             obs, actions, (logprobs, adv, returns, values, _) = plan.gather(
@@ -222,6 +235,7 @@ class Population:
             if cfg.norm_adv and not cfg.norm_adv_batch and adv.shape[1] > 1:
                 adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
             rows = [seeds[i] for i in group]
+            assert self.kernels is not None
             loss_terms = self.kernels.gradients(
                 rows, obs, actions.numpy(), logprobs.numpy(), adv.numpy(), returns.numpy(),
                 values.numpy(), clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
