@@ -30,6 +30,7 @@ from xlvin.accel.population import (
     StackedXLVINActor,
 )
 from xlvin.cli import main
+from xlvin.envs.maze import MAZE_ID
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import METRICS, MODEL, read_metrics
@@ -128,6 +129,26 @@ def test_each_xlvin_seed_of_a_population_writes_its_solo_run(tmp_path: Path, exe
     for seed in SEEDS:
         assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
     assert "losses/transe" in rows(tmp_path / "pop" / f"seed-{SEEDS[-1]}")[-1]
+
+
+@pytest.mark.parametrize("agent", ["ppo", "xlvin-r"])
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_each_low_data_seed_of_a_population_writes_its_solo_run(tmp_path: Path,
+                                                                agent: str) -> None:
+    """The low-data protocol: each seed collects its own episodes (in its own envs, as alone),
+    the updates run together; its last updates averaged, its evaluations during training."""
+    run = ["--env", "CartPole-v0", "--agent", agent, "--protocol", "low_data",
+           "--low-data-rounds", "2", "--low-data-episodes", "2", "--low-data-updates", "3",
+           "--low-data-average-last", "2", "--low-data-eval-points", "1",
+           "--low-data-eval-episodes", "2", "--pretrain-transe", "false",
+           "--checkpoint-every", "4", "--quiet"]
+    for seed in SEEDS:
+        assert main(["train", *run, "--seed", str(seed),
+                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
+    seeds = ",".join(map(str, SEEDS))
+    assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    for seed in SEEDS:
+        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
 
 
 def compare_runs(root: str, options: list[str]) -> None:
@@ -293,7 +314,8 @@ def test_stacked_kernels_compute_each_seeds_own_bits_with_the_libraries_own_kern
     (["--seeds", "0,3", "--seed", "1"], "give --seeds or --seed, not both"),
     (["--seeds", "0,3", "--agent", "atreec"], "not agent atreec"),
     (["--seeds", "0,3", "--agent", "xlvin-r", "--prune", "1"], "not a tree other than the full"),
-    (["--seeds", "0,3", "--protocol", "low_data"], "not protocol low_data"),
+    (["--seeds", "0,3", "--env", MAZE_ID, "--protocol", "curriculum", "--anneal-lr", "false"],
+     "not protocol curriculum"),
     (["--seeds", "0-x"], "--seeds takes seeds as 0-63"),
     (["--seeds", "3-1"], "a range goes up"),
     (["--seeds", "0,1,1"], "names seed 1 twice"),

@@ -178,7 +178,7 @@ class Population:
         generators: list[torch.Generator], own: list[Callable[[], AbstractContextManager[None]]],
     ) -> list[dict[str, float]]:
         """`xlvin.ppo.update.ppo_update` of seeds `seeds` (rows of the stack) on their rollouts
-        (of the same shape) with their generators: each seed's metrics. `own[i]()`: a block in
+        (of the same number of envs) with their generators: each seed's metrics. `own[i]()`: a block in
         which the global generators are seed i's (a step a seed takes alone draws from them:
         TransE's negatives)."""
         advantages, returns = _advantages(rollouts, cfg)
@@ -259,13 +259,19 @@ def _cartpoles(envs: list[VectorEnv]) -> bool:
 def _advantages(rollouts: list[Rollout], cfg: PPOConfig
                 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """`estimate_advantages` (and `normalise_over_batch`) of each rollout: computed once over
-    all of them side by side, env columns [T, S N] (the estimators treat columns alone)."""
-    joined = Rollout(**{name: torch.cat([getattr(r, name) for r in rollouts], dim=1)
-                        for name in ("obs", "actions", "logprobs", "values", "rewards",
-                                     "terminated", "truncated", "valid")})
-    advantages, returns = estimate_advantages(joined, cfg)
-    sizes = [r.num_envs for r in rollouts]
-    advantages, returns = advantages.split(sizes, dim=1), returns.split(sizes, dim=1)
+    all of them side by side, env columns [T, S N] (the estimators treat columns alone), or
+    rollout by rollout where their lengths differ (low-data episodes)."""
+    advantages: tuple[torch.Tensor, ...]
+    returns: tuple[torch.Tensor, ...]
+    if len({r.actions.shape[0] for r in rollouts}) == 1:
+        joined = Rollout(**{name: torch.cat([getattr(r, name) for r in rollouts], dim=1)
+                            for name in ("obs", "actions", "logprobs", "values", "rewards",
+                                         "terminated", "truncated", "valid")})
+        together = estimate_advantages(joined, cfg)
+        sizes = [r.num_envs for r in rollouts]
+        advantages, returns = together[0].split(sizes, dim=1), together[1].split(sizes, dim=1)
+    else:
+        advantages, returns = zip(*(estimate_advantages(r, cfg) for r in rollouts))
     if cfg.norm_adv and cfg.norm_adv_batch:
         advantages = tuple(normalise_over_batch(a, r.valid) for a, r in zip(advantages, rollouts))
     return ([a.contiguous() for a in advantages], [r.contiguous() for r in returns])

@@ -75,8 +75,8 @@ def seed_dir(out: Path, seed: int) -> Path:
 def population_refusal(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> str | None:
     """Why seeds of `cfg` cannot train as a population, or None."""
     t = cfg.train
-    if t.protocol != "online":
-        return f"protocol {t.protocol} (a population trains online)"
+    if t.protocol not in ("online", "low_data"):
+        return f"protocol {t.protocol} (a population trains online or low-data)"
     if t.agent not in ("ppo", "xlvin"):
         return (f"agent {agent_name(t.agent, t.executor)} (a population trains the PPO baseline "
                 "and XLVIN)")
