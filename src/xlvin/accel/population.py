@@ -28,9 +28,20 @@ NumPy 2.4 with OpenBLAS), with MKL's default kernels and in reproducible mode
   own readable step. A gradient check over 12 networks (1 to 12 inputs, widths 8 to 128, 2 to
   7 actions), 2 to 16 seeds and 8 to 257 rows found no other difference, in either mode.
 
+XLVIN (paper section 3.2) acts stacked (`StackedXLVINActor`: every op of the one-seed NumPy
+actor with a seed axis in front, the frozen executor's products included; `np.matmul` over
+stacked matrices calls the one-seed product per seed, so no seed's tree shares a product with
+another's), and updates seed by seed (`stacks_updates`): its update is autograd's backward
+through encoder, transition, tree, executor, heads and TransE, 118 backward nodes on
+CartPole (depth 2) whose gradients a stacked version would have to reproduce kernel by kernel
+(the heads' few-row products, above; the LayerNorm's weight gradients, one reduction over one
+seed's rows each) and in autograd's order of accumulation (h_s gathers the gradients of seven
+uses); not done.
+
 Supported (`unsupported` says why not): the PPO baseline with an MLP encoder of ReLU activations
-(no observation normalisation, shared by actor and critic, no transition model) and Discrete
-actions, float32 on the CPU.
+(no observation normalisation, shared by actor and critic, no transition model), and XLVIN with
+the full tree over such an encoder (no world model, chi not zeroed); Discrete actions, float32
+on the CPU.
 """
 
 import copy

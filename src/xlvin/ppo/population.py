@@ -6,7 +6,7 @@ collection and update of all of them to a `Population` (of policies its kernels 
 `xlvin.accel.population`:
 
 - `collect`: `collect_rollout` of every seed in one loop over the T steps: the S policies act
-  as one stacked NumPy actor on [S, N] observations, actions are sampled from each seed's own
+  as one stacked NumPy actor on [S, N] observations (`StackedActor`, `StackedXLVINActor`), actions are sampled from each seed's own
   noise (drawn from its generator as the seed's own rollout draws it), and every seed's vector
   env steps as it would alone: all on arrays at once where they are CartPole's
   (`xlvin.accel.classic_control.CartPoleVectors`), else one after another;
@@ -15,7 +15,12 @@ collection and update of all of them to a `Population` (of policies its kernels 
   generator); minibatch k of the seeds whose k-th minibatches have the same size as one stacked
   forward, loss and backward (`StackedPPO.gradients`: the kernels are exact for equal sizes
   only), then one Adam step of every seed. A seed whose minibatch has fewer than
-  `MIN_STACKED_ROWS` rows takes that step alone, in `xlvin.ppo.update.minibatch_step`.
+  `MIN_STACKED_ROWS` rows takes that step alone, in `xlvin.ppo.update.minibatch_step`, and so
+  does every minibatch of XLVIN (`stacks_updates`), with the seed's own global generators
+  (TransE draws its negatives from them).
+
+The low-data protocol's episodes are collected seed by seed (`xlvin.ppo.loop`), its updates
+here.
 
 tests/test_population.py checks that a seed trained in a population writes the run directory
 of the same seed trained alone, bit for bit.
