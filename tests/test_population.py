@@ -19,6 +19,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from xlvin import PPO, learn_seeds
+from xlvin.accel import proof
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.accel.numpy_actor import make_actor
@@ -161,6 +162,18 @@ def compare_runs(root: str, options: list[str]) -> None:
     assert main(["train", *RUN, *options, "--seeds", "0,3", "--out", str(root_path / "pop")]) == 0
     for seed in (0, 3):
         assert_same_run(root_path / "alone" / f"seed-{seed}", root_path / "pop" / f"seed-{seed}")
+
+
+def test_seeds_act_with_their_forward_where_the_numpy_actor_fails_its_proof(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the NumPy actor differs from the policy's forward (here: a tolerance nothing
+    meets), a seed's rollout acts with its forward, alone and in a population alike."""
+    monkeypatch.setattr(proof, "_verdicts", {})
+    monkeypatch.setattr(proof, "ACTOR_TOLERANCE", {"rtol": 0.0, "atol": -1.0})
+    with pytest.warns(proof.AcceleratorFallback, match="numpy_actor"):
+        compare_runs(str(tmp_path), ["--total-steps", "256"])
+    assert proof._verdicts[("numpy actor", proof.code_key(PPOAgent(MLPEncoder(4, 64, 50), 50,
+                                                                   2)))] is False
 
 
 def test_each_seed_writes_its_solo_run_with_the_libraries_own_kernels(tmp_path: Path) -> None:

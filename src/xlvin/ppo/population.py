@@ -37,6 +37,7 @@ from gymnasium.vector import VectorEnv
 from xlvin.accel.classic_control import CartPoleVectors
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
+from xlvin.accel.proof import actor_verdict
 from xlvin.accel.population import (
     MAX_STACK,
     MIN_STACKED_ROWS,
@@ -49,7 +50,7 @@ from xlvin.accel.population import (
 )
 from xlvin.envs.failures import PASSED_ON, env_failed
 from xlvin.nn.policy import ActorCritic
-from xlvin.ppo.collect import EpisodeStatistics, RolloutState, env_name
+from xlvin.ppo.collect import EpisodeStatistics, RolloutState, env_name, make_actor
 from xlvin.ppo.config import PPOConfig
 from xlvin.ppo.storage import Minibatch, Rollout
 from xlvin.ppo.update import (
@@ -95,8 +96,7 @@ class Population:
         state and generator: each seed's, the same number of envs each), T = `num_steps` steps,
         advancing each state."""
         T, S, N = num_steps, len(envs), envs[0].num_envs
-        actor = (StackedActor(self.weights, seeds) if self.kernels is not None
-                 else StackedXLVINActor([self.policies[s] for s in seeds]))
+        actor = self._actor(seeds, np.stack([state.obs for state in states]))
         dist = self.policies[0].action_distribution()
         first = states[0].obs
         obs = np.empty((T + 1, S, N, *first.shape[1:]), dtype=first.dtype)
@@ -155,6 +155,28 @@ class Population:
                 episode_returns=returns, episode_lengths=lengths, episode_successes=successes,
             ))
         return rollouts
+
+    def _actor(self, seeds: list[int], obs: np.ndarray
+               ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The seeds' policies acting on observations [S, N, ...] -> (logits [S, N, A], values
+        [S, N]): one stacked NumPy actor where the NumPy actor proved itself against the
+        policy's forward (`xlvin.accel.proof.checked_actor`; on the first seed's observations
+        `obs[0]`, where this process has not proved it yet), else, as each seed's own rollout
+        then acts, each seed's forward, one after another."""
+        policies = [self.policies[s] for s in seeds]
+        if actor_verdict(policies[0]) is None:
+            make_actor(policies[0])(obs[0])  # the proof, on its first batch
+        if actor_verdict(policies[0]):
+            if self.kernels is not None:
+                return StackedActor(self.weights, seeds)
+            return StackedXLVINActor(policies)
+        actors = [make_actor(policy) for policy in policies]
+
+        def one_by_one(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            logits, values = zip(*(act(seed_obs) for act, seed_obs in zip(actors, x)))
+            return np.stack(logits), np.stack(values)
+
+        return one_by_one
 
     @staticmethod
     def _step_each(envs: list[VectorEnv], taken: np.ndarray, t: int, T: int, obs: np.ndarray,
