@@ -31,7 +31,10 @@ NumPy 2.4 with OpenBLAS), with MKL's default kernels and in reproducible mode
 XLVIN (paper section 3.2) acts stacked (`StackedXLVINActor`: every op of the one-seed NumPy
 actor with a seed axis in front, the frozen executor's products included; `np.matmul` over
 stacked matrices calls the one-seed product per seed, so no seed's tree shares a product with
-another's), and updates seed by seed (`stacks_updates`): its update is autograd's backward
+another's). The executor is the same for every seed, but not one product for all of them: a
+seed's own actor takes a [A, H] x [H, H] product per parent (NumPy's 3-D product), and one
+product over every seed's [S P A, H] rows differed from those (12 of 12 cases, 1 to 64 seeds,
+OpenBLAS). XLVIN updates seed by seed (`stacks_updates`): its update is autograd's backward
 through encoder, transition, tree, executor, heads and TransE, 118 backward nodes on
 CartPole (depth 2) whose gradients a stacked version would have to reproduce kernel by kernel
 (the heads' few-row products, above; the LayerNorm's weight gradients, one reduction over one
