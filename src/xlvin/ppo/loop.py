@@ -18,9 +18,9 @@ in the same loop (`train_together`: a population, whose collections and updates
 
 import dataclasses
 import sys
-from functools import partial
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from typing import Any
 
 import gymnasium as gym

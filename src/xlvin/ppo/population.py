@@ -6,10 +6,11 @@ collection and update of all of them to a `Population` (of policies its kernels 
 `xlvin.accel.population`:
 
 - `collect`: `collect_rollout` of every seed in one loop over the T steps: the S policies act
-  as one stacked NumPy actor on [S, N] observations (`StackedActor`, `StackedXLVINActor`), actions are sampled from each seed's own
-  noise (drawn from its generator as the seed's own rollout draws it), and every seed's vector
-  env steps as it would alone: all on arrays at once where they are CartPole's
-  (`xlvin.accel.classic_control.CartPoleVectors`), else one after another;
+  as one stacked NumPy actor on [S, N] observations (`StackedActor`, `StackedXLVINActor`),
+  actions are sampled from each seed's own noise (drawn from its generator as the seed's own
+  rollout draws it), and every seed's vector env steps as it would alone: all on arrays at
+  once where they are CartPole's (`xlvin.accel.classic_control.CartPoleVectors`), else one
+  after another;
 - `update`: `ppo_update` of every seed: advantages over all seeds' envs as columns of one
   array (GAE is column by column), each seed's minibatches cut from its own permutation (its
   generator); minibatch k of the seeds whose k-th minibatches have the same size as one stacked
@@ -205,9 +206,9 @@ class Population:
         generators: list[torch.Generator], own: list[Callable[[], AbstractContextManager[None]]],
     ) -> list[dict[str, float]]:
         """`xlvin.ppo.update.ppo_update` of seeds `seeds` (rows of the stack) on their rollouts
-        (of the same number of envs) with their generators: each seed's metrics. `own[i]()`: a block in
-        which the global generators are seed i's (a step a seed takes alone draws from them:
-        TransE's negatives)."""
+        (of the same number of envs) with their generators: each seed's metrics. `own[i]()`: a
+        block in which the global generators are seed i's (a step a seed takes alone draws from
+        them: TransE's negatives)."""
         advantages, returns = _advantages(rollouts, cfg)
         plan = _Minibatches(rollouts, advantages, returns, generators)
         logged: list[list[np.ndarray]] = [[] for _ in seeds]

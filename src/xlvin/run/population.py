@@ -5,9 +5,10 @@ same metrics and weights bit for bit on the same machine.
 Each seed is a run of `xlvin.run.training.run_steps` (its own envs, weights, optimiser and
 random streams, its own checkpoint and log); their trainers train in step
 (`xlvin.ppo.loop.train_together`), their networks as one stacked network
-(`xlvin.ppo.population`): the PPO baseline and XLVIN, online or low-data. Everything is checked before any directory is created: the seeds, the
-configuration (`population_refusal`: what the stacked kernels compute), every seed's directory
-and the memory of all seeds together.
+(`xlvin.ppo.population`): the PPO baseline and XLVIN, online or low-data. Everything is
+checked before any directory is created: the seeds, the configuration (`population_refusal`:
+what the population's kernels compute), every seed's directory and the memory of all seeds
+together.
 """
 
 import re
