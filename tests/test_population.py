@@ -270,18 +270,22 @@ def check_stacked_kernels() -> None:
 
 def _xlvin_agents(count: int, actions: int, hidden: int, depth: int, aggregation: str,
                   layer_norm: bool, projections: bool) -> list[XLVINAgent]:
-    """`count` XLVIN agents over one processor's weights (its frozen executor), the rest their
-    own, biases off zero."""
+    """`count` XLVIN agents over one processor's weights (the frozen executor every seed
+    shares), the rest their own, biases off zero."""
     agents = []
     for seed in range(count):
         torch.manual_seed(100)
         processor = MessagePassing(hidden, aggregation, layer_norm)
+        with torch.no_grad():
+            for p in processor.parameters():  # LayerNorm's off 1 and 0
+                p.add_(torch.randn_like(p) * 0.05)
         torch.manual_seed(seed)
         agent = XLVINAgent(MLPEncoder(6, 32, 50), 50, actions, TransitionModel(50, actions, 32),
                            processor, depth=depth, projections=projections)
         with torch.no_grad():
             for p in agent.parameters():
-                p.add_(torch.randn_like(p) * 0.05)
+                if p.requires_grad:
+                    p.add_(torch.randn_like(p) * 0.05)
         agents.append(agent)
     return agents
 
