@@ -19,17 +19,28 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from xlvin import PPO, learn_seeds
+from xlvin.accel import proof
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.fused_ppo_loss import fused_ppo_loss
 from xlvin.accel.numpy_actor import make_actor
-from xlvin.accel.population import MIN_STACKED_ROWS, StackedActor, StackedPPO, StackedWeights
+from xlvin.accel.population import (
+    MIN_STACKED_ROWS,
+    StackedActor,
+    StackedPPO,
+    StackedWeights,
+    StackedXLVINActor,
+)
 from xlvin.cli import main
+from xlvin.envs.maze import MAZE_ID
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.run_dir import METRICS, MODEL, read_metrics
 from xlvin.kernels import pins
+from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
+from xlvin.nn.executor import MessagePassing
+from xlvin.nn.transition import TransitionModel
 from xlvin.process import set_threads
 from xlvin.run.config import RunConfig
 from xlvin.run.population import parse_seeds, train_population
@@ -42,6 +53,11 @@ WALL_CLOCK = ("charts/sps", "sha256")
 #: A PPO run of 8 updates of 4 envs x 32 steps, a checkpoint every 3.
 RUN = ["--env", "CartPole-v1", "--agent", "ppo", "--num-envs", "4", "--num-steps", "32",
        "--total-steps", "1024", "--checkpoint-every", "3", "--quiet"]
+#: An XLVIN-R run (a tree of depth 2, TransE online) of 4 updates of 4 envs x 32 steps in 4
+#: minibatches, a checkpoint every 3.
+XLVIN_RUN = ["--env", "CartPole-v1", "--agent", "xlvin-r", "--num-envs", "4", "--num-steps",
+             "32", "--total-steps", "512", "--checkpoint-every", "3", "--pretrain-transe",
+             "false", "--quiet"]
 
 
 def rows(run: Path) -> list[dict[str, float]]:
@@ -94,6 +110,48 @@ def test_each_seed_of_a_population_writes_its_solo_run(tmp_path: Path, options: 
         assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
 
 
+@pytest.mark.parametrize("options", [
+    [],
+    ["--executor", "EXECUTOR", "--depth", "1"],  # LayerNorm, widths k 50 -> H 16 (projected)
+], ids=["xlvin-r", "executor-file"])
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_each_xlvin_seed_of_a_population_writes_its_solo_run(tmp_path: Path, executor_path: Path,
+                                                             options: list[str]) -> None:
+    """XLVIN: the stacked actor collects, each seed's update (tree, executor, TransE drawing
+    its negatives from the seed's own generator) runs as alone."""
+    run = [*XLVIN_RUN, *(str(executor_path) if o == "EXECUTOR" else o for o in options)]
+    if options:
+        run[run.index("xlvin-r")] = "xlvin"
+    for seed in SEEDS:
+        assert main(["train", *run, "--seed", str(seed),
+                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
+    seeds = ",".join(map(str, SEEDS))
+    assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    for seed in SEEDS:
+        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+    assert "losses/transe" in rows(tmp_path / "pop" / f"seed-{SEEDS[-1]}")[-1]
+
+
+@pytest.mark.parametrize("agent", ["ppo", "xlvin-r"])
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_each_low_data_seed_of_a_population_writes_its_solo_run(tmp_path: Path,
+                                                                agent: str) -> None:
+    """The low-data protocol: each seed collects its own episodes (in its own envs, as alone),
+    the updates run together; its last updates averaged, its evaluations during training."""
+    run = ["--env", "CartPole-v0", "--agent", agent, "--protocol", "low_data",
+           "--low-data-rounds", "2", "--low-data-episodes", "2", "--low-data-updates", "3",
+           "--low-data-average-last", "2", "--low-data-eval-points", "1",
+           "--low-data-eval-episodes", "2", "--pretrain-transe", "false",
+           "--checkpoint-every", "4", "--quiet"]
+    for seed in SEEDS:
+        assert main(["train", *run, "--seed", str(seed),
+                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
+    seeds = ",".join(map(str, SEEDS))
+    assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    for seed in SEEDS:
+        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+
+
 def compare_runs(root: str, options: list[str]) -> None:
     """Seeds 0 and 3 of RUN with `options` trained alone and together under `root`, and
     compared (`assert_same_run`)."""
@@ -104,6 +162,18 @@ def compare_runs(root: str, options: list[str]) -> None:
     assert main(["train", *RUN, *options, "--seeds", "0,3", "--out", str(root_path / "pop")]) == 0
     for seed in (0, 3):
         assert_same_run(root_path / "alone" / f"seed-{seed}", root_path / "pop" / f"seed-{seed}")
+
+
+def test_seeds_act_with_their_forward_where_the_numpy_actor_fails_its_proof(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the NumPy actor differs from the policy's forward (here: a tolerance nothing
+    meets), a seed's rollout acts with its forward, alone and in a population alike."""
+    monkeypatch.setattr(proof, "_verdicts", {})
+    monkeypatch.setattr(proof, "ACTOR_TOLERANCE", {"rtol": 0.0, "atol": -1.0})
+    with pytest.warns(proof.AcceleratorFallback, match="numpy_actor"):
+        compare_runs(str(tmp_path), ["--total-steps", "256"])
+    assert proof._verdicts[("numpy actor", proof.code_key(PPOAgent(MLPEncoder(4, 64, 50), 50,
+                                                                   2)))] is False
 
 
 def test_each_seed_writes_its_solo_run_with_the_libraries_own_kernels(tmp_path: Path) -> None:
@@ -198,8 +268,51 @@ def check_stacked_kernels() -> None:
                 assert np.array_equal(values[s], own_values)
 
 
+def _xlvin_agents(count: int, actions: int, hidden: int, depth: int, aggregation: str,
+                  layer_norm: bool, projections: bool) -> list[XLVINAgent]:
+    """`count` XLVIN agents over one processor's weights (the frozen executor every seed
+    shares), the rest their own, biases off zero."""
+    agents = []
+    for seed in range(count):
+        torch.manual_seed(100)
+        processor = MessagePassing(hidden, aggregation, layer_norm)
+        with torch.no_grad():
+            for p in processor.parameters():  # LayerNorm's off 1 and 0
+                p.add_(torch.randn_like(p) * 0.05)
+        torch.manual_seed(seed)
+        agent = XLVINAgent(MLPEncoder(6, 32, 50), 50, actions, TransitionModel(50, actions, 32),
+                           processor, depth=depth, projections=projections)
+        with torch.no_grad():
+            for p in agent.parameters():
+                if p.requires_grad:
+                    p.add_(torch.randn_like(p) * 0.05)
+        agents.append(agent)
+    return agents
+
+
+def check_stacked_xlvin_actor() -> None:
+    """The stacked XLVIN actor against each seed's own NumPy actor, bit for bit: full trees of
+    depth 1 to 3, max and sum aggregates, with and without the executor's LayerNorm and the
+    node and chi projections, 1 to 9 observations a seed."""
+    set_threads(1)
+    rng = np.random.default_rng(0)
+    for actions, hidden, depth, aggregation, layer_norm, projections in (
+            (2, 50, 2, "max", False, False), (3, 16, 3, "sum", True, False),
+            (2, 50, 1, "max", True, True)):
+        agents = _xlvin_agents(3, actions, hidden, depth, aggregation, layer_norm, projections)
+        stacked = StackedXLVINActor(agents)
+        for rows in (1, 4, 9):
+            obs = rng.standard_normal((len(agents), rows, 6)).astype(np.float32)
+            logits, values = stacked(obs)
+            for s, agent in enumerate(agents):
+                own_logits, own_values = make_actor(agent)(obs[s].copy())
+                assert np.array_equal(logits[s], own_logits), (depth, rows, s)
+                assert np.array_equal(values[s], own_values), (depth, rows, s)
+
+
 def test_stacked_kernels_compute_each_seeds_own_bits_in_reproducible_mode() -> None:
     check_stacked_kernels()  # the suite runs in reproducible mode (conftest.py)
+    check_stacked_xlvin_actor()
 
 
 def test_stacked_kernels_compute_each_seeds_own_bits_with_the_libraries_own_kernels() -> None:
@@ -208,15 +321,18 @@ def test_stacked_kernels_compute_each_seeds_own_bits_with_the_libraries_own_kern
     env = {k: v for k, v in os.environ.items() if k not in pins()}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
     done = subprocess.run([sys.executable, "-c", "import test_population as t; "
-                           "t.check_stacked_kernels()"], env=env, capture_output=True,
+                           "t.check_stacked_kernels(); t.check_stacked_xlvin_actor()"],
+                          env=env, capture_output=True,
                           text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.parametrize("args, said", [
     (["--seeds", "0,3", "--seed", "1"], "give --seeds or --seed, not both"),
-    (["--seeds", "0,3", "--agent", "xlvin-r"], "not agent xlvin"),
-    (["--seeds", "0,3", "--protocol", "low_data"], "not protocol low_data"),
+    (["--seeds", "0,3", "--agent", "atreec"], "not agent atreec"),
+    (["--seeds", "0,3", "--agent", "xlvin-r", "--prune", "1"], "not a tree other than the full"),
+    (["--seeds", "0,3", "--env", MAZE_ID, "--protocol", "curriculum", "--anneal-lr", "false"],
+     "not protocol curriculum"),
     (["--seeds", "0-x"], "--seeds takes seeds as 0-63"),
     (["--seeds", "3-1"], "a range goes up"),
     (["--seeds", "0,1,1"], "names seed 1 twice"),

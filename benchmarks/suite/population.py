@@ -1,8 +1,9 @@
 """Seeds trained together against seeds trained alone: `python -m benchmarks.suite.population
-[--sizes 1 8 32 64 128] [--steps N] [--rounds R] [--agent ppo]`.
+[--sizes 1 8 32 64 128] [--steps N] [--rounds R] [--agent ppo|xlvin-r]`.
 
-PPO on CartPole-v1 with the default configuration (4 envs x 128 steps, 4 epochs of 4
-minibatches, a checkpoint every 10 updates, metrics and TensorBoard: what `xlvin train` runs),
+PPO or XLVIN-R on CartPole-v1 with the default configuration (4 envs x 128 steps, 4 epochs of 4
+minibatches, a checkpoint every 10 updates, metrics and TensorBoard; XLVIN-R: a tree of depth 2,
+TransE pre-trained in every run, 1,540 steps, and learned during PPO: what `xlvin train` runs),
 `--steps` env steps per seed. Measured, each in a fresh process started with the `xlvin`
 command's process set-up, rounds interleaved:
 

@@ -29,8 +29,8 @@ def learn_seeds(
     `learn(total_steps, out=OUT/seed-s)` on the model with `seed=s` would; return the trained
     models, in the order of `seeds`. `resume=True` continues every seed's run in `out`.
     `total_timesteps=` and `progress_bar=` are taken as in `learn`. What trains together is
-    `xlvin train --seeds`' (the PPO baseline with an MLP encoder, online, on the CPU); anything
-    else is refused before anything is written."""
+    `xlvin train --seeds`' (the PPO baseline or XLVIN with an MLP encoder, online or low-data,
+    on the CPU); anything else is refused before anything is written."""
     if model.run_dir is not None:
         raise UserError("learn_seeds(): the model has trained a run already; give a new model "
                         "(its configuration is what every seed trains)")

@@ -28,19 +28,39 @@ NumPy 2.4 with OpenBLAS), with MKL's default kernels and in reproducible mode
   own readable step. A gradient check over 12 networks (1 to 12 inputs, widths 8 to 128, 2 to
   7 actions), 2 to 16 seeds and 8 to 257 rows found no other difference, in either mode.
 
+XLVIN (paper section 3.2) acts stacked (`StackedXLVINActor`: every op of the one-seed NumPy
+actor with a seed axis in front, the frozen executor's products included; `np.matmul` over
+stacked matrices calls the one-seed product per seed, so no seed's tree shares a product with
+another's). The executor is the same for every seed, but not one product for all of them: a
+seed's own actor takes a [A, H] x [H, H] product per parent (NumPy's 3-D product), and one
+product over every seed's [S P A, H] rows differed from those (12 of 12 cases, 1 to 64 seeds,
+OpenBLAS). XLVIN updates seed by seed (`stacks_updates`): its update is autograd's backward
+through encoder, transition, tree, executor, heads and TransE, 118 backward nodes on
+CartPole (depth 2) whose gradients a stacked version would have to reproduce kernel by kernel
+(the heads' few-row products, above; the LayerNorm's weight gradients, one reduction over one
+seed's rows each) and in autograd's order of accumulation (h_s gathers the gradients of seven
+uses); not done.
+
 Supported (`unsupported` says why not): the PPO baseline with an MLP encoder of ReLU activations
-(no observation normalisation, shared by actor and critic, no transition model) and Discrete
-actions, float32 on the CPU.
+(no observation normalisation, shared by actor and critic, no transition model), and XLVIN with
+the full tree over such an encoder (no world model, chi not zeroed); Discrete actions, float32
+on the CPU.
 """
+
+import copy
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch.optim.adam import adam
 
 from xlvin.accel.flat_adam import FlatAdam
+from xlvin.accel.numpy_actor import LayerNorm, Linear, XLVINActor, relu_
+from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.distributions import Categorical
 from xlvin.nn.encoders import MLPEncoder
+from xlvin.nn.planners import FullTree
 
 #: Floats per seed row of the stacked buffers are a multiple of this (64 bytes).
 ALIGN = 16
@@ -56,19 +76,31 @@ MIN_STACKED_ROWS = 8
 
 
 def unsupported(policy: torch.nn.Module) -> str | None:
-    """Why the stacked kernels cannot compute `policy`, or None where they can."""
-    if type(policy) is not PPOAgent:
-        return f"agent {type(policy).__name__} (the population trains the PPO baseline)"
+    """Why the population's kernels cannot compute `policy`, or None where they can."""
+    if type(policy) not in (PPOAgent, XLVINAgent):
+        return (f"agent {type(policy).__name__} (the population trains the PPO baseline and "
+                "XLVIN)")
     if type(policy.encoder) is not MLPEncoder or not isinstance(policy.encoder.net[1],
                                                                  torch.nn.ReLU):
         return "an encoder other than the ReLU MLP of flat observations"
-    if policy.critic_encoder is not None or policy.transition is not None:
+    if type(policy) is PPOAgent and (policy.critic_encoder is not None
+                                     or policy.transition is not None):
         return "a separate critic encoder or a transition model"
+    if type(policy) is XLVINAgent and (type(policy.planner) is not FullTree or policy.zero_chi
+                                       or policy.world_model is not None):
+        return "a tree other than the full one, chi = 0 or a world model"
     if type(policy.action_distribution()) is not Categorical:
         return "actions other than Discrete"
-    if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in policy.parameters()):
+    if any(p.device.type != "cpu" or p.dtype != torch.float32
+           for p in (*policy.parameters(), *policy.buffers())):
         return "weights other than float32 on the CPU"
     return None
+
+
+def stacks_updates(policy: torch.nn.Module) -> bool:
+    """Whether `StackedPPO` computes the update of `policy` (an agent `unsupported` accepts);
+    XLVIN's update (tree, executor, TransE) runs seed by seed."""
+    return type(policy) is PPOAgent
 
 
 def padded(n: int, multiple: int = ALIGN) -> int:
@@ -172,6 +204,104 @@ class StackedActor:
         out = np.matmul(x, self.heads[0])
         out += self.heads[1]
         return out[..., :-1], out[..., -1]
+
+
+class StackedXLVINActor:
+    """`xlvin.accel.numpy_actor.XLVINActor` of S XLVIN agents at once: observations
+    [S, N, in] -> (logits [S, N, A], values [S, N]). Each seed's snapshot is its own
+    `XLVINActor` (its W^T copies, its edges' messages), stacked on a seed axis; every op is the
+    one-seed op with that axis in front (`np.matmul` over stacked matrices: per seed, the
+    product the seed's own actor takes)."""
+
+    @torch.no_grad()
+    def __init__(self, policies: list[XLVINAgent]) -> None:
+        actors = [XLVINActor(policy) for policy in policies]
+
+        def stack(get: Callable[[XLVINActor], np.ndarray]) -> np.ndarray:  # [S, ...]
+            return np.stack([get(actor) for actor in actors])
+
+        def linear(get: Callable[[XLVINActor], Linear]) -> tuple[np.ndarray, np.ndarray]:
+            return stack(lambda a: get(a).weight_t), stack(lambda a: get(a).bias)[:, None]
+
+        first = actors[0]
+        self.encoder = [linear(lambda a, i=i: a.encoder.layers[i]) for i in range(3)]
+        self.state_t = stack(lambda a: a.transition.state_t)  # [S, k, F]
+        self.state_bias = stack(lambda a: a.transition.bias)[:, None]  # [S, 1, F]
+        self.action = stack(lambda a: a.transition.action)[:, None]  # [S, 1, A, F]
+        self.second = linear(lambda a: a.transition.second)
+        self.norm = _norm([a.transition.norm for a in actors])
+        self.third = linear(lambda a: a.transition.third)
+        processor = first.processor
+        self.sender_t = stack(lambda a: a.processor.sender_t)[:, None]  # [S, 1, H, H]
+        self.receiver_t = stack(lambda a: a.processor.receiver_t)  # [S, H, H]
+        self.edge_part = stack(lambda a: a.processor.edge_part)[:, None]  # [S, 1, A, H]
+        self.sum, self.relu = processor.sum, processor.relu
+        self.processor_norm = (None if processor.norm is None
+                               else _norm([a.processor.norm for a in actors]))
+        self.projection = None if first.projection is None else linear(lambda a: a.projection)
+        self.chi_projection = (None if first.chi_projection is None
+                               else linear(lambda a: a.chi_projection))
+        self.depth = first.depth
+        self.heads = stack(lambda a: a.heads.weight_t), stack(lambda a: a.heads.bias)[:, None]
+
+    def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = obs.reshape(*obs.shape[:2], -1).astype(np.float32, copy=False)
+        for k, layer in enumerate(self.encoder):
+            x = _numpy_linear(x, layer)
+            if k < 2:
+                relu_(x)
+        out = _numpy_linear(np.concatenate([x, self.plan(x)], axis=2), self.heads)
+        return out[..., :-1], out[..., -1]
+
+    def plan(self, h: np.ndarray) -> np.ndarray:
+        """chi [S, B, H] from h [S, B, k] (`XLVINActor.plan`)."""
+        levels = [h]
+        for _ in range(self.depth):
+            levels.append(self.successors(levels[-1]).reshape(len(h), -1, h.shape[2]))
+        if self.projection is not None:
+            levels = [_numpy_linear(level, self.projection) for level in levels]  # [S, n, H]
+        chi = levels
+        for step in range(1, self.depth + 1):
+            x = levels if step == 1 else [c + level for c, level in zip(chi, levels)]
+            chi = [self.step(x[d], x[d + 1]) for d in range(self.depth - step + 1)]
+        return chi[0] if self.chi_projection is None else _numpy_linear(chi[0],
+                                                                        self.chi_projection)
+
+    def successors(self, h: np.ndarray) -> np.ndarray:
+        """h + T(h, a) of every action: [S, n, k] -> [S, n, A, k] (`Transition`)."""
+        count, n, k = h.shape
+        state = np.matmul(h, self.state_t)
+        state += self.state_bias
+        x = relu_((state[:, :, None] + self.action).reshape(count, n * self.action.shape[2], -1))
+        x = relu_(self.norm(_numpy_linear(x, self.second)))
+        return h[:, :, None] + _numpy_linear(x, self.third).reshape(count, n, -1, k)
+
+    def step(self, parents: np.ndarray, children: np.ndarray) -> np.ndarray:
+        """The update of parents [S, P, H] from their children [S, P A, H] (`Processor.step`)."""
+        count, n, hidden = parents.shape
+        messages = np.matmul(children.reshape(count, n, -1, hidden), self.sender_t)
+        messages += np.matmul(parents, self.receiver_t)[:, :, None]
+        messages += self.edge_part  # [S, P, A, H]
+        if self.relu:
+            relu_(messages)
+        out = parents + (messages.sum(axis=2) if self.sum else messages.max(axis=2))
+        return out if self.processor_norm is None else self.processor_norm(out)
+
+
+def _numpy_linear(x: np.ndarray, layer: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """`numpy_actor.Linear` of stacked seeds: x [S, N, in] @ W^T [S, in, out] + b [S, 1, out]."""
+    out = np.matmul(x, layer[0])
+    out += layer[1]
+    return out
+
+
+def _norm(norms: list[LayerNorm]) -> LayerNorm:
+    """`numpy_actor.LayerNorm` of stacked seeds (inputs [S, N, F]): their weights [S, 1, F]."""
+    stacked = copy.copy(norms[0])
+    for name in ("weight", "bias"):
+        if getattr(stacked, name) is not None:
+            setattr(stacked, name, np.stack([getattr(n, name) for n in norms])[:, None])
+    return stacked
 
 
 def aligned(count: int, rows: int, width: int) -> torch.Tensor:

@@ -92,6 +92,12 @@ def _differs(name: str, fast: Any, readable: Any, tolerance: dict[str, float]) -
     return None
 
 
+def actor_verdict(policy: nn.Module) -> bool | None:
+    """Whether the NumPy actor computes what `policy`'s forward does, as this process proved it
+    (`checked_actor`); None where it has not been proved yet."""
+    return _verdicts.get(("numpy actor", code_key(policy)))
+
+
 def checked_actor(policy: nn.Module, fast: Actor, readable: Actor) -> Actor:
     """The NumPy actor `fast` of `policy`, proved against `readable` (the policy's forward) on
     the first batch it acts on; `readable` where it differs."""

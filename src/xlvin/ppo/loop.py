@@ -20,6 +20,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -407,7 +408,7 @@ def train_together(
                 if not going:
                     break
                 rollouts = _collect([(t, steps[t][0]) for t in going if steps[t][1] == 0],
-                                    population, trainers)
+                                    population, trainers, own)
                 batches = []
                 for t in going:
                     with own(t):
@@ -421,7 +422,8 @@ def train_together(
                 else:
                     learned = population.update(
                         [trainers.index(t) for t, _ in learning], [b for _, b in learning],
-                        going[0].cfg, [t.generator for t, _ in learning])
+                        going[0].cfg, [t.generator for t, _ in learning],
+                        [partial(own, t) for t, _ in learning])
                 metrics = dict(zip([t for t, _ in learning], learned))
                 last = {t: (steps[t], metrics.get(t, {}), b is not None)
                         for t, b in zip(going, batches)}
@@ -495,16 +497,19 @@ def _boundaries(
 
 
 def _collect(rounds: list[tuple[Trainer, int]], population: Population | None,
-             trainers: list[Trainer]) -> dict[Trainer, Rollout]:
-    """Each run's data of its round: collected by itself (which counts it), or with a
-    `population` (of `trainers`), the online rollouts of all of them at once, which the caller
-    hands them (`Trainer.collected`)."""
-    if population is None or not rounds:
-        for trainer, round in rounds:
-            trainer.collect(round)
-        return {}
+             trainers: list[Trainer], own: Generators) -> dict[Trainer, Rollout]:
+    """Each run's data of its round: collected by itself (which counts it; a population's
+    low-data episodes too, each run with its own generators), or with a `population` (of
+    `trainers`), the online rollouts of all of them at once, which the caller hands them
+    (`Trainer.collected`)."""
     data = [trainer.data for trainer, _ in rounds]
-    assert all(isinstance(d, OnlineData) for d in data)
+    if population is None or not all(isinstance(d, OnlineData) for d in data):
+        for trainer, round in rounds:
+            with own(trainer):
+                trainer.collect(round)
+        return {}
+    if not rounds:
+        return {}
     for d, (_, round) in zip(data, rounds):
         d.next_round = round + 1
     try:

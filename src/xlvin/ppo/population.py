@@ -6,21 +6,29 @@ collection and update of all of them to a `Population` (of policies its kernels 
 `xlvin.accel.population`:
 
 - `collect`: `collect_rollout` of every seed in one loop over the T steps: the S policies act
-  as one stacked NumPy actor on [S, N] observations, actions are sampled from each seed's own
-  noise (drawn from its generator as the seed's own rollout draws it), and every seed's vector
-  env steps as it would alone: all on arrays at once where they are CartPole's
-  (`xlvin.accel.classic_control.CartPoleVectors`), else one after another;
+  as one stacked NumPy actor on [S, N] observations (`StackedActor`, `StackedXLVINActor`),
+  actions are sampled from each seed's own noise (drawn from its generator as the seed's own
+  rollout draws it), and every seed's vector env steps as it would alone: all on arrays at
+  once where they are CartPole's (`xlvin.accel.classic_control.CartPoleVectors`), else one
+  after another;
 - `update`: `ppo_update` of every seed: advantages over all seeds' envs as columns of one
   array (GAE is column by column), each seed's minibatches cut from its own permutation (its
   generator); minibatch k of the seeds whose k-th minibatches have the same size as one stacked
   forward, loss and backward (`StackedPPO.gradients`: the kernels are exact for equal sizes
   only), then one Adam step of every seed. A seed whose minibatch has fewer than
-  `MIN_STACKED_ROWS` rows takes that step alone, in `xlvin.ppo.update.minibatch_step`.
+  `MIN_STACKED_ROWS` rows takes that step alone, in `xlvin.ppo.update.minibatch_step`, and so
+  does every minibatch of XLVIN (`stacks_updates`), with the seed's own global generators
+  (TransE draws its negatives from them).
+
+The low-data protocol's episodes are collected seed by seed (`xlvin.ppo.loop`), its updates
+here.
 
 tests/test_population.py checks that a seed trained in a population writes the run directory
 of the same seed trained alone, bit for bit.
 """
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import NamedTuple
 
 import numpy as np
@@ -30,17 +38,20 @@ from gymnasium.vector import VectorEnv
 from xlvin.accel.classic_control import CartPoleVectors
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.numpy_sampling import env_actions, sample_actions
+from xlvin.accel.proof import actor_verdict
 from xlvin.accel.population import (
     MAX_STACK,
     MIN_STACKED_ROWS,
     StackedActor,
     StackedPPO,
     StackedWeights,
+    StackedXLVINActor,
+    stacks_updates,
     unsupported,
 )
 from xlvin.envs.failures import PASSED_ON, env_failed
 from xlvin.nn.policy import ActorCritic
-from xlvin.ppo.collect import EpisodeStatistics, RolloutState, env_name
+from xlvin.ppo.collect import EpisodeStatistics, RolloutState, env_name, make_actor
 from xlvin.ppo.config import PPOConfig
 from xlvin.ppo.storage import Minibatch, Rollout
 from xlvin.ppo.update import (
@@ -66,7 +77,7 @@ class Population:
             raise ValueError(f"these policies cannot train as a population: {reason}")
         self.policies = policies
         self.weights = StackedWeights(optimizers)
-        self.kernels = StackedPPO(self.weights)
+        self.kernels = StackedPPO(self.weights) if stacks_updates(policies[0]) else None
 
     @staticmethod
     def refusal(policies: list[ActorCritic], optimizers: list[object]) -> str | None:
@@ -86,7 +97,7 @@ class Population:
         state and generator: each seed's, the same number of envs each), T = `num_steps` steps,
         advancing each state."""
         T, S, N = num_steps, len(envs), envs[0].num_envs
-        actor = StackedActor(self.weights, seeds)
+        actor = self._actor(seeds, np.stack([state.obs for state in states]))
         dist = self.policies[0].action_distribution()
         first = states[0].obs
         obs = np.empty((T + 1, S, N, *first.shape[1:]), dtype=first.dtype)
@@ -146,6 +157,28 @@ class Population:
             ))
         return rollouts
 
+    def _actor(self, seeds: list[int], obs: np.ndarray
+               ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The seeds' policies acting on observations [S, N, ...] -> (logits [S, N, A], values
+        [S, N]): one stacked NumPy actor where the NumPy actor proved itself against the
+        policy's forward (`xlvin.accel.proof.checked_actor`; on the first seed's observations
+        `obs[0]`, where this process has not proved it yet), else, as each seed's own rollout
+        then acts, each seed's forward, one after another."""
+        policies = [self.policies[s] for s in seeds]
+        if actor_verdict(policies[0]) is None:
+            make_actor(policies[0])(obs[0])  # the proof, on its first batch
+        if actor_verdict(policies[0]):
+            if self.kernels is not None:
+                return StackedActor(self.weights, seeds)
+            return StackedXLVINActor(policies)
+        actors = [make_actor(policy) for policy in policies]
+
+        def one_by_one(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            logits, values = zip(*(act(seed_obs) for act, seed_obs in zip(actors, x)))
+            return np.stack(logits), np.stack(values)
+
+        return one_by_one
+
     @staticmethod
     def _step_each(envs: list[VectorEnv], taken: np.ndarray, t: int, T: int, obs: np.ndarray,
                    rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
@@ -170,18 +203,21 @@ class Population:
 
     def update(
         self, seeds: list[int], rollouts: list[Rollout], cfg: PPOConfig,
-        generators: list[torch.Generator],
+        generators: list[torch.Generator], own: list[Callable[[], AbstractContextManager[None]]],
     ) -> list[dict[str, float]]:
         """`xlvin.ppo.update.ppo_update` of seeds `seeds` (rows of the stack) on their rollouts
-        (of the same shape) with their generators: each seed's metrics."""
+        (of the same number of envs) with their generators: each seed's metrics. `own[i]()`: a
+        block in which the global generators are seed i's (a step a seed takes alone draws from
+        them: TransE's negatives)."""
         advantages, returns = _advantages(rollouts, cfg)
         plan = _Minibatches(rollouts, advantages, returns, generators)
         logged: list[list[np.ndarray]] = [[] for _ in seeds]
+        aux: list[str] = []  # the auxiliary terms' names (`minibatch_step`'s), after TERMS
         for _ in range(cfg.update_epochs):
             cuts = plan.epoch(cfg)
             for k in range(max((len(c) for c in cuts), default=0)):
                 parts = [c[k] if k < len(c) else None for c in cuts]
-                for i, terms in self._step(seeds, plan, parts, cfg).items():
+                for i, terms in self._step(seeds, plan, parts, cfg, aux, own).items():
                     logged[i].append(terms)
         metrics = []
         for i, rollout in enumerate(rollouts):
@@ -189,24 +225,27 @@ class Population:
                 metrics.append({})
                 continue
             means = torch.from_numpy(np.stack(logged[i])).double().mean(0).tolist()
-            seed_metrics = {f"losses/{name}": value for name, value in zip(TERMS, means)}
+            seed_metrics = {f"losses/{name}": value
+                            for name, value in zip((*TERMS, *aux), means)}
             seed_metrics["losses/explained_variance"] = explained_variance(
                 returns[i][rollout.valid], rollout.old_values())
             metrics.append(seed_metrics)
         return metrics
 
     def _step(self, seeds: list[int], plan: "_Minibatches", parts: list["_Part | None"],
-              cfg: PPOConfig) -> dict[int, np.ndarray]:
+              cfg: PPOConfig, aux: list[str],
+              own: list[Callable[[], AbstractContextManager[None]]]) -> dict[int, np.ndarray]:
         """One optimiser step of every seed i with a minibatch (`parts[i]`): its loss terms
-        [5], by i. Seeds whose minibatches have the same number of rows, at least
-        `MIN_STACKED_ROWS`, take it as one stacked step, up to `MAX_STACK` of them at a time;
-        the others alone (`minibatch_step`)."""
+        [5 + len(aux)], by i (`aux` set to the auxiliary terms' names). Seeds whose minibatches
+        have the same number of rows, at least `MIN_STACKED_ROWS`, take it as one stacked step,
+        up to `MAX_STACK` of them at a time; the others, and every seed of a policy whose update
+        is not stacked (`stacks_updates`), alone (`minibatch_step`)."""
         groups: dict[int | tuple[int, int], list[int]] = {}
         terms: dict[int, np.ndarray] = {}
         for i, part in enumerate(parts):
             if part is None:
                 continue
-            if part.rows >= MIN_STACKED_ROWS:
+            if self.kernels is not None and part.rows >= MIN_STACKED_ROWS:
                 size = part.rows
                 if len(groups.get(size, ())) == MAX_STACK:  # full: a new group of this size
                     groups[(size, i)] = groups.pop(size)
@@ -214,7 +253,9 @@ class Population:
             else:
                 policy, optimizer = self.policies[seeds[i]], self.weights.optimizers[seeds[i]]
                 mb = plan.minibatch(part)
-                terms[i] = minibatch_step(policy, optimizer, mb, cfg)[0].numpy()
+                with own[i]():
+                    seed_terms, aux[:] = minibatch_step(policy, optimizer, mb, cfg)
+                terms[i] = seed_terms.numpy()
         stepped = []
         for group in groups.values():
             obs, actions, (logprobs, adv, returns, values, _) = plan.gather(
@@ -222,6 +263,7 @@ class Population:
             if cfg.norm_adv and not cfg.norm_adv_batch and adv.shape[1] > 1:
                 adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
             rows = [seeds[i] for i in group]
+            assert self.kernels is not None
             loss_terms = self.kernels.gradients(
                 rows, obs, actions.numpy(), logprobs.numpy(), adv.numpy(), returns.numpy(),
                 values.numpy(), clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
@@ -245,13 +287,19 @@ def _cartpoles(envs: list[VectorEnv]) -> bool:
 def _advantages(rollouts: list[Rollout], cfg: PPOConfig
                 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """`estimate_advantages` (and `normalise_over_batch`) of each rollout: computed once over
-    all of them side by side, env columns [T, S N] (the estimators treat columns alone)."""
-    joined = Rollout(**{name: torch.cat([getattr(r, name) for r in rollouts], dim=1)
-                        for name in ("obs", "actions", "logprobs", "values", "rewards",
-                                     "terminated", "truncated", "valid")})
-    advantages, returns = estimate_advantages(joined, cfg)
-    sizes = [r.num_envs for r in rollouts]
-    advantages, returns = advantages.split(sizes, dim=1), returns.split(sizes, dim=1)
+    all of them side by side, env columns [T, S N] (the estimators treat columns alone), or
+    rollout by rollout where their lengths differ (low-data episodes)."""
+    advantages: tuple[torch.Tensor, ...]
+    returns: tuple[torch.Tensor, ...]
+    if len({r.actions.shape[0] for r in rollouts}) == 1:
+        joined = Rollout(**{name: torch.cat([getattr(r, name) for r in rollouts], dim=1)
+                            for name in ("obs", "actions", "logprobs", "values", "rewards",
+                                         "terminated", "truncated", "valid")})
+        together = estimate_advantages(joined, cfg)
+        sizes = [r.num_envs for r in rollouts]
+        advantages, returns = together[0].split(sizes, dim=1), together[1].split(sizes, dim=1)
+    else:
+        advantages, returns = zip(*(estimate_advantages(r, cfg) for r in rollouts))
     if cfg.norm_adv and cfg.norm_adv_batch:
         advantages = tuple(normalise_over_batch(a, r.valid) for a, r in zip(advantages, rollouts))
     return ([a.contiguous() for a in advantages], [r.contiguous() for r in returns])

@@ -5,9 +5,10 @@ same metrics and weights bit for bit on the same machine.
 Each seed is a run of `xlvin.run.training.run_steps` (its own envs, weights, optimiser and
 random streams, its own checkpoint and log); their trainers train in step
 (`xlvin.ppo.loop.train_together`), their networks as one stacked network
-(`xlvin.ppo.population`). Everything is checked before any directory is created: the seeds, the
-configuration (`population_refusal`: what the stacked kernels compute), every seed's directory
-and the memory of all seeds together.
+(`xlvin.ppo.population`): the PPO baseline and XLVIN, online or low-data. Everything is
+checked before any directory is created: the seeds, the configuration (`population_refusal`:
+what the population's kernels compute), every seed's directory and the memory of all seeds
+together.
 """
 
 import re
@@ -21,7 +22,8 @@ from xlvin.errors import FieldError
 from xlvin.io.run_dir import check_new_run_dir
 from xlvin.ppo.loop import Trainer, train_together
 from xlvin.ppo.population import Population
-from xlvin.run.agents import Architecture, build_agent
+from xlvin.nn.executor import MessagePassing
+from xlvin.run.agents import Architecture, agent_name, agent_spec, build_agent
 from xlvin.run.architecture import machine_memory
 from xlvin.run.checks import check_run, memory_parts
 from xlvin.run.config import MAX_SEED, RunConfig
@@ -75,16 +77,19 @@ def seed_dir(out: Path, seed: int) -> Path:
 def population_refusal(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> str | None:
     """Why seeds of `cfg` cannot train as a population, or None."""
     t = cfg.train
-    if not protocol_of(cfg).in_env_steps:
-        return f"protocol {t.protocol} (a population trains online)"
-    if t.agent != "ppo":
-        return f"agent {t.agent} (a population trains the PPO baseline)"
+    if not protocol_of(cfg).population:
+        return f"protocol {t.protocol} (a population trains online or low-data)"
+    if t.agent not in ("ppo", "xlvin"):
+        return (f"agent {agent_name(t.agent, t.executor)} (a population trains the PPO baseline "
+                "and XLVIN)")
     if t.device != "cpu" or not cfg.ppo.accelerate:
         return "a device other than the CPU, or accelerate off (its kernels are the CPU's)"
     given = given_env(t.env)
     if given is not None and given.instance is not None:
         return "an env instance passed from Python (each seed's run would lend it)"
-    return unsupported(build_agent(arch, spaces, None))
+    # the network's kind decides, not its executor's weights: a stand-in processor of its width
+    processor = MessagePassing(arch.embedding_dim) if agent_spec(t.agent).executor else None
+    return unsupported(build_agent(arch, spaces, processor))
 
 
 def check_population(cfg: RunConfig, seeds: list[int], out: Path, resume: bool) -> None:

@@ -70,6 +70,9 @@ class Protocol:
     #: learns several updates from each round's data (`target_kl` skips those left once one's
     #: approx KL passes it)
     several_updates_a_round: bool = False
+    #: its seeds may train together (`xlvin train --seeds`, `xlvin.run.population`), whose
+    #: loop steps their data sources seed by seed
+    population: bool = False
     #: saves each passed level's policy (`DataContext.on_level_passed`)
     saves_levels: bool = False
     #: (cfg) -> episodes TransE pre-trains on inside the loop, on the first data (0: before the
@@ -177,9 +180,10 @@ def _curriculum_record(data: DataSource) -> dict[str, Any]:
 BUILT_IN_PROTOCOLS: tuple[str, ...] = ()
 for _protocol in (
     Protocol("online", "online PPO for ppo.total_steps steps", _online, in_env_steps=True,
-             budget=_online_budget),
+             population=True, budget=_online_budget),
     Protocol("low_data", "the paper's low-data protocol (low_data options)", _low_data,
-             whole_episodes=True, several_updates_a_round=True, budget=_low_data_budget, check_memory=_round_fits,
+             whole_episodes=True, several_updates_a_round=True, population=True,
+             budget=_low_data_budget, check_memory=_round_fits,
              transe_on_first_data=lambda cfg: (cfg.low_data.episodes
                                                if cfg.low_data.strict_transe else 0)),
     Protocol("curriculum", "the continual maze (curriculum options; maze envs)", _curriculum,
