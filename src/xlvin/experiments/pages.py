@@ -20,7 +20,9 @@ from xlvin.experiments import (
     maze_report,
     table1_report,
 )
-from xlvin.io.files import atomic_write_text
+from xlvin.io.files import atomic_write_text, read_json
+from xlvin.stats import improvement_over
+from xlvin.wording import compare
 
 BLOCK = re.compile(r"<!-- xlvin:begin (?P<name>[\w.-]+) -->\n(?P<body>.*?)\n?"
                    r"<!-- xlvin:end (?P=name) -->", re.DOTALL)
@@ -71,6 +73,105 @@ def _readme_table(blocks: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def _parity_compare(run: dict, label: str) -> str:
+    """`compare` of our PPO's final returns with SB3's in one parity file."""
+    ours, sb3 = (run["libraries"][lib] for lib in ("xlvin", "sb3"))
+    finals = [[r["final_return"] for r in lib["runs"]] for lib in (ours, sb3)]
+    return compare("ours", "SB3", protocol=f"{label}, {run['steps']:,} steps",
+                   seeds=f"{len(finals[0])} seeds each, final return",
+                   iqms=(ours["final_return"]["iqm"], sb3["final_return"]["iqm"]),
+                   improvement=improvement_over(*finals))
+
+
+def _load(run: dict) -> str:
+    loads = [x for lib in run["libraries"].values() for r in lib["runs"]
+             for x in (r["load_before"], r["load_after"])]
+    return f"{min(loads):.1f}-{max(loads):.1f}"
+
+
+def _rate(run: dict, lib: str, key: str) -> str:
+    return f"{run['libraries'][lib][key]:,.0f}"
+
+
+def _ci(summary: dict) -> str:
+    """'IQM [low, high]', thousands separated."""
+    return "{:,.1f} [{:,.1f}, {:,.1f}]".format(*(summary[k] for k in ("iqm", "iqm_low",
+                                                                          "iqm_high")))
+
+
+def _parity_blocks(results: Path) -> dict[str, str]:
+    """Our PPO against Stable-Baselines3 on Box actions (`benchmarks.parity.run`'s files under
+    results/parity/): returns worded by `compare`, speeds as the files measured them."""
+    run = {name: read_json(results / f"parity/{name}.json") for name in (
+        "pendulum", "pendulum-speed-quiet", "halfcheetah-smoke", "halfcheetah-200k",
+        "halfcheetah-speed-quiet")}
+    pend, pq, smoke, cheetah, cq = run.values()
+    link = "[`{}`](../results/parity/{}.md)"
+
+    def flags(r: dict) -> str:
+        return link.format(r["command"].split(f"--env {r['env']} ")[1], next(
+            n for n, v in run.items() if v is r))
+
+    def per_seed(r: dict, lib: str) -> str:
+        return ", ".join(f"{x['final_return']:,.1f}" for x in r["libraries"][lib]["runs"])
+
+    quiet = sorted(r["sps_ratio"] for r in (pq, cq))
+    return {
+        "readme-parity": (
+            "`PPO` and `ATreeC` work the same; `PPO` and `XLVIN` also train Box (XLVIN in bins) "
+            "and MultiDiscrete actions ([PPO vs SB3](docs/benchmarks.md#box-actions-parity-with-"
+            "stable-baselines3), at " + f"{quiet[0]:.1f}-{quiet[1]:.1f}x its speed, idle): "
+            "on Pendulum " + _parity_compare(pend, "Pendulum-v1")
+            + "; on HalfCheetah " + _parity_compare(cheetah, "HalfCheetah-v5") + "."),
+        "parity-pendulum": (
+            f"[Pendulum-v1](../results/parity/pendulum.md), "
+            f"{len(pend['libraries']['xlvin']['runs'])} seeds each, {pend['steps'] // 1000}k "
+            f"steps ({pend['machine']}, shared with other runs, load {_load(pend)}): final return "
+            f"IQM **{_ci(pend['libraries']['xlvin']['final_return'])}** for ours against SB3's "
+            f"{_ci(pend['libraries']['sb3']['final_return'])} (per seed: ours "
+            f"{per_seed(pend, 'xlvin')}; SB3 {per_seed(pend, 'sb3')}): "
+            + _parity_compare(pend, "Pendulum-v1")
+            + f"; whole-process speed **{pend['sps_cpu_ratio']:.2f} times SB3's steps per CPU "
+            f"second** ({_rate(pend, 'xlvin', 'sps_cpu_mean')} vs "
+            f"{_rate(pend, 'sb3', 'sps_cpu_mean')}) and {pend['sps_ratio']:.2f}x per wall-clock "
+            f"second (one process at a time, so the wall figure carries each run's load). On an "
+            f"idle machine (the other jobs stopped; {flags(pq)}, {pq['machine']}, load "
+            f"{_load(pq)}) ours ran **{pq['sps_ratio']:.2f} times SB3's whole-process steps per "
+            f"wall-clock second** ({_rate(pq, 'xlvin', 'sps_mean')} against "
+            f"{_rate(pq, 'sb3', 'sps_mean')}) and {pq['sps_cpu_ratio']:.2f}x per CPU second."),
+        "parity-halfcheetah": (
+            f"A HalfCheetah-v5 [smoke run](../results/parity/halfcheetah-smoke.md) of "
+            f"{smoke['steps']:,} steps a library (separate 256-wide ReLU networks on both sides, "
+            f"the two runs side by side at load {_load(smoke)}) checks that the harness runs it: "
+            f"ours {_rate(smoke, 'xlvin', 'sps_cpu_mean')} steps per CPU second, SB3 "
+            f"{_rate(smoke, 'sb3', 'sps_cpu_mean')}. The 5-seed comparison at the Zoo's "
+            f"{cheetah['zoo']['n_timesteps']:,} steps has not been run. At "
+            f"{cheetah['steps']:,} steps a run ({flags(cheetah)}, the budget chosen for this "
+            f"2-core machine), all {len(cheetah['libraries']['xlvin']['runs'])} seeds of each "
+            f"have finished: final return IQM "
+            f"{_ci(cheetah['libraries']['xlvin']['final_return'])} for ours (per seed "
+            f"{per_seed(cheetah, 'xlvin')}) against SB3's "
+            f"{_ci(cheetah['libraries']['sb3']['final_return'])} ({per_seed(cheetah, 'sb3')}): "
+            + _parity_compare(cheetah, "HalfCheetah-v5")
+            + f". Ours ran {cheetah['sps_cpu_ratio']:.2f} times as many steps per CPU second "
+            f"({_rate(cheetah, 'xlvin', 'sps_cpu_mean')} against "
+            f"{_rate(cheetah, 'sb3', 'sps_cpu_mean')}, means over the runs, beside other jobs) "
+            f"and {cheetah['sps_ratio']:.2f} times per wall-clock second, where each run's wall "
+            f"time carries the load it met. On an idle machine, one process at a time and "
+            f"nothing beside them ({flags(cq)}, load {_load(cq)}; {cq['machine']}, another VM "
+            f"than the {cheetah['steps'] // 1000}k runs'), ours ran **{cq['sps_ratio']:.2f} "
+            f"times SB3's whole-process steps per wall-clock second** "
+            f"({_rate(cq, 'xlvin', 'sps_mean')} against {_rate(cq, 'sb3', 'sps_mean')}) and "
+            f"{cq['sps_cpu_ratio']:.2f}x per CPU second ({_rate(cq, 'xlvin', 'sps_cpu_mean')} "
+            f"against {_rate(cq, 'sb3', 'sps_cpu_mean')}). Per CPU second both sides ran "
+            + " and ".join(
+                f"{cq['libraries'][lib]['sps_cpu_mean'] / cheetah['libraries'][lib]['sps_cpu_mean']:.1f}"  # noqa: E501
+                for lib in ("xlvin", "sb3"))
+            + f" times the {cheetah['steps'] // 1000}k runs' rates; how much of that is the load "
+            f"those runs met and how much the other CPU, these runs do not separate."),
+    }
+
+
 #: The width the pages' prose is wrapped to.
 WIDTH = 100
 
@@ -91,6 +192,7 @@ def rendered(results: Path) -> dict[str, str]:
     blocks: dict[str, str] = {}
     for source in SOURCES:
         blocks.update(source(results))
+    blocks.update(_parity_blocks(results))
     blocks = {name: _wrapped(text) for name, text in blocks.items()}
     blocks["readme-results"] = _readme_table(blocks)
     return blocks
