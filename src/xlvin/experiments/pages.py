@@ -4,6 +4,7 @@ the text that its experiment's report code renders from the committed JSON under
 (`BLOCKS`). `xlvin reproduce` re-writes them (`rewrite`); tests/test_pages.py fails when a block
 differs from its rendering, so no number on a page is typed by hand."""
 
+import math
 import re
 import textwrap
 from collections.abc import Callable
@@ -172,6 +173,90 @@ def _parity_blocks(results: Path) -> dict[str, str]:
     }
 
 
+#: The speed targets docs/benchmarks.md holds the figures to (those of `benchmarks.suite`).
+SPEED_TARGETS = {"ppo_sb3": 2.0, "atari": 1.5, "Freeway": 0.7, "planning": 0.5}
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _bench_blocks(results: Path) -> dict[str, str]:
+    """docs/benchmarks.md's CPU figures, rendered from results/bench.json (`python -m
+    benchmarks.suite.run`): our PPO against SB3, XLVIN against our PPO, end-to-end wall times."""
+    parts = read_json(results / "bench.json")["parts"]
+
+    def side(part: dict, name: str, key: str = "sps") -> list[float]:
+        return [r[key] for r in part["runs"] if r["side"] == name]
+
+    def met(ratio: float, goal: float) -> str:
+        return f">= {goal:g}x" + ("" if ratio >= goal else ": not met")
+
+    cp, atari, cases = parts["ppo_sb3"], parts["atari"], parts["planning"]["cases"]
+    cp_ratio = _mean(side(cp, "ours")) / _mean(side(cp, "sb3"))
+    cpu = {n: _mean(side(atari, n, "cpu_sps")) for n in ("ours", "ours_ale", "sb3")}
+    each = ", ".join(f"{o / b:.2f}" for o, b in zip(side(atari, "ours", "cpu_sps"),
+                                                      side(atari, "sb3", "cpu_sps")))
+
+    def planning(name: str, code: str = "current", key: str = "sps") -> float:
+        def of(agent: str) -> list[float]:
+            return [r[key] if key == "sps" else r["collection_ms_per_rollout"]
+                    + r["update_ms_per_rollout"] for r in cases[name]["runs"]
+                    if (r["agent"], r["code"]) == (agent, code)]
+        xl, ppo = of("xlvin"), of("ppo")
+        if not xl or not ppo:
+            return float("nan")
+        ratio = _mean(xl) / _mean(ppo)
+        return ratio if key == "sps" else 1 / ratio
+
+    games = ("freeway", "enduro", "alien")
+    labels = ", ".join(f"{cases[g]['case']['label']} ({cases[g]['case']['A']}, "
+                       f"{cases[g]['case']['K']})" for g in games)
+    atari_day = f"{atari['started'][:10]}, {atari['cpu'].split(' Processor')[0]}"
+    now = [planning(g) for g in games]
+    before = ", ".join("-" if math.isnan(planning(g, "baseline"))
+                       else f"{planning(g, 'baseline'):.2f}x" for g in games)
+    cp_xl = {c: _mean([r["sps"] for r in cases["cartpole"]["runs"]
+                       if (r["agent"], r["code"]) == ("xlvin", c)]) for c in ("current", "baseline")}
+    e2e = parts["end_to_end"]
+    table = "\n".join([
+        "| figure | now | before the readable core | target |", "|---|---|---|---|",
+        f"| our PPO / SB3 PPO, CartPole-v1 | **{cp_ratio:.2f}x** ({_mean(side(cp, 'ours')):,.0f} "
+        f"vs {_mean(side(cp, 'sb3')):,.0f} steps/s, {cp['repeats']} repeats) | "
+        f"{_mean(side(cp, 'ours_baseline')):,.0f} steps/s (ours) | "
+        f"{met(cp_ratio, SPEED_TARGETS['ppo_sb3'])} |",
+        f"| our PPO / SB3 PPO, Freeway (Nature CNN) | **{cpu['ours'] / cpu['sb3']:.2f}x** per CPU "
+        f"second ({cpu['ours']:,.0f} vs {cpu['sb3']:,.0f}; per repeat {each}); "
+        f"{cpu['ours_ale'] / cpu['sb3']:.2f}x with `--atari-vector ale` ({atari_day}) | - | "
+        f"{met(cpu['ours'] / cpu['sb3'], SPEED_TARGETS['atari'])} (see notes) |",
+        f"| XLVIN / PPO: {labels} | {now[0]:.2f}x over a whole "
+        f"{cases['freeway']['steps']:,}-step run, {planning('freeway', key='ms'):.2f}x per "
+        f"rollout ({cases['freeway']['measured']['started'][:10]}), "
+        + ", ".join(f"{r:.2f}x" for r in now[1:]) + f" | {before} | Freeway "
+        f"{met(now[0], SPEED_TARGETS['Freeway'])}; others "
+        f">= {SPEED_TARGETS['planning']:g}x |",
+        f"| XLVIN / PPO: CartPole (2, 2) | {planning('cartpole'):.2f}x (XLVIN "
+        f"{cp_xl['current']:,.0f} steps/s) | XLVIN {cp_xl['baseline']:,.0f} steps/s | "
+        f"{met(planning('cartpole'), SPEED_TARGETS['planning'])} (blocked, see notes) |"])
+    return {
+        "bench-cpu-table": table,
+        "bench-cpu-prose": (
+            f"On Freeway our PPO runs "
+            f"{cpu['ours'] / cpu['sb3']:.2f} times as many steps per CPU second as SB3 "
+            f"({cpu['ours_ale'] / cpu['sb3']:.2f} times on ale-py's vector env), and XLVIN-R "
+            f"{now[0]:.2f}x of our PPO over a whole short run "
+            f"({planning('freeway', key='ms'):.2f}x per rollout once set-up is left out)."),
+        "bench-end-to-end": (
+            f"The end-to-end wall times last measured (`python -m benchmarks.suite.run --only "
+            f"end_to_end`, {e2e['started'][:10]}, an earlier round's code; load average {e2e['loadavg_start'][0]} at the "
+            f"start, {e2e['loadavg_end'][0]} at the end): executor pre-training "
+            f"{e2e['pretrain_executor']['wall_s']:.0f} s, `xlvin quickstart` with an empty cache "
+            f"{e2e['quickstart_cold_cache']['wall_s']:.0f} s and with everything cached "
+            f"{e2e['quickstart_warm_cache']['wall_s']:.0f} s, `xlvin reproduce classic` with its "
+            f"default seeds {e2e['reproduce_classic']['wall_s']:,.0f} s."),
+    }
+
+
 #: The width the pages' prose is wrapped to.
 WIDTH = 100
 
@@ -192,7 +277,7 @@ def rendered(results: Path) -> dict[str, str]:
     blocks: dict[str, str] = {}
     for source in SOURCES:
         blocks.update(source(results))
-    blocks.update(_parity_blocks(results))
+    blocks.update(_parity_blocks(results) | _bench_blocks(results))
     blocks = {name: _wrapped(text) for name, text in blocks.items()}
     blocks["readme-results"] = _readme_table(blocks)
     return blocks
