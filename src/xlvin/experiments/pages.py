@@ -31,9 +31,9 @@ BLOCK = re.compile(r"<!-- xlvin:begin (?P<name>[\w.-]+) -->\n(?P<body>.*?)\n?"
 #: Each report module's blocks: results folder -> {block name: text}.
 SOURCES: tuple[Callable[[Path], dict[str, str]], ...] = (
     table1_report.page_blocks, executor_ablation.page_blocks, maze_report.page_blocks,
-    maze_report.contextual_blocks, maze_embeddings.page_blocks, maze_ablation_report.page_blocks,
-    atari_report.page_blocks, atari_vae_report.page_blocks, continuous.page_blocks,
-    executor_true_trees_report.page_blocks)
+    maze_report.contextual_blocks, maze_report.findings_blocks, maze_embeddings.page_blocks,
+    maze_ablation_report.page_blocks, atari_report.page_blocks, atari_vae_report.page_blocks,
+    continuous.page_blocks, executor_true_trees_report.page_blocks)
 
 #: The README's results table: (experiment, command, page) around each report's headline.
 README_ROWS = (
@@ -165,9 +165,9 @@ def _parity_blocks(results: Path) -> dict[str, str]:
             f"({_rate(cq, 'xlvin', 'sps_mean')} against {_rate(cq, 'sb3', 'sps_mean')}) and "
             f"{cq['sps_cpu_ratio']:.2f}x per CPU second ({_rate(cq, 'xlvin', 'sps_cpu_mean')} "
             f"against {_rate(cq, 'sb3', 'sps_cpu_mean')}). Per CPU second both sides ran "
-            + " and ".join(
-                f"{cq['libraries'][lib]['sps_cpu_mean'] / cheetah['libraries'][lib]['sps_cpu_mean']:.1f}"  # noqa: E501
-                for lib in ("xlvin", "sb3"))
+            + " and ".join(f"{cq['libraries'][lib]['sps_cpu_mean'] / cpu_200k:.1f}"
+                           for lib in ("xlvin", "sb3")
+                           for cpu_200k in [cheetah["libraries"][lib]["sps_cpu_mean"]])
             + f" times the {cheetah['steps'] // 1000}k runs' rates; how much of that is the load "
             f"those runs met and how much the other CPU, these runs do not separate."),
     }
@@ -217,7 +217,8 @@ def _bench_blocks(results: Path) -> dict[str, str]:
     before = ", ".join("-" if math.isnan(planning(g, "baseline"))
                        else f"{planning(g, 'baseline'):.2f}x" for g in games)
     cp_xl = {c: _mean([r["sps"] for r in cases["cartpole"]["runs"]
-                       if (r["agent"], r["code"]) == ("xlvin", c)]) for c in ("current", "baseline")}
+                       if (r["agent"], r["code"]) == ("xlvin", c)])
+             for c in ("current", "baseline")}
     e2e = parts["end_to_end"]
     table = "\n".join([
         "| figure | now | before the readable core | target |", "|---|---|---|---|",
@@ -248,7 +249,8 @@ def _bench_blocks(results: Path) -> dict[str, str]:
             f"({planning('freeway', key='ms'):.2f}x per rollout once set-up is left out)."),
         "bench-end-to-end": (
             f"The end-to-end wall times last measured (`python -m benchmarks.suite.run --only "
-            f"end_to_end`, {e2e['started'][:10]}, an earlier round's code; load average {e2e['loadavg_start'][0]} at the "
+            f"end_to_end`, {e2e['started'][:10]}, an earlier round's code; load average "
+            f"{e2e['loadavg_start'][0]} at the "
             f"start, {e2e['loadavg_end'][0]} at the end): executor pre-training "
             f"{e2e['pretrain_executor']['wall_s']:.0f} s, `xlvin quickstart` with an empty cache "
             f"{e2e['quickstart_cold_cache']['wall_s']:.0f} s and with everything cached "
