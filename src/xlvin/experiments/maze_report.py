@@ -463,7 +463,9 @@ def findings_blocks(results: Path) -> dict[str, str]:
         f"{100 * early['gvin']:.0f} % (its best after levels 3-5) to "
         f"{100 * after('gvin', 10):.0f} % after level 10, PPO's from "
         f"{100 * early['ppo-32']:.0f} % to {100 * after('ppo-32', 10):.0f} %.",
-        f"- **Unlike the paper:** GVIN passed level 6 on every seed. VIN's curricula vary the "
+        f"- **Unlike the paper:** GVIN passed level 6 on "
+        f"{sum(6 in r['levels_passed'] for r in cells('gvin'))} of {len(cells('gvin'))} seeds. "
+        f"VIN's curricula vary the "
         f"most: level 1 took it {median_level1('vin')} env steps (median), but "
         + "; ".join(f"seed {r['seed']} failed level {r['failed_level']}" if r["failed_level"]
                     else f"seed {r['seed']} was still training on level "
@@ -547,3 +549,55 @@ def findings_blocks(results: Path) -> dict[str, str]:
         + ". The 1,000,000-episode budget is the next test.",
     ]
     return {"maze-findings": "\n".join(lines)}
+
+
+#: The rows of docs/mazes.md's depth study: (results file, agent, label, short name).
+DEPTH_ROWS = (("maze.json", "ppo-32", "PPO, 32 ch (K = 0)", "PPO-32"),
+              ("maze-depth/maze.json", "xlvin-32-k1", "XLVIN K = 1, 32 wide", "K = 1"),
+              ("maze-depth/maze.json", "xlvin-32-k2", "XLVIN K = 2, 32 wide", "K = 2"),
+              ("maze.json", "xlvin-32-b2", "XLVIN K = 4, pruned b = 2 (ours), 32 wide",
+               "pruned K = 4"),
+              ("maze-depth-k4/maze.json", "xlvin-32", "XLVIN K = 4, full tree, 32 wide",
+               "full K = 4"))
+
+
+def depth_blocks(results: Path) -> dict[str, str]:
+    """docs/mazes.md's study of tree depth at the CPU preset's width: env steps to pass levels 1
+    and 2 and held-out 8x8 success after them (maze-depth, maze-depth-k4 and maze.json), each
+    tree's level-1 steps against PPO-32's through `xlvin.wording.compare`."""
+    steps: dict[str, dict[int, list[int]]] = {}
+    lines = table_head("agent", ["level 1: env steps", "held-out after level 1",
+                                 "level 2: env steps", "held-out after level 2"])
+    for file, agent, label, _ in DEPTH_ROWS:
+        data = read_json(results / file)
+        mine = [r for r in map(_canonical, data["runs"])
+                if (r["experiment"], r["agent"]) == ("maze", agent)]
+        curve = data["curves"]["maze"]["8"][agent]
+        steps[agent] = {lv: [h["env_steps"] for r in mine for h in r["levels"]
+                             if h["level"] == lv and h["passed"]] for lv in (1, 2)}
+        cells = []
+        for lv in (1, 2):
+            got, held = steps[agent][lv], _mean_after(curve, lv)
+            cells += ["-", "-"] if not got else [
+                f"{_k(float(np.median(got)))} ({_range([s / 1000 for s in got])} k)",
+                f"{100 * held:.1f} %"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    ppo = steps["ppo-32"][1]
+    trees = [(agent, short) for _, agent, _, short in DEPTH_ROWS[1:]]
+    full = read_json(results / "maze-depth-k4/maze.json")["runs"]
+    prose = (
+        f"The full depth-4 tree ran level 1 only, at "
+        f"{_range([r['steps_per_second'] for r in full])} steps/s beside other curricula, "
+        f"{_range([r['wall_seconds'] / 60 for r in full])} min a seed. Env steps to pass level 1, fewer is better (so P(X > PPO-32) is that of fewer steps): "
+        + "; ".join(compare(short, "PPO-32", protocol="level 1",
+                            seeds=f"{len(steps[agent][1])} and {len(ppo)} seeds",
+                            iqms=(iqm(steps[agent][1]) / 1000, iqm(ppo) / 1000),
+                            improvement=improvement_over([-s for s in steps[agent][1]],
+                                                         [-s for s in ppo]),
+                            measure="IQM k steps")
+                    for agent, short in trees)
+        + ". Depth buys no clear speed: the medians of the trees span "
+        + _range([float(np.median(steps[a][1])) / 1000 for a, _ in trees])
+        + " k, the full depth-4 tree's seeds "
+        + _range([s / 1000 for s in steps["xlvin-32"][1]]) + " k.")
+    return {"maze-depth-table": "\n".join(lines), "maze-depth-prose": prose}

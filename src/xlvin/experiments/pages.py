@@ -31,9 +31,9 @@ BLOCK = re.compile(r"<!-- xlvin:begin (?P<name>[\w.-]+) -->\n(?P<body>.*?)\n?"
 #: Each report module's blocks: results folder -> {block name: text}.
 SOURCES: tuple[Callable[[Path], dict[str, str]], ...] = (
     table1_report.page_blocks, executor_ablation.page_blocks, maze_report.page_blocks,
-    maze_report.contextual_blocks, maze_report.findings_blocks, maze_embeddings.page_blocks,
-    maze_ablation_report.page_blocks, atari_report.page_blocks, atari_vae_report.page_blocks,
-    continuous.page_blocks, executor_true_trees_report.page_blocks)
+    maze_report.contextual_blocks, maze_report.findings_blocks, maze_report.depth_blocks,
+    maze_embeddings.page_blocks, maze_ablation_report.page_blocks, atari_report.page_blocks,
+    atari_vae_report.page_blocks, continuous.page_blocks, executor_true_trees_report.page_blocks)
 
 #: The README's results table: (experiment, command, page) around each report's headline.
 README_ROWS = (
