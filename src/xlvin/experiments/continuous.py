@@ -508,7 +508,8 @@ def mujoco_blocks(results: Path) -> dict[str, str]:
         f"On MuJoCo, at {steps:,} steps, Hopper-v5's per-seed finals: PPO "
         + ", ".join(f"{v:.1f}" for v in finals(hop, BASELINE)) + "; "
         + ", ".join(f"`{a.removeprefix('xlvin-')}` {span(finals(hop, a))}" for a in sampled)
-        + f"; XLVIN seeds above PPO's lowest seed: {len(above)}. On HalfCheetah-v5 PPO's seeds end at "
+        + f"; XLVIN seeds above PPO's lowest seed: {len(above)}. On HalfCheetah-v5 PPO's seeds "
+        f"end at "
         + ", ".join(f"{v:.1f}" for v in finals(cheetah, BASELINE))
         + f", the expansions' seeds at {span(expansions)} "
         f"({sum(v > 0 for v in expansions)} of {len(expansions)} positive). The authors' own "
