@@ -28,7 +28,7 @@ from xlvin.experiments.maze_ablation import (
     with_update_sizes,
 )
 from xlvin.experiments.maze_embeddings import PAPER_LEVELS
-from xlvin.experiments.maze_report import RECORD_FIELDS, check_consistent, table_head
+from xlvin.experiments.maze_report import RECORD_FIELDS, check_consistent, curves, table_head
 from xlvin.experiments.results import others, write_files
 from xlvin.experiments.shapes import Each, Holds, Optional, check, check_entries, one_of
 from xlvin.io.files import atomic_savefig, read_json
@@ -385,3 +385,56 @@ def geometry_blocks(results: Path) -> dict[str, str]:
         f"executor adds. Under the authors' measure, after level {last}: "
         + "; ".join(verdicts) + ".")
     return {"ablation-geometry-table": "\n".join(lines), "ablation-geometry-prose": prose}
+
+
+def cell_blocks(results: Path) -> dict[str, str]:
+    """docs/mazes.md's maze ablation cell by cell (results/ablation/maze.json): each arm's
+    minutes to pass level 10, every cell's levels, steps, minutes and held-out success after
+    level 10, the size of PPO's updates on level 2, and the authors' maze code
+    (results/authors-code/maze.json) beside our cells' first level."""
+    data = read_json(results / "ablation/maze.json")
+    done = sorted((r for r in data["rows"] if r["seconds_to_last"]),
+                  key=lambda r: r["seconds_to_last"]["iqm"])
+    minutes = ("In wall-clock time, minutes to pass level 10 (IQM over the cells that passed it, "
+               "two cells at once beside other jobs): "
+               + ", ".join(f"{r['arm']} {r['seconds_to_last']['iqm'] / 60:.0f}" for r in done)
+               + ".")
+    table = ["| arm | seed | levels passed | env steps to pass level 10 | minutes | held-out 8x8 "
+             "/ 16x16 after level 10 |", "|---|---|---|---|---|---|"]
+    level2: dict[str, list[dict[str, float]]] = {}
+    for arm, agent in ARMS.items():
+        for r in sorted((r for r in data["runs"] if r["agent"] == agent), key=lambda r: r["seed"]):
+            after = {side: by[agent]["after_level"].get("10", {}).get(str(r["seed"]))
+                     for side, by in curves([{**r, "experiment": "maze"}])["maze"].items()}
+            levels = r["levels_passed"]
+            upto = "" if not levels else f"{max(levels)}, " if len(levels) == 1 else \
+                f"1-{max(levels)}, "
+            if r["failed_level"]:
+                passed, steps, held, spent = f"{upto}**failed {r['failed_level']}**", "-", "-", "-"
+            else:
+                passed = "all 10" if r["in_progress"] is None else f"{upto}running"
+                steps = f"{r['env_steps'] / 1000:,.0f} k"
+                spent = f"{sum(h['seconds'] for h in r['levels'] if h['passed']) / 60:.0f}"
+                held = ("-" if after["8"] is None else
+                        f"{100 * after['8']:.1f} % / {100 * after['16']:.1f} %")
+            table.append(f"| {arm} | {r['seed']} | {passed} | {steps} | {spent} | {held} |")
+            if "2" in (r.get("updates") or {}):
+                level2.setdefault(arm, []).append(r["updates"]["2"])
+    sizes = ["| arm | cells | approx KL | clip fraction | entropy |", "|---|---|---|---|---|"]
+    sizes += [f"| {arm} | {len(ups)} | "
+              + " | ".join(f"{float(np.median([u[k] for u in ups])):.3f}"
+                           for k in ("approx_kl", "clipfrac", "entropy")) + " |"
+              for arm, ups in level2.items()]
+    theirs = read_json(results / "authors-code/maze.json")
+    first = {arm: [h["env_steps"] for r in data["runs"] if r["agent"] == ARMS[arm]
+                   for h in r["levels"] if h["level"] == 1 and h["passed"]] for arm in ARMS}
+    authors = (
+        f"Their runs each stopped at {theirs['cpu_budget_s']:,.0f} s of CPU, "
+        + "; ".join(f"{row['label']}: {row['env_steps']['iqm']:,.0f} env steps, levels passed "
+                    f"{row['levels_passed']['iqm']:.0f} (seeds "
+                    f"{', '.join(map(str, row['seeds']))})" for row in theirs["rows"])
+        + ". Env steps our arms took to pass level 1 (median over cells): "
+        + ", ".join(f"{arm} {float(np.median(s)) / 1000:.0f} k" for arm, s in first.items() if s)
+        + " (our test is the success over a window of episodes, not theirs).")
+    return {"ablation-minutes": minutes, "ablation-cells": "\n".join(table),
+            "ablation-updates": "\n".join(sizes), "ablation-authors": authors}

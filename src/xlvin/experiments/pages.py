@@ -31,7 +31,8 @@ SOURCES: tuple[Callable[[Path], dict[str, str]], ...] = (
     table1_report.page_blocks, executor_ablation.page_blocks, maze_report.page_blocks,
     maze_report.contextual_blocks, maze_report.findings_blocks, maze_report.depth_blocks,
     maze_embeddings.page_blocks, maze_ablation_report.page_blocks,
-    maze_ablation_report.geometry_blocks, atari_report.page_blocks,
+    maze_ablation_report.geometry_blocks, maze_ablation_report.cell_blocks,
+    atari_report.page_blocks,
     atari_vae_report.page_blocks, continuous.page_blocks, continuous.mujoco_blocks,
     executor_true_trees_report.page_blocks,
     benchmark_pages.page_blocks)
