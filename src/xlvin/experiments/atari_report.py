@@ -341,6 +341,41 @@ def _enduro_alien(big: list[dict[str, Any]]) -> str:
         "deadline, the second killed with its machine), each resumed from a checkpoint."])
 
 
+def _seven_table(seven: list[dict[str, Any]]) -> str:
+    """docs/atari.md's table of the seven Freeway seeds at 100,000 transitions: per agent the
+    area, who learned, each seed's first point, the greedy score and the speed."""
+    rows = ["| agent | AUC, IQM [95 % CI] | AUC, mean | learned to cross (last window > "
+            f"{LEARNED:.0f} a game) | first point (seeds in order) | greedy, IQM [95 % CI] (10 "
+            "games) | steps/s |", "|---|---|---|---|---|---|---|"]
+    for row in (r for r in aggregate(seven) if r["game"] == "Freeway"):
+        cells = _pick(seven, "Freeway", row["agent"])
+        won = [r["seed"] for r in cells if learned(r)]
+        firsts = ", ".join("never" if r["first_score_at"] is None else _k(r["first_score_at"])
+                           for r in cells)
+        rows.append(f"| {row['label']} | {_iqm(row['auc'], 2)} | {row['auc']['mean']:.2f} | "
+                    f"{len(won)} of {len(cells)} (seeds {', '.join(map(str, won))}) | {firsts} | "
+                    f"{_iqm(row['final_eval'], 1)} | {row['steps_per_second']:.0f} |")
+    return "\n".join(rows)
+
+
+def _one_seed_prose(one: list[dict[str, Any]]) -> str:
+    """What the one H100 seed per cell shows on Freeway: who scored first, and when."""
+    cells = {r["agent"]: r for r in one if r["game"] == "Freeway"}
+
+    def first(agent: str) -> str:
+        at = cells[agent]["first_score_at"]
+        return "never scored" if at is None else f"first point in the update ending at {at:,}"
+
+    crossed = [a for a, r in cells.items() if learned(r)]
+    stayed = [a for a in cells if a not in crossed]
+    return (
+        "On Freeway's one H100 seed "
+        + " and ".join(f"{LABELS[a]} ({first(a)}, AUC {cells[a]['auc']:.2f})" for a in crossed)
+        + " learned to cross, while "
+        + " and ".join(f"{LABELS[a]} ({first(a)}, AUC {cells[a]['auc']:.2f})" for a in stayed)
+        + " did not: on this seed, the opposite of \"XLVIN ahead from the start\".")
+
+
 def page_blocks(results: Path) -> dict[str, str]:
     """The result blocks of README.md and docs/atari.md (`xlvin.experiments.pages`)."""
     one, seven, big = (_cells(results, w) for w in ("", "atari-freeway-seeds", "atari-1m"))
@@ -390,6 +425,8 @@ def page_blocks(results: Path) -> dict[str, str]:
             + " / ".join(f"{round(t / 1000)} k" for t in at)
             + f" transitions: PPO {mean_curve('ppo')}, XLVIN-R {mean_curve('xlvin-r')}."),
         "atari-1m-claims": f"On the area: {big_auc}. On the seeds that learned: {big_rate}.",
+        "atari-seven-table": _seven_table(seven),
+        "atari-one-seed-prose": _one_seed_prose(one),
         "atari-1m-others": "\n".join(long),
         **_freeway_1m(big, long_table),
         "atari-1m-enduro-alien": _enduro_alien(big),
