@@ -296,8 +296,8 @@ def _freeway_1m(big: list[dict[str, Any]], long_table: Any) -> dict[str, str]:
             + " and ".join(f"{r['final_eval']['mean']:.1f}" for r in flat) + "."),
         "atari-1m-cp": (
             f"- \"[the executor trained on random graphs] is comparable to using the "
-            f"CartPole-based graphs on Freeway\": one XLVIN-CP seed (the executor pre-trained on CartPole graphs; "
-            f"seed {cp['seed']}, the same commit and machine, in one call, `--agents xlvin-cp "
+            f"CartPole-based graphs on Freeway\": one XLVIN-CP seed (the executor pre-trained on "
+            f"CartPole graphs; seed {cp['seed']}, the same commit and machine, in one call, `--agents xlvin-cp "
             f"--seeds 1`, its curve in the figure above) scored first at "
             f"{cp['first_score_at']:,} transitions (XLVIN-R seed 0: {x0['first_score_at']:,}), "
             f"then {_from(cp, 800_000):.1f} a game from 800,000 on, greedy "
