@@ -395,7 +395,36 @@ def expansion_blocks(results: Path) -> dict[str, str]:
     return {"expansion-cost": costs, "expansion-learning": learned}
 
 
+#: The authors' continuous runs' envs and statistics as docs/continuous-authors.md names them.
+AUTHORS_CONTINUOUS = (("mountaincar-continuous", "MountainCarContinuous-v0", ("max", "last")),
+                      ("halfcheetah", "HalfCheetah", ("last100", "last10")))
+
+
+def authors_continuous_blocks(results: Path) -> dict[str, str]:
+    """docs/continuous-authors.md's table of the authors' code on continuous actions
+    (results/authors-code/continuous.json), and each HalfCheetah run's last-100 return and CPU
+    seconds."""
+    data = read_json(results / "authors-code/continuous.json")
+    rows = {(r["env"], r["agent"]): r for r in data["rows"]}
+    table = ["| env | statistic | PPO | XLVIN | P(XLVIN > PPO) |", "|---|---|---|---|---|"]
+    for env, name, stats in AUTHORS_CONTINUOUS:
+        ppo, xlvin = rows[env, "ppo"], rows[env, "xlvin"]
+        table += [f"| {name} | {data['statistics'][env][k]} | {_ci(ppo[k])} | {_ci(xlvin[k])} | "
+                  f"{improvement_text(xlvin[f'{k}_over_ppo'])} |" for k in stats]
+    runs = data["runs"]["halfcheetah"]
+    last = [r["last100"] for agent in runs.values() for r in agent]
+    cpu = {agent: [r["cpu_s"] for r in rs] for agent, rs in runs.items()}
+    names = {"ppo": "PPO", "xlvin": "XLVIN"}
+    prose = (
+        f"On HalfCheetah every run's mean return over its last 100 training episodes lies between "
+        f"{min(last):.0f} and {max(last):.0f}. A HalfCheetah run used "
+        + " and ".join(f"{min(v):.0f}-{max(v):.0f} CPU seconds for {names[a]}"
+                       for a, v in cpu.items())
+        + " (their code, on a 2-core Intel Xeon).")
+    return {"authors-continuous-table": "\n".join(table), "authors-continuous-prose": prose}
+
+
 def page_blocks(results: Path) -> dict[str, str]:
     """Every block of this module (`xlvin.experiments.pages`)."""
     return (parity_blocks(results) | bench_blocks(results) | sb3_freeway_blocks(results)
-            | expansion_blocks(results))
+            | expansion_blocks(results) | authors_continuous_blocks(results))
