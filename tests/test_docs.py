@@ -198,7 +198,8 @@ def test_the_speed_against_sb3_is_the_tables_everywhere() -> None:
 #: Words a user cannot act on: our internal machinery's ("sessions", machines "lent").
 INTERNAL = re.compile(r"\b(lent|sessions?)\b", re.IGNORECASE)
 #: Words of a comparison, which only `xlvin.wording.compare` writes (inside result blocks).
-VERDICT = re.compile(r"\b(ahead|beats?|beating|helps|hurts?)\b", re.IGNORECASE)
+VERDICT = re.compile(r"\b(ahead|beats?|beating|helps|hurts?|better|worse|outperform(?:s|ed)?)\b",
+                     re.IGNORECASE)
 BLOCK = re.compile(r"<!-- xlvin:begin ([\w.-]+) -->.*?<!-- xlvin:end \1 -->", re.DOTALL)
 QUOTED = re.compile(r"\"[^\"]*\"")
 
@@ -223,3 +224,5 @@ def test_a_forbidden_word_is_found() -> None:
     assert INTERNAL.search("trained over two sessions on a lent machine")
     assert VERDICT.findall(prose('XLVIN is ahead. "ahead from the start" `helps` '
                                  "<!-- xlvin:begin x -->X is ahead<!-- xlvin:end x -->")) == ["ahead"]
+    assert VERDICT.findall("PPO does better, XLVIN worse; it outperforms") == \
+        ["better", "worse", "outperforms"]

@@ -3,6 +3,7 @@ result block between `<!-- xlvin:begin NAME -->` and `<!-- xlvin:end NAME -->` i
 its report code renders (`xlvin.experiments.pages`), so a number changed by hand, or a JSON
 changed without `xlvin reproduce` re-writing the pages, fails here."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,36 @@ def test_rewrite_puts_the_rendering_back(tmp_path: Path) -> None:
 def test_no_blocks_no_rewrite(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("# mine\n")
     assert pages.rewrite(tmp_path) == []
+
+
+#: Code (fenced or inline), links' targets and HTML comments: no prose number is in them.
+NOT_PROSE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$|(`+)(?:(?!\2).)+?\2|\]\([^)]*\)"
+                       r"|<!--.*?-->", re.MULTILINE | re.DOTALL)
+#: A number as a reader sees one: 19.1, 1,000,000, -500, 95 (not the 5 of "v5" or "x86").
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?![\w])")
+
+
+def number_counts(text: str) -> tuple[int, int]:
+    """(numbers inside result blocks, numbers outside them) of a page's prose: how much of what
+    the page says is rendered from the committed JSON, and how much is still typed."""
+    spans = [m.span("body") for m in pages.BLOCK.finditer(text)]
+
+    def count(part: str) -> int:
+        return len(NUMBER.findall(NOT_PROSE.sub(" ", part)))
+    inside = sum(count(text[a:b]) for a, b in spans)
+    return inside, count(pages.BLOCK.sub(" ", text))
+
+
+def test_numbers_are_counted_inside_and_outside_blocks() -> None:
+    text = ("Seeds 0-9 took 1,103 s (`--seeds 10`, [v5](a-1.md)) on x86.\n"
+            "<!-- xlvin:begin b -->\nIQM 19.1 [12.1, -33.2]\n<!-- xlvin:end b -->\n")
+    assert number_counts(text) == (3, 3)
+
+
+if __name__ == "__main__":  # python tests/test_pages.py: the counts, page by page
+    totals = [0, 0]
+    for page in pages.pages(ROOT):
+        inside, outside = number_counts(page.read_text(encoding="utf-8"))
+        totals[0], totals[1] = totals[0] + inside, totals[1] + outside
+        print(f"{page.relative_to(ROOT)}: {inside} rendered, {outside} in prose")
+    print(f"all pages: {totals[0]} rendered, {totals[1]} in prose")

@@ -248,6 +248,134 @@ def _freeway(cells: list[dict[str, Any]], budget: str) -> tuple[str, str]:
     return auc, rate
 
 
+def _freeway_1m(big: list[dict[str, Any]], long_table: Any) -> dict[str, str]:
+    """docs/atari.md's Freeway at 1,000,000 transitions: the cells and their aggregate, when each
+    seed first scored, what the seeds that scored early learned, and the one XLVIN-CP seed."""
+    cells = {a: _pick(big, "Freeway", a) for a in ("ppo", "xlvin-r", "xlvin-cp")}
+    rows = [r for r in aggregate(big) if r["game"] == "Freeway" and r["agent"] != "xlvin-cp"]
+    table = long_table([(LABELS[a], r) for a in ("ppo", "xlvin-r") for r in cells[a]]) + [
+        "", "| agent | AUC, IQM [95 % CI] | P(AUC > PPO's) [95 % CI] | greedy, IQM [95 % CI] | "
+        "seeds that scored |", "|---|---|---|---|---|"] + [
+        f"| {r['label']} | {_iqm(r['auc'], 2)} | {improvement_text(r['auc_over_ppo'])} | "
+        f"{_iqm(r['final_eval'], 1)} | {r['seeds_scored']} of {len(r['seeds'])} |" for r in rows]
+
+    def firsts(agent: str) -> str:
+        return ", ".join(_k(r["first_score_at"]) for r in cells[agent]
+                         if r["first_score_at"] is not None)
+
+    def never(agent: str) -> list[int]:
+        return [r["seed"] for r in cells[agent] if r["first_score_at"] is None]
+
+    early = sorted((r for r in cells["xlvin-r"] if r["first_score_at"] is not None),
+                   key=lambda r: r["first_score_at"])[:2]
+    flat = [r for a in ("ppo", "xlvin-r") for r in cells[a]
+            if r["first_score_at"] is not None and r not in early]
+    cp, x0 = cells["xlvin-cp"][0], next(r for r in cells["xlvin-r"] if r["seed"] == 0)
+    greedy_early = [f"{r['final_eval']['mean']:.1f}" for r in early]
+    p0 = next(r for r in cells["ppo"] if r["seed"] == 0)
+    first0 = "PPO" if p0["first_score_at"] < x0["first_score_at"] else "XLVIN-R"
+    return {
+        "atari-1m-freeway": "\n".join(table),
+        "atari-1m-first": (
+            f"- \"From the inception of training, XLVIN explores and exploits better\": XLVIN-R "
+            f"scored on {len(cells['xlvin-r']) - len(never('xlvin-r'))} seeds of "
+            f"{len(cells['xlvin-r'])} (its first points at {firsts('xlvin-r')} transitions), PPO "
+            f"on {len(cells['ppo']) - len(never('ppo'))} ({firsts('ppo')}; seeds "
+            f"{' and '.join(map(str, never('ppo')))} never scored in the million: their policies "
+            f"drifted with nothing to learn from). On seed 0 {first0} scored first ("
+            f"{p0['first_score_at']:,} against {x0['first_score_at']:,}): XLVIN-R's policy settled "
+            f"away from UP, which alone scores, before it found the crossing."),
+        "atari-1m-beyond": (
+            f"- Beyond the paper's words: the XLVIN-R seeds that scored earliest (seeds "
+            f"{' and '.join(str(r['seed']) for r in early)}) average "
+            f"{' and '.join(f'{_from(r, 800_000):.1f}' for r in early)} a game from 800,000 "
+            f"transitions on, greedy {' and '.join(greedy_early)}; "
+            f"the other seeds that scored ("
+            + ", ".join(f"{LABELS[r['agent']]} seed {r['seed']}" for r in flat)
+            + f") average {' and '.join(f'{_from(r, 800_000):.1f}' for r in flat)}, greedy "
+            + " and ".join(f"{r['final_eval']['mean']:.1f}" for r in flat) + "."),
+        "atari-1m-cp": (
+            f"- \"[the executor trained on random graphs] is comparable to using the "
+            f"CartPole-based graphs on Freeway\": one XLVIN-CP seed (the executor pre-trained on "
+            f"CartPole graphs; seed {cp['seed']}, the same commit and machine, in one call, `--agents xlvin-cp "
+            f"--seeds 1`, its curve in the figure above) scored first at "
+            f"{cp['first_score_at']:,} transitions (XLVIN-R seed 0: {x0['first_score_at']:,}), "
+            f"then {_from(cp, 800_000):.1f} a game from 800,000 on, greedy "
+            f"{cp['final_eval']['mean']:.1f}, AUC {cp['auc']:.2f} against XLVIN-R's "
+            f"{x0['auc']:.2f} on that seed. One seed cannot compare the two executors; ATreeC at "
+            f"1,000,000 was not run."),
+    }
+
+
+def _k(transitions: int) -> str:
+    return f"{transitions / 1000:.0f} k"
+
+
+def _enduro_alien(big: list[dict[str, Any]]) -> str:
+    """docs/atari.md's reading of Enduro and Alien at 1,000,000 transitions, one seed each:
+    when PPO passed Enduro's first car, and Alien's training games per 100,000 transitions."""
+    enduro = {a: _pick(big, "Enduro", a)[0] for a in ("ppo", "xlvin-r")}
+    alien = {a: _pick(big, "Alien", a)[0] for a in ("ppo", "xlvin-r")}
+    bins = {a: [float(np.mean([v for t, v in r["curve"] if k * 100_000 <= t < (k + 1) * 100_000]))
+                for k in range(10)] for a, r in alien.items()}
+    ahead = [bins["xlvin-r"][k] > bins["ppo"][k] for k in range(10)]
+    since = next(k for k in range(10) if all(ahead[k:]))
+    return "\n".join([
+        f"- Enduro, \"XLVIN ahead from the inception ... matching it in the latter stages of "
+        f"Enduro\": not on this seed. PPO passed its first car in the game ending at "
+        f"{enduro['ppo']['first_score_at']:,} transitions and climbed to the scores of the table "
+        f"above. XLVIN-R " + ("never passed a car" if enduro["xlvin-r"]["first_score_at"] is None
+                              else f"passed its first at {enduro['xlvin-r']['first_score_at']:,}")
+        + ": its value loss stayed at zero (no reward in any rollout) and its policy drifted with "
+        "nothing to learn from; its greedy action never accelerates, so the car never catches "
+        "one. Enduro, like Freeway, is decided by whether exploration finds the first reward, and "
+        "one seed cannot tell a seed's luck from the agent's.",
+        f"- Alien, \"from the inception of the training, XLVIN explores and exploits better, "
+        f"consistently remaining ahead\": on this one seed, XLVIN-R's mean training game is the "
+        f"higher in every 100,000 transitions from {since * 100_000:,} on, not from the "
+        f"inception. Mean training game per 100,000 before that: PPO "
+        + ", ".join(f"{v:.0f}" for v in bins["ppo"][:since]) + " against XLVIN-R "
+        + ", ".join(f"{v:.0f}" for v in bins["xlvin-r"][:since])
+        + "; its mean from 800,000 on, AUC and greedy score are in the table above. XLVIN-R "
+        "trained in three calls on the same machine and commit (the first stopped at its "
+        "deadline, the second killed with its machine), each resumed from a checkpoint."])
+
+
+def _seven_table(seven: list[dict[str, Any]]) -> str:
+    """docs/atari.md's table of the seven Freeway seeds at 100,000 transitions: per agent the
+    area, who learned, each seed's first point, the greedy score and the speed."""
+    rows = ["| agent | AUC, IQM [95 % CI] | AUC, mean | learned to cross (last window > "
+            f"{LEARNED:.0f} a game) | first point (seeds in order) | greedy, IQM [95 % CI] (10 "
+            "games) | steps/s |", "|---|---|---|---|---|---|---|"]
+    for row in (r for r in aggregate(seven) if r["game"] == "Freeway"):
+        cells = _pick(seven, "Freeway", row["agent"])
+        won = [r["seed"] for r in cells if learned(r)]
+        firsts = ", ".join("never" if r["first_score_at"] is None else _k(r["first_score_at"])
+                           for r in cells)
+        rows.append(f"| {row['label']} | {_iqm(row['auc'], 2)} | {row['auc']['mean']:.2f} | "
+                    f"{len(won)} of {len(cells)} (seeds {', '.join(map(str, won))}) | {firsts} | "
+                    f"{_iqm(row['final_eval'], 1)} | {row['steps_per_second']:.0f} |")
+    return "\n".join(rows)
+
+
+def _one_seed_prose(one: list[dict[str, Any]]) -> str:
+    """What the one H100 seed per cell shows on Freeway: who scored first, and when."""
+    cells = {r["agent"]: r for r in one if r["game"] == "Freeway"}
+
+    def first(agent: str) -> str:
+        at = cells[agent]["first_score_at"]
+        return "never scored" if at is None else f"first point in the update ending at {at:,}"
+
+    crossed = [a for a, r in cells.items() if learned(r)]
+    stayed = [a for a in cells if a not in crossed]
+    return (
+        "On Freeway's one H100 seed "
+        + " and ".join(f"{LABELS[a]} ({first(a)}, AUC {cells[a]['auc']:.2f})" for a in crossed)
+        + " learned to cross, while "
+        + " and ".join(f"{LABELS[a]} ({first(a)}, AUC {cells[a]['auc']:.2f})" for a in stayed)
+        + " did not: on this seed, the opposite of \"XLVIN ahead from the start\".")
+
+
 def page_blocks(results: Path) -> dict[str, str]:
     """The result blocks of README.md and docs/atari.md (`xlvin.experiments.pages`)."""
     one, seven, big = (_cells(results, w) for w in ("", "atari-freeway-seeds", "atari-1m"))
@@ -269,16 +397,20 @@ def page_blocks(results: Path) -> dict[str, str]:
         auc = f"{r['auc']:.2f}" if r["game"] == "Freeway" else f"{r['auc']:.1f}"
         rows_one.append(f"| {r['game']} | {LABELS[r['agent']]} | {r['transitions_reached']:,} | "
                         f"{auc} | {greedy(r)} |")
-    long = ["| cell | transitions | first training game with a point | AUC (mean training score) "
-            "| mean training score from 800,000 on | greedy score (10 games) |",
-            "|---|---|---|---|---|---|"]
-    for game in ("Enduro", "Alien"):
-        for agent in ("ppo", "xlvin-r"):
-            for r in _pick(big, game, agent):
-                first = "never" if r["first_score_at"] is None else f"{r['first_score_at']:,}"
-                long.append(f"| {game} {LABELS[agent]} seed {r['seed']} | "
-                            f"{r['transitions_reached']:,} | {first} | {r['auc']:.2f} | "
-                            f"{_from(r, 800_000):.1f} | {r['final_eval']['mean']:.1f} |")
+    def long_table(cells: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        """The 1M cells' table: (label, cell) each a row."""
+        rows = ["| cell | transitions | first training game with a point | AUC (mean training "
+                "score) | mean training score from 800,000 on | greedy score (10 games) |",
+                "|---|---|---|---|---|---|"]
+        for label, r in cells:
+            first = "never" if r["first_score_at"] is None else f"{r['first_score_at']:,}"
+            rows.append(f"| {label} seed {r['seed']} | {r['transitions_reached']:,} | {first} | "
+                        f"{r['auc']:.2f} | {_from(r, 800_000):.1f} | "
+                        f"{r['final_eval']['mean']:.1f} |")
+        return rows
+
+    long = long_table([(f"{game} {LABELS[agent]}", r) for game in ("Enduro", "Alien")
+                       for agent in ("ppo", "xlvin-r") for r in _pick(big, game, agent)])
     alien = {a: _pick(big, "Alien", a)[0] for a in ("ppo", "xlvin-r")}
     enduro = _pick(big, "Enduro", "ppo")[0]
     x7, p7 = _pick(seven, "Freeway", "xlvin-r"), _pick(seven, "Freeway", "ppo")
@@ -293,7 +425,11 @@ def page_blocks(results: Path) -> dict[str, str]:
             + " / ".join(f"{round(t / 1000)} k" for t in at)
             + f" transitions: PPO {mean_curve('ppo')}, XLVIN-R {mean_curve('xlvin-r')}."),
         "atari-1m-claims": f"On the area: {big_auc}. On the seeds that learned: {big_rate}.",
+        "atari-seven-table": _seven_table(seven),
+        "atari-one-seed-prose": _one_seed_prose(one),
         "atari-1m-others": "\n".join(long),
+        **_freeway_1m(big, long_table),
+        "atari-1m-enduro-alien": _enduro_alien(big),
         "atari-headline": (
             f"At 100k transitions, Freeway over {len(x7)} seeds: {seven_auc}; {seven_rate} "
             f"(reruns of 3 XLVIN-R seeds on other kernels scored on none). At the paper's 1M on "

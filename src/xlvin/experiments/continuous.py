@@ -480,3 +480,48 @@ def page_blocks(results: Path) -> dict[str, str]:
             + "; ".join(_versus_ppo(r, ppo[env]) for r in xlvin[env]) + "."
             for env in envs),
     }
+
+
+def mujoco_blocks(results: Path) -> dict[str, str]:
+    """docs/continuous.md's per-env tables and its reading of the MuJoCo cells, seed by seed
+    (results/continuous.json's rows and runs), beside the authors' code on HalfCheetah
+    (results/authors-code/continuous.json)."""
+    data = read_json(results / "continuous.json")
+    tables = markdown(data["rows"]).split("Final return: ")[0].strip()
+    runs = data["runs"]
+
+    def finals(env: str, agent: str) -> list[float]:
+        return [r["final_return"] for r in sorted(runs, key=lambda r: r["seed"])
+                if (r["env"], r["agent"]) == (env, agent)]
+
+    def span(values: list[float]) -> str:
+        return f"{min(values):.1f} to {max(values):.1f}"
+
+    hop, cheetah = "Hopper-v5", "HalfCheetah-v5"
+    sampled = [a for a in AGENTS if a != BASELINE and runs_on(hop, a) and finals(hop, a)]
+    above = [(a, v) for a in sampled for v in finals(hop, a) if v > min(finals(hop, BASELINE))]
+    theirs = {r["agent"]: r for r in read_json(results / "authors-code/continuous.json")["rows"]
+              if r["env"] == "halfcheetah"}
+    expansions = [v for a in sampled for v in finals(cheetah, a)]
+    steps = next(r["steps"] for r in data["rows"] if r["env"] == hop)
+    prose = (
+        f"On MuJoCo, at {steps:,} steps, Hopper-v5's per-seed finals: PPO "
+        + ", ".join(f"{v:.1f}" for v in finals(hop, BASELINE)) + "; "
+        + ", ".join(f"`{a.removeprefix('xlvin-')}` {span(finals(hop, a))}" for a in sampled)
+        + f"; XLVIN seeds above PPO's lowest seed: {len(above)}. On HalfCheetah-v5 PPO's seeds "
+        f"end at "
+        + ", ".join(f"{v:.1f}" for v in finals(cheetah, BASELINE))
+        + f", the expansions' seeds at {span(expansions)} "
+        f"({sum(v > 0 for v in expansions)} of {len(expansions)} positive). The authors' own "
+        f"code on HalfCheetah at the same steps ([its page](continuous-authors.md)): last-100 "
+        f"training mean IQM, PPO {theirs['ppo']['last100']['iqm']:.1f}, XLVIN "
+        f"{theirs['xlvin']['last100']['iqm']:.1f}.")
+    minutes = {kind: [r["wall_seconds"] / 60 for r in runs
+                      if (r["agent"] == BASELINE) == (kind == "PPO")] for kind in ("PPO", "XLVIN")}
+    ppo1 = next(r for r in runs if (r["env"], r["agent"], r["seed"]) == (cheetah, BASELINE, 1))
+    speed = (
+        f"MuJoCo cells' wall time as recorded: XLVIN {min(minutes['XLVIN']):.1f}-"
+        f"{max(minutes['XLVIN']):.1f} minutes a cell, PPO {min(minutes['PPO']):.1f}-"
+        f"{max(minutes['PPO']):.1f}. PPO's seed 1 on HalfCheetah-v5 ran on both machines and "
+        f"ended at the same final return to the last digit ({ppo1['final_return']!r}).")
+    return {"continuous-tables": tables, "continuous-mujoco": prose, "continuous-speed": speed}

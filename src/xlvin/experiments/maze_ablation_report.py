@@ -28,12 +28,12 @@ from xlvin.experiments.maze_ablation import (
     with_update_sizes,
 )
 from xlvin.experiments.maze_embeddings import PAPER_LEVELS
-from xlvin.experiments.maze_report import RECORD_FIELDS, check_consistent, table_head
+from xlvin.experiments.maze_report import RECORD_FIELDS, check_consistent, curves, table_head
 from xlvin.experiments.results import others, write_files
 from xlvin.experiments.shapes import Each, Holds, Optional, check, check_entries, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
-from xlvin.stats import improvement_text, interval_text
+from xlvin.stats import improvement_over, improvement_text, interval_text
 from xlvin.wording import compare
 
 
@@ -338,3 +338,103 @@ def page_blocks(results: Path) -> dict[str, str]:
                 [held("XLVIN", "PPO-32", xlvin, ppo, xlvin["held_out_8_over_ppo"])]
                 + [held("XLVIN", arm.removeprefix("XLVIN, "), xlvin, rows[arm],
                         contribution[arm]["held_out_8"]) for arm in arms]) + "."}
+
+
+def geometry_blocks(results: Path) -> dict[str, str]:
+    """docs/mazes.md's encoder geometry of every arm (results/ablation/maze.json's `geometry`):
+    figure 5's rho and the authors' value R^2 after levels 1, 2 and 9, and each executor arm's
+    R^2 after the last level against XLVIN's through `xlvin.wording.compare`."""
+    geo = read_json(results / "ablation/maze.json")["geometry"]
+    levels, arms = geo["levels"], geo["arms"]
+
+    def cells(arm: str, measure: str) -> str:
+        return " / ".join(f"{arms[arm][str(d)][measure]['iqm']:.2f}"
+                          if measure in arms[arm].get(str(d), {}) else "-" for d in levels)
+
+    steps = " / ".join(map(str, levels))
+    lines = [f"| encoder | rho after level {steps} | value R^2 after level {steps} |",
+             "|---|---|---|",
+             f"| TransE pre-training alone (the XLVIN arms' start) | "
+             f"{geo['transe_only']['rho']:.2f} | {geo['transe_only']['value_r2']:.2f} |"]
+    lines += [f"| {arm} | {cells(arm, 'rho')} | {cells(arm, 'value_r2')} |" for arm in ARMS]
+    seeds = sorted({int(s) for per in arms.values() for level in per.values()
+                    for m in level.values() for s in m["per_seed"]})
+    last = str(levels[-1])
+
+    def r2(arm: str) -> list[float]:
+        return list(arms[arm][last]["value_r2"]["per_seed"].values())
+
+    def short(arm: str) -> str:
+        return "XLVIN" if arm == xlvin else arm.removeprefix("XLVIN, ")
+
+    xlvin = next(iter(ARMS))
+    verdicts = [compare(short(arm), "XLVIN", protocol=f"value R^2 after level {last}",
+                        seeds=f"{len(r2(arm))} and {len(r2(xlvin))} cells", digits=2,
+                        iqms=(arms[arm][last]["value_r2"]["iqm"],
+                              arms[xlvin][last]["value_r2"]["iqm"]),
+                        improvement=improvement_over(r2(arm), r2(xlvin)))
+                for arm in [*ARMS][1:4] + ["PPO-32"]]
+    ppo = arms["PPO-32"]
+    prose = (
+        f"IQM over the cells that passed the level, seeds {seeds[0]}-{seeds[-1]} (the cells per "
+        f"arm and the intervals are in `results/ablation/maze.md`). PPO-32, which has no "
+        f"transition model and no executor, lays the states out as XLVIN does: rho "
+        + ", ".join(f"{ppo[str(d)]['rho']['iqm']:.2f}" for d in levels)
+        + f" after levels {steps}, against XLVIN's {cells(xlvin, 'rho')}. The negative rho of "
+        f"our figure 5 is what PPO's training does to a maze encoder, not something the "
+        f"executor adds. Under the authors' measure, after level {last}: "
+        + "; ".join(verdicts) + ".")
+    return {"ablation-geometry-table": "\n".join(lines), "ablation-geometry-prose": prose}
+
+
+def cell_blocks(results: Path) -> dict[str, str]:
+    """docs/mazes.md's maze ablation cell by cell (results/ablation/maze.json): each arm's
+    minutes to pass level 10, every cell's levels, steps, minutes and held-out success after
+    level 10, the size of PPO's updates on level 2, and the authors' maze code
+    (results/authors-code/maze.json) beside our cells' first level."""
+    data = read_json(results / "ablation/maze.json")
+    done = sorted((r for r in data["rows"] if r["seconds_to_last"]),
+                  key=lambda r: r["seconds_to_last"]["iqm"])
+    minutes = ("In wall-clock time, minutes to pass level 10 (IQM over the cells that passed it, "
+               "two cells at once beside other jobs): "
+               + ", ".join(f"{r['arm']} {r['seconds_to_last']['iqm'] / 60:.0f}" for r in done)
+               + ".")
+    table = ["| arm | seed | levels passed | env steps to pass level 10 | minutes | held-out 8x8 "
+             "/ 16x16 after level 10 |", "|---|---|---|---|---|---|"]
+    level2: dict[str, list[dict[str, float]]] = {}
+    for arm, agent in ARMS.items():
+        for r in sorted((r for r in data["runs"] if r["agent"] == agent), key=lambda r: r["seed"]):
+            after = {side: by[agent]["after_level"].get("10", {}).get(str(r["seed"]))
+                     for side, by in curves([{**r, "experiment": "maze"}])["maze"].items()}
+            levels = r["levels_passed"]
+            upto = "" if not levels else f"{max(levels)}, " if len(levels) == 1 else \
+                f"1-{max(levels)}, "
+            if r["failed_level"]:
+                passed, steps, held, spent = f"{upto}**failed {r['failed_level']}**", "-", "-", "-"
+            else:
+                passed = "all 10" if r["in_progress"] is None else f"{upto}running"
+                steps = f"{r['env_steps'] / 1000:,.0f} k"
+                spent = f"{sum(h['seconds'] for h in r['levels'] if h['passed']) / 60:.0f}"
+                held = ("-" if after["8"] is None else
+                        f"{100 * after['8']:.1f} % / {100 * after['16']:.1f} %")
+            table.append(f"| {arm} | {r['seed']} | {passed} | {steps} | {spent} | {held} |")
+            if "2" in (r.get("updates") or {}):
+                level2.setdefault(arm, []).append(r["updates"]["2"])
+    sizes = ["| arm | cells | approx KL | clip fraction | entropy |", "|---|---|---|---|---|"]
+    sizes += [f"| {arm} | {len(ups)} | "
+              + " | ".join(f"{float(np.median([u[k] for u in ups])):.3f}"
+                           for k in ("approx_kl", "clipfrac", "entropy")) + " |"
+              for arm, ups in level2.items()]
+    theirs = read_json(results / "authors-code/maze.json")
+    first = {arm: [h["env_steps"] for r in data["runs"] if r["agent"] == ARMS[arm]
+                   for h in r["levels"] if h["level"] == 1 and h["passed"]] for arm in ARMS}
+    authors = (
+        f"Their runs each stopped at {theirs['cpu_budget_s']:,.0f} s of CPU, "
+        + "; ".join(f"{row['label']}: {row['env_steps']['iqm']:,.0f} env steps, levels passed "
+                    f"{row['levels_passed']['iqm']:.0f} (seeds "
+                    f"{', '.join(map(str, row['seeds']))})" for row in theirs["rows"])
+        + ". Env steps our arms took to pass level 1 (median over cells): "
+        + ", ".join(f"{arm} {float(np.median(s)) / 1000:.0f} k" for arm, s in first.items() if s)
+        + " (our test is the success over a window of episodes, not theirs).")
+    return {"ablation-minutes": minutes, "ablation-cells": "\n".join(table),
+            "ablation-updates": "\n".join(sizes), "ablation-authors": authors}

@@ -382,12 +382,38 @@ STUDIES = ("maze_embeddings.json", "maze_embeddings_seed1.json", "maze_embedding
            "maze_embeddings_h100.json")
 
 
+def _span(values: list[float]) -> str:
+    """'a' or 'a-b' (two decimals)."""
+    low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+    return low if low == high else f"{low}-{high}"
+
 def page_blocks(results: Path) -> dict[str, str]:
-    """The README's block (`xlvin.experiments.pages`): the range of XLVIN's rho over every
-    committed study and level."""
+    """The README's and docs/mazes.md's blocks (`xlvin.experiments.pages`): the range of XLVIN's
+    rho over every committed study and level, each study's rho per panel, and how often the
+    TransE-only edges hit the right successor."""
     rhos = [p["spearman_rho"] for name in STUDIES
             for p in read_json(results / name)["panels"] if p["model"] == "xlvin"]
     sign = "every seed and level" if max(rhos) < 0 else "not on every seed and level"
+    studies = [read_json(results / name) for name in STUDIES]
+    rows = ["| panel | rho, seed 0 (the figure) | seed 1 | seed 2 | paper's configuration (H100, "
+            "one run) |", "|---|---|---|---|---|"]
+    for i, panel in enumerate(studies[0]["panels"]):
+        cells = []
+        for study in studies:
+            other = study["panels"][i]
+            shown = "" if other["level"] == panel["level"] else f" (level {other['level']})"
+            cells.append(f"{other['spearman_rho']:.2f}{shown}")
+        name = "TransE only" if panel["model"] == "transe_only" else panel["label"]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    within = [q["transition_hits_at_1"] for st in studies for q in st["panels"]
+              if q["model"] == "transe_only"]
+    batches = [st["transe_only"]["pretraining"]["after/hits_at_1"] for st in studies[:3]]
     return {"embeddings-headline": (
         f"**Not reproduced**: XLVIN's embedding distance to the goal falls as the path to it "
-        f"grows (rho {max(rhos):.2f} to {min(rhos):.2f}, {sign})")}
+        f"grows (rho {max(rhos):.2f} to {min(rhos):.2f}, {sign})"),
+        "embeddings-table": "\n".join(rows),
+        "embeddings-transe": (
+            f"The TransE-only edges of this maze rarely end at the right successor (hits@1 "
+            f"{_span(within)} within the maze, against {_span(batches)} over held-out batches "
+            f"drawn from many mazes, "
+            f"the CPU runs' pre-training).")}

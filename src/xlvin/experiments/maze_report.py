@@ -20,6 +20,8 @@ from xlvin.experiments.shapes import Each, Holds, Nullable, Optional, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.run.agents import resolve_agent
+from xlvin.stats import improvement_over, iqm
+from xlvin.wording import compare
 
 
 def weighted_all(rates: dict[str, float], counts: dict[int, int]) -> float:
@@ -354,3 +356,248 @@ def contextual_blocks(results: Path) -> dict[str, str]:
     return {"contextual-maze-headline": (
         f"XLVIN (ours: pruned tree) passes on {sum(not r['failed_level'] for r in xlvin)} seed of "
         f"{len(xlvin)}; {' and '.join(names[a] for a in others)} fail level 1")}
+
+
+def _k(steps: float) -> str:
+    return f"{steps / 1000:.0f} k"
+
+
+def _pct(values: list[float]) -> str:
+    """'a %' or 'a-b %' of fractions."""
+    low, high = 100 * min(values), 100 * max(values)
+    return f"{low:.1f} %" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f} %"
+
+
+def _range(values: list[float], digits: int = 0) -> str:
+    low, high = f"{min(values):,.{digits}f}", f"{max(values):,.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    """'0', '0 and 2', '0, 1 and 2'."""
+    names = [str(s) for s in seeds]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def findings_blocks(results: Path) -> dict[str, str]:
+    """docs/mazes.md's findings under the results table: the continual maze against the paper,
+    what the curricula cost, the paper's encoder width, the paper's XLVIN on an H100, the pruned
+    tree at the paper's width and the contextual maze (maze.json, maze-width/maze.json,
+    maze_xlvin_h100.json); comparisons through `xlvin.wording.compare`."""
+    data = read_json(results / "maze.json")
+    runs = [_canonical(r) for r in data["runs"]]
+    side = {s: {resolve_agent(a, tuple(AGENTS)): v for a, v in by.items()}
+            for s, by in data["curves"]["maze"].items()}
+
+    def cells(agent: str, experiment: str = "maze") -> list[dict[str, Any]]:
+        return sorted((r for r in runs if (r["experiment"], r["agent"]) == (experiment, agent)),
+                      key=lambda r: r["seed"])
+
+    def level_steps(r: dict[str, Any], level: int) -> int | None:
+        return next((h["env_steps"] for h in r["levels"] if h["level"] == level and h["passed"]),
+                    None)
+
+    def median_level1(agent: str) -> str:
+        return _k(float(np.median([s for r in cells(agent) if (s := level_steps(r, 1))])))
+
+    def after(agent: str, level: int, size: str = "8") -> float | None:
+        return _mean_after(side[size][agent], level)
+
+    def versus(x: str, y: str, level: int, size: str) -> str:
+        values = [list(side[size][a]["after_level"][str(level)].values()) for a in (x, y)]
+        return compare(PAGE_AGENTS[x].split(",")[0], PAGE_AGENTS[y].split(",")[0],
+                       protocol=f"held-out {size}x{size} after level {level}",
+                       seeds=f"{len(values[0])} and {len(values[1])} seeds",
+                       iqms=(100 * iqm(values[0]), 100 * iqm(values[1])),
+                       improvement=improvement_over(*values), measure="IQM %")
+
+    every = [PAGE_AGENTS[a].split(",")[0] for a in ("gvin", "ppo-32", "xlvin-32-b2")
+             if all(not r["failed_level"] and r["in_progress"] is None for r in cells(a))]
+    none = [PAGE_AGENTS[a] for a in ("vin-mean", "vin-max")
+            if all(r["failed_level"] == 1 for r in cells(a))]
+    mid = [after("xlvin-32-b2", lv) for lv in range(3, 10)]
+    vin_last = side["8"]["vin"]["after_level"]["10"]
+    early = {a: max(after(a, lv) for lv in (3, 4, 5)) for a in ("gvin", "ppo-32")}
+    below = [lv for lv in range(1, 11)
+             if after("xlvin-32-b2", lv, "16") < after("ppo-32", lv, "16")]
+    vin = cells("vin")
+    vin_long = {r["seed"]: [h for h in r["levels"] if h["passed"] and h["episodes"] > 100_000]
+                for r in vin}
+    slow = {s: hs for s, hs in vin_long.items() if len(hs) > 1}
+    minutes = {a: [r["wall_seconds"] / 60 for r in cells(a)] for a in PAGE_AGENTS}
+    in_hour = [PAGE_AGENTS[a].split(",")[0] for a, m in minutes.items() if max(m) <= 60]
+    over_hour = [a for a, m in minutes.items() if max(m) > 60]
+    width = [r for r in read_json(results / "maze-width/maze.json")["runs"] if r["seed"] == 0][0]
+    ppo32 = cells("ppo-32")[0]
+    h100 = read_json(results / "maze_xlvin_h100.json")
+    h_rec = h100["record"]
+    h_curves = curves([h_rec])["maze"]
+    h_levels = h_rec["levels_passed"]
+    b2 = cells("xlvin-b2")
+    ctx = {a: cells(a, "contextual-maze") for a in ("vin", "ppo-32", "xlvin-32-b2")}
+    ctx_base = ctx["vin"] + ctx["ppo-32"]
+    ctx_fail = [r for r in ctx["xlvin-32-b2"] if r["failed_level"]]
+    ctx_pass = [r for r in ctx["xlvin-32-b2"] if not r["failed_level"]]
+    ctx_side = {s: by["xlvin-32-b2"]["after_level"]
+                for s, by in data["curves"]["contextual-maze"].items()}
+    ctx_mid = [v for lv in range(2, 10) for v in ctx_side["8"][str(lv)].values()]
+    budget = ctx_base[0]["curriculum"]["budget"]
+
+    def h_after(size: str) -> str:
+        by_level = h_curves[size]["xlvin"]["after_level"]
+        return ", ".join(f"{100 * v:.1f}" for lv in h_levels
+                         for v in by_level[str(lv)].values()) + " %"
+
+    ppo_sps = [r["steps_per_second"] for r in cells("ppo-32")]
+    b2_l1 = list(side["8"]["xlvin-b2"]["after_level"]["1"].values())
+    b2_l4 = list(side["8"]["xlvin-b2"]["after_level"].get("4", {}).values())
+    lines = [
+        f"- **As in the paper:** {' and '.join(none)} fail level 1 on every seed; "
+        f"{', '.join(every[:-1])} and {every[-1]} pass every level on every seed. In "
+        f"distribution XLVIN's held-out 8x8 mean is {_pct(mid)} after levels 3-9 and "
+        f"{100 * after('xlvin-32-b2', 10):.1f} % after level 10, against VIN's "
+        f"{100 * float(np.mean(list(vin_last.values()))):.1f} % ({len(vin_last)} seed), "
+        f"PPO's {100 * after('ppo-32', 10):.1f} % and GVIN's {100 * after('gvin', 10):.1f} %: "
+        + versus("xlvin-32-b2", "ppo-32", 10, "8")
+        + f". The agents forget as the levels get harder and sparser: GVIN's mean falls from "
+        f"{100 * early['gvin']:.0f} % (its best after levels 3-5) to "
+        f"{100 * after('gvin', 10):.0f} % after level 10, PPO's from "
+        f"{100 * early['ppo-32']:.0f} % to {100 * after('ppo-32', 10):.0f} %.",
+        f"- **Unlike the paper:** GVIN passed level 6 on "
+        f"{sum(6 in r['levels_passed'] for r in cells('gvin'))} of {len(cells('gvin'))} seeds. "
+        f"VIN's curricula vary the "
+        f"most: level 1 took it {median_level1('vin')} env steps (median), but "
+        + "; ".join(f"seed {r['seed']} failed level {r['failed_level']}" if r["failed_level"]
+                    else f"seed {r['seed']} was still training on level "
+                    f"{r['in_progress']['level']}"
+                    for r in vin if r["failed_level"] or r["in_progress"])
+        + ", and "
+        + "; ".join(f"seed {s} spent {_range([h['episodes'] / 1000 for h in hs])} k episodes "
+                    f"on each of levels {', '.join(str(h['level']) for h in hs)}"
+                    for s, hs in slow.items())
+        + f". Where VIN passes level 10 ({len(vin_last)} seed) it scores "
+        f"{100 * float(np.mean(list(vin_last.values()))):.0f} % held out in distribution and "
+        f"{100 * after('vin', 10, '16'):.0f} % on 16x16. On 16x16 XLVIN's mean is under PPO's "
+        f"after {len(below)} of 10 levels ("
+        f"{_pct([after('xlvin-32-b2', lv, '16') for lv in range(1, 11)])} against "
+        f"{_pct([after('ppo-32', lv, '16') for lv in range(1, 11)])}): "
+        + versus("xlvin-32-b2", "ppo-32", 10, "16")
+        + "; the paper has it competitive with PPO and below VIN. The curricula took "
+        + ", ".join(f"{name} {_range([r['env_steps'] / 1e6 for r in cells(a)], 2)} M"
+                    for a, name in (("xlvin-32-b2", "XLVIN"), ("gvin", "GVIN"),
+                                    ("ppo-32", "PPO-32"), ("vin", "VIN")))
+        + " env steps"
+        + f". Level 1 took XLVIN {median_level1('xlvin-32-b2')} steps (median; "
+        f"{_range([r['levels'][0]['episodes'] / 1000 for r in cells('xlvin-32-b2')])} k "
+        f"episodes), VIN {median_level1('vin')} and PPO-32 {median_level1('ppo-32')}.",
+        f"- **Steps/s depend on the load more than on the agent.** PPO-32 ran at "
+        f"{', '.join(f'{sps:,.0f}' for sps in ppo_sps)} "
+        f"steps/s on seeds {_seeds_text([r['seed'] for r in cells('ppo-32')])}, beside "
+        f"different loads (`results/bench.md` section 5). The one-hour target per seed was met "
+        f"by {', '.join(in_hour)} on every seed; "
+        + "; ".join(f"{PAGE_AGENTS[a].split(',')[0]} took "
+                    f"{', '.join(f'{m:.0f}' for m in minutes[a])} min on seeds "
+                    f"{_seeds_text([r['seed'] for r in cells(a)])}" for a in over_hour) + ".",
+        f"- **The paper's encoder width beside the CPU preset** (`--agents ppo --last-level "
+        f"{max(width['levels_passed'])}`, seed 0; `results/maze-width/`): PPO with 128 channels "
+        f"passed " + " and ".join(f"level {h['level']} in {_k(h['env_steps'])} steps"
+                                  for h in width["levels"])
+        + f"; the 32-channel preset took "
+        + " and ".join(_k(level_steps(ppo32, h["level"])) for h in width["levels"])
+        + f". Each step of the paper's width ran at {width['steps_per_second']:.0f} steps/s "
+        f"against the preset's {ppo32['steps_per_second']:.0f} on seed 0.",
+        f"- **The paper's XLVIN** (`xlvin`, K = 4, full tree), on an NVIDIA H100 GPU machine, "
+        f"for a few minutes (`results/maze_xlvin_h100.json`): it passed levels "
+        f"1-{max(h_levels)} in {_k(h_rec['env_steps'])} env steps and "
+        f"{h_rec['wall_seconds']:.0f} s ({h_rec['steps_per_second']:,.0f} steps/s), then was "
+        f"stopped by the time limit on level {h_rec['in_progress']['level']}; held-out 8x8 "
+        f"after levels 1-{max(h_levels)}: {h_after('8')}; 16x16: {h_after('16')}; "
+        f"{h100['deviations']}.",
+        f"- **The pruned tree at the paper's 128 width** (`xlvin-b2`, ours; in the figures, "
+        f"still training: started earlier and set aside for the faster `xlvin-32-b2`): "
+        + "; ".join(f"seed {r['seed']} passed levels 1-{max(r['levels_passed'])} in "
+                    f"{_k(r['env_steps'])} steps (on level {r['in_progress']['level']} at "
+                    f"{100 * r['in_progress']['window_success']:.0f} % of its window when last "
+                    f"written)" for r in b2)
+        + f"; level 1 took {' and '.join(_k(level_steps(r, 1)) for r in b2)} steps, against "
+        f"medians of {median_level1('vin')} (VIN), {median_level1('ppo-32')} (PPO-32) and "
+        f"{median_level1('gvin')} (GVIN); held-out 8x8 after level 1: "
+        f"{100 * float(np.mean(b2_l1)):.0f} % ({len(b2_l1)} seeds), after level 4: "
+        f"{100 * float(np.mean(b2_l4)):.0f} % ({len(b2_l4)} seed); "
+        f"{_range([r['steps_per_second'] for r in b2])} steps/s here.",
+        f"- **The contextual maze** (`xlvin reproduce contextual-maze --agents "
+        f"vin,ppo-32,xlvin-32-b2 --seeds 3 --budget {budget} --include-running`, "
+        f"`results/contextual_maze.png`): VIN and PPO-32 failed level 1 on all "
+        f"{len(ctx['vin'])} seeds within {budget:,} episodes "
+        f"({_range([r['env_steps'] / 1e6 for r in ctx_base], 2)} M steps, "
+        f"{_range([r['wall_seconds'] / 60 for r in ctx_base])} min each). XLVIN (`xlvin-32-b2`, "
+        f"ours) failed level 1 on seeds {_seeds_text([r['seed'] for r in ctx_fail])} "
+        f"({_range([r['env_steps'] / 1e6 for r in ctx_fail], 2)} M steps, "
+        f"{_range([r['wall_seconds'] / 60 for r in ctx_fail])} min each) and **passed it on "
+        f"seed {_seeds_text([r['seed'] for r in ctx_pass])}** "
+        f"({_k(ctx_pass[0]['levels'][0]['episodes'])} episodes), then every level after it "
+        f"({ctx_pass[0]['env_steps'] / 1e6:.2f} M steps, {ctx_pass[0]['wall_seconds'] / 60:.0f} "
+        f"min; held-out contextual 8x8 {_pct(list(ctx_side['8']['1'].values()))} after level 1, "
+        f"{_pct(ctx_mid)} after levels 2-9, "
+        f"{_pct(list(ctx_side['8']['10'].values()))} after level 10; 16x16 "
+        f"{_pct([v for lv in ctx_side['16'].values() for v in lv.values()])}). The paper has "
+        f"XLVIN clearly above VIN and PPO passing; here "
+        + compare("XLVIN", "VIN", protocol="contextual maze, level 1",
+                  seeds=f"{len(ctx['xlvin-32-b2'])} seeds each, seeds that passed",
+                  rates=(len(ctx_pass), len(ctx["xlvin-32-b2"]),
+                         sum(not r["failed_level"] for r in ctx["vin"]), len(ctx["vin"])))
+        + ". The 1,000,000-episode budget is the next test.",
+    ]
+    return {"maze-findings": "\n".join(lines)}
+
+
+#: The rows of docs/mazes.md's depth study: (results file, agent, label, short name).
+DEPTH_ROWS = (("maze.json", "ppo-32", "PPO, 32 ch (K = 0)", "PPO-32"),
+              ("maze-depth/maze.json", "xlvin-32-k1", "XLVIN K = 1, 32 wide", "K = 1"),
+              ("maze-depth/maze.json", "xlvin-32-k2", "XLVIN K = 2, 32 wide", "K = 2"),
+              ("maze.json", "xlvin-32-b2", "XLVIN K = 4, pruned b = 2 (ours), 32 wide",
+               "pruned K = 4"),
+              ("maze-depth-k4/maze.json", "xlvin-32", "XLVIN K = 4, full tree, 32 wide",
+               "full K = 4"))
+
+
+def depth_blocks(results: Path) -> dict[str, str]:
+    """docs/mazes.md's study of tree depth at the CPU preset's width: env steps to pass levels 1
+    and 2 and held-out 8x8 success after them (maze-depth, maze-depth-k4 and maze.json), each
+    tree's level-1 steps against PPO-32's through `xlvin.wording.compare`."""
+    steps: dict[str, dict[int, list[int]]] = {}
+    lines = table_head("agent", ["level 1: env steps", "held-out after level 1",
+                                 "level 2: env steps", "held-out after level 2"])
+    for file, agent, label, _ in DEPTH_ROWS:
+        data = read_json(results / file)
+        mine = [r for r in map(_canonical, data["runs"])
+                if (r["experiment"], r["agent"]) == ("maze", agent)]
+        curve = data["curves"]["maze"]["8"][agent]
+        steps[agent] = {lv: [h["env_steps"] for r in mine for h in r["levels"]
+                             if h["level"] == lv and h["passed"]] for lv in (1, 2)}
+        cells = []
+        for lv in (1, 2):
+            got, held = steps[agent][lv], _mean_after(curve, lv)
+            cells += ["-", "-"] if not got else [
+                f"{_k(float(np.median(got)))} ({_range([s / 1000 for s in got])} k)",
+                f"{100 * held:.1f} %"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    ppo = steps["ppo-32"][1]
+    trees = [(agent, short) for _, agent, _, short in DEPTH_ROWS[1:]]
+    full = read_json(results / "maze-depth-k4/maze.json")["runs"]
+    prose = (
+        f"The full depth-4 tree ran level 1 only, at "
+        f"{_range([r['steps_per_second'] for r in full])} steps/s beside other curricula, "
+        f"{_range([r['wall_seconds'] / 60 for r in full])} min a seed. Env steps to pass level 1, fewer is better (so P(X > PPO-32) is that of fewer steps): "
+        + "; ".join(compare(short, "PPO-32", protocol="level 1",
+                            seeds=f"{len(steps[agent][1])} and {len(ppo)} seeds",
+                            iqms=(iqm(steps[agent][1]) / 1000, iqm(ppo) / 1000),
+                            improvement=improvement_over([-s for s in steps[agent][1]],
+                                                         [-s for s in ppo]),
+                            measure="IQM k steps")
+                    for agent, short in trees)
+        + ". Depth buys no clear speed: the medians of the trees span "
+        + _range([float(np.median(steps[a][1])) / 1000 for a, _ in trees])
+        + " k, the full depth-4 tree's seeds "
+        + _range([s / 1000 for s in steps["xlvin-32"][1]]) + " k.")
+    return {"maze-depth-table": "\n".join(lines), "maze-depth-prose": prose}

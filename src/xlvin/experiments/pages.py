@@ -12,6 +12,7 @@ from pathlib import Path
 from xlvin.experiments import (
     atari_report,
     atari_vae_report,
+    benchmark_pages,
     continuous,
     executor_ablation,
     executor_true_trees_report,
@@ -28,9 +29,13 @@ BLOCK = re.compile(r"<!-- xlvin:begin (?P<name>[\w.-]+) -->\n(?P<body>.*?)\n?"
 #: Each report module's blocks: results folder -> {block name: text}.
 SOURCES: tuple[Callable[[Path], dict[str, str]], ...] = (
     table1_report.page_blocks, executor_ablation.page_blocks, maze_report.page_blocks,
-    maze_report.contextual_blocks, maze_embeddings.page_blocks, maze_ablation_report.page_blocks,
-    atari_report.page_blocks, atari_vae_report.page_blocks, continuous.page_blocks,
-    executor_true_trees_report.page_blocks)
+    maze_report.contextual_blocks, maze_report.findings_blocks, maze_report.depth_blocks,
+    maze_embeddings.page_blocks, maze_ablation_report.page_blocks,
+    maze_ablation_report.geometry_blocks, maze_ablation_report.cell_blocks,
+    atari_report.page_blocks,
+    atari_vae_report.page_blocks, continuous.page_blocks, continuous.mujoco_blocks,
+    executor_true_trees_report.page_blocks,
+    benchmark_pages.page_blocks)
 
 #: The README's results table: (experiment, command, page) around each report's headline.
 README_ROWS = (
