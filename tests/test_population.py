@@ -43,7 +43,11 @@ from xlvin.nn.executor import MessagePassing
 from xlvin.nn.transition import TransitionModel
 from xlvin.process import set_threads
 from xlvin.run.config import RunConfig
+from xlvin.experiments import table1
+from xlvin.experiments.protocol import train_populations
+from xlvin.experiments.registry import CLASSIC
 from xlvin.run.population import parse_seeds, train_population
+from tests.tiny_runs import tiny_cell_config
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Seeds not in a row, with seed 0.
@@ -435,3 +439,33 @@ def test_seeds_that_would_not_fit_in_memory_are_refused_before_anything_is_made(
     err = capsys.readouterr().err.strip()
     assert err.startswith("xlvin: error: 10 seeds need about ") and "fewer --seeds" in err
     assert not (tmp_path / "pop").exists()
+
+
+@pytest.mark.parametrize("protocol, agent, together", [
+    ("ours", "ppo", 3), ("paper", "xlvin-r", 3),
+    ("paper", "ppo", 0),  # the authors' PPO: a separate critic encoder, each cell alone
+])
+def test_reproduce_trains_the_cells_of_one_config_together(
+    protocol: str, agent: str, together: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`xlvin reproduce classic --population 3`: Table 1's cells that differ only in their seed
+    train as one population into their own run directories, each its solo cell's run bit for
+    bit, and are then evaluated and tabled as cells; a started cell, or a config the population
+    does not take, is left to itself."""
+    monkeypatch.setattr(table1.Cell, "config", tiny_cell_config(table1.Cell.config))
+    cells = [table1.Cell(protocol, "CartPole-v0", agent, seed) for seed in SEEDS]
+    alone = [table1.run_cell(cell, tmp_path / "alone") for cell in cells]
+    assert train_populations(CLASSIC, cells, tmp_path / "together", 3) == together
+    assert train_populations(CLASSIC, cells, tmp_path / "together", 3) == 0  # all started
+    together = [table1.run_cell(cell, tmp_path / "together") for cell in cells]
+    for cell, solo, pop in zip(cells, alone, together):
+        assert_same_run(cell.run_dir(tmp_path / "alone"), cell.run_dir(tmp_path / "together"))
+        assert {k: v for k, v in pop.items() if "seconds" not in k} == \
+            {k: v for k, v in solo.items() if "seconds" not in k}
+
+
+def test_reproduce_refuses_a_population_under_one_before_anything(tmp_path: Path, capsys) -> None:
+    code = main(["reproduce", "executor-ablation", "--population", "0", "--runs",
+                 str(tmp_path / "runs"), "--results", str(tmp_path / "results")])
+    assert code == 2 and "--population >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()

@@ -26,8 +26,10 @@ def _check_options(experiment: Experiment, args: argparse.Namespace) -> None:
     cells), and matplotlib for the figures every experiment ends with: checked before any cell
     is built or folder made."""
     require_plots()
-    if not 1 <= args.seeds <= MAX_SEEDS or args.jobs < 1 or args.first_seed < 0:
-        raise UserError(f"--seeds must be in [1, {MAX_SEEDS}], --jobs >= 1, --first-seed >= 0")
+    if (not 1 <= args.seeds <= MAX_SEEDS or args.jobs < 1 or args.first_seed < 0
+            or args.population < 1):
+        raise UserError(f"--seeds must be in [1, {MAX_SEEDS}], --jobs >= 1, --first-seed >= 0, "
+                        "--population >= 1")
     last = args.first_seed + args.seeds - 1
     if last > MAX_SEED:
         raise UserError(f"--first-seed + --seeds - 1 = {last}: training seeds must be <= "
@@ -61,7 +63,8 @@ def _reproduce(args: argparse.Namespace) -> None:
     trained = wall = None
     if not (args.finished_only or args.include_running):
         trained, wall = run_cells(experiment, cells, args.runs, args.jobs,
-                                  experiment.progress(args), **options)
+                                  experiment.progress(args), population=args.population,
+                                  **options)
         if experiment.deadline is not None and not trained:
             raise UserError(f"the deadline passed before any of the {len(cells)} cells started; "
                             "nothing to report")
@@ -81,6 +84,12 @@ def add_parser(which: argparse._SubParsersAction, name: str, experiment: Experim
                    f"{experiment.first_seed_note})")
     experiment.add_options(p)
     p.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
+    if experiment.config is not None:
+        p.add_argument("--population", type=int, default=1, metavar="S",
+                       help="train the cells that differ only in their seed S at a time in one "
+                       "process, each with its solo run's numbers bit for bit, where the "
+                       "population trainer takes their agent (`xlvin train --seeds`); the "
+                       "others train alone (default 1: every cell alone)")
     if experiment.finished_help is not None:
         p.add_argument("--finished-only", action="store_true", help=experiment.finished_help)
     p.add_argument("--runs", type=Path, default=experiment.runs,
@@ -93,7 +102,7 @@ def add_parser(which: argparse._SubParsersAction, name: str, experiment: Experim
     if experiment.include_running is not None:
         p.add_argument("--include-running", action="store_true", help=experiment.include_running)
     experiment.add_run_options(p)
-    p.set_defaults(func=_reproduce, finished_only=False, include_running=False)
+    p.set_defaults(func=_reproduce, finished_only=False, include_running=False, population=1)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -3,6 +3,7 @@ machine's worker processes and reports, and what `xlvin sweep NAME` runs as Ray 
 `run_cells`, the one local cell runner. The entries are in `xlvin.experiments.registry`."""
 
 import argparse
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,9 @@ from typing import Any
 from tqdm import tqdm
 
 from xlvin.experiments.jobs import map_jobs
+from xlvin.run.checks import check_run
+from xlvin.run.config import RunConfig
+from xlvin.run.population import population_refusal, train_population, with_seed
 
 Record = dict[str, Any]
 #: (cells, records trained or None, wall seconds or None, options) -> text to print
@@ -74,6 +78,9 @@ class Experiment:
     #: (cells to run, jobs) -> files under xlvin's cache (`xlvin.pretrain.files.cache_dir`) the
     #: cells read, produced once before any cell; a sweep's tasks get copies on their nodes
     prepare: Callable[[list[Any], int], list[Path]] = _no_shared_files
+    #: (cell) -> its run's config: cells of one config but the seed may then train together
+    #: (`reproduce --population S`, `train_populations`); None: each cell trains alone
+    config: Callable[[Any], RunConfig] | None = None
     label: Callable[[Any], str] = str  # a cell, for the sweep's progress lines
     outcome: Callable[[Record], str] = lambda record: ""  # a record, for the sweep's lines
     description: str = ""  # for `--help` of NAME
@@ -101,13 +108,17 @@ class Experiment:
 
 
 def run_cells(experiment: Experiment, cells: list[Any], root: Path, jobs: int, desc: str,
-              **options: Any) -> tuple[list[Record], float]:
-    """The files the cells share made (`experiment.prepare`, with their own progress), then
-    `experiment.run_cell(cell, root, **options)` of every cell on `jobs` spawned worker
-    processes (`map_jobs`) under a progress bar titled `desc`: the records of the cells that
-    have one (completion order) and the wall seconds of it all."""
+              population: int = 1, **options: Any) -> tuple[list[Record], float]:
+    """The files the cells share made (`experiment.prepare`, with their own progress), the
+    cells a population can train trained together `population` at a time
+    (`train_populations`), then `experiment.run_cell(cell, root, **options)` of every cell on
+    `jobs` spawned worker processes (`map_jobs`: a cell trained together is then only
+    evaluated) under a progress bar titled `desc`: the records of the cells that have one
+    (completion order) and the wall seconds of it all."""
     start = time.perf_counter()
     experiment.prepare(cells, jobs)
+    if population > 1:
+        train_populations(experiment, cells, root, population)
     with tqdm(total=len(cells), desc=desc, unit="run") as bar:
 
         def done(record: Record) -> None:
@@ -116,3 +127,30 @@ def run_cells(experiment: Experiment, cells: list[Any], root: Path, jobs: int, d
 
         records = map_jobs(partial(experiment.run_cell, root=root, **options), cells, jobs, done)
     return records, time.perf_counter() - start
+
+
+def train_populations(experiment: Experiment, cells: list[Any], root: Path, size: int) -> int:
+    """Train together, `size` at a time, the cells not started yet (no run directory) whose
+    configs differ only in their seed, each into its own run directory
+    (`xlvin.run.population.train_population`: every cell's run is its solo run's, bit for bit).
+    A configuration a population cannot train, and a group of one, is left to its cells. The
+    number of cells trained."""
+    assert experiment.config is not None, "the experiment takes no --population"
+    groups: dict[str, list[tuple[RunConfig, Path]]] = {}
+    for cell in cells:
+        run_dir = experiment.run_dir(cell, root)
+        if not run_dir.exists():
+            cfg = experiment.config(cell)
+            key = json.dumps(with_seed(cfg, 0).to_json(), sort_keys=True)
+            groups.setdefault(key, []).append((cfg, run_dir))
+    trained = 0
+    for group in groups.values():
+        if len(group) < 2 or population_refusal(group[0][0], *check_run(group[0][0])):
+            continue
+        for first in range(0, len(group), size):
+            chunk = group[first:first + size]
+            if len(chunk) > 1:
+                train_population(chunk[0][0], [cfg.train.seed for cfg, _ in chunk], None,
+                                 dirs={cfg.train.seed: run_dir for cfg, run_dir in chunk})
+                trained += len(chunk)
+    return trained

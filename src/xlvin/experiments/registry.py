@@ -72,7 +72,8 @@ CLASSIC = Experiment(
     description=table1.__doc__ or "",
     cells=lambda seeds, args: table1.cells_from_options(seeds, args, args.first_seed),
     run_cell=table1.run_cell, runs=Path("runs/table1"), add_options=table1.add_cell_options,
-    prepare=table1.prepare, report=_classic_report, read_earlier=table1_report.read_earlier,
+    prepare=table1.prepare, config=lambda cell: cell.config(), report=_classic_report,
+    read_earlier=table1_report.read_earlier,
     progress=lambda args: f"Table 1 cells ({args.protocol})", postfix=_final_return,
     sweep_name="table1", finished=_table1_finished, write_results=_table1_write,
     sweep_help="Table 1: CartPole-v0 / Acrobot-v1 / MountainCar-v0, low data (as `xlvin "
@@ -119,6 +120,7 @@ EXECUTOR_ABLATION = Experiment(
     description=executor_ablation.__doc__ or "",
     cells=_ablation_cells, run_cell=table1.run_cell, runs=Path("runs/table1"),
     results=Path("results/ablation"), add_options=_ablation_options, prepare=table1.prepare,
+    config=lambda cell: cell.config(),
     finished_help="train nothing: write the results of every finished cell",
     report=_ablation_report, read_earlier=executor_ablation.read_earlier,
     progress=lambda args: "executor ablation cells",

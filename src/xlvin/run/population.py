@@ -92,7 +92,8 @@ def population_refusal(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> st
     return unsupported(build_agent(arch, spaces, processor))
 
 
-def check_population(cfg: RunConfig, seeds: list[int], out: Path, resume: bool) -> None:
+def check_population(cfg: RunConfig, seeds: list[int], dirs: dict[int, Path],
+                     resume: bool) -> None:
     """Everything `train_population` checks before it creates anything (module docstring)."""
     check_seeds(seeds)
     spaces, arch = check_run(cfg)
@@ -106,7 +107,7 @@ def check_population(cfg: RunConfig, seeds: list[int], out: Path, resume: bool) 
         raise FieldError("{} seeds need about {}; this machine has {}: fewer {seeds}",
                          len(seeds), _size(need), _size(total), seeds=None)
     for seed in seeds:
-        path = seed_dir(out, seed)
+        path = dirs[seed]
         if resume:
             open_to_resume(path, with_seed(cfg, seed))
         else:
@@ -124,19 +125,20 @@ def with_seed(cfg: RunConfig, seed: int) -> RunConfig:
 
 
 def train_population(
-    cfg: RunConfig, seeds: list[int], out: Path, progress: bool = True, resume: bool = False,
-    deadline: float | None = None,
+    cfg: RunConfig, seeds: list[int], out: Path | None, progress: bool = True,
+    resume: bool = False, deadline: float | None = None, dirs: dict[int, Path] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train seed s of `cfg` (its `train.seed` replaced) into OUT/seed-s for every s in `seeds`,
-    all in step in this process; return their summaries. `resume`, `deadline`: as
-    `xlvin.run.training.train_run`'s, for every seed. One progress bar counts every seed's
-    updates."""
-    check_population(cfg, seeds, out, resume)
+    """Train seed s of `cfg` (its `train.seed` replaced) into OUT/seed-s (or `dirs[s]`: an
+    experiment's cells) for every s in `seeds`, all in step in this process; return their
+    summaries. `resume`, `deadline`: as `xlvin.run.training.train_run`'s, for every seed. One
+    progress bar counts every seed's updates."""
+    dirs = dirs or {seed: seed_dir(out, seed) for seed in seeds}
+    check_population(cfg, seeds, dirs, resume)
     runs: list[RunSteps] = []
     trainers: list[Trainer] = []
     try:
         for seed in seeds:
-            runs.append(run_steps(with_seed(cfg, seed), seed_dir(out, seed), progress=False,
+            runs.append(run_steps(with_seed(cfg, seed), dirs[seed], progress=False,
                                   resume=resume, deadline=deadline, pretrain_progress=progress))
             trainers.append(next(runs[-1]))
         population = Population([t.policy for t in trainers], [t.optimizer for t in trainers])
