@@ -9,8 +9,8 @@ A shape is a type (`float`: any number, NaN and infinities included, as `json` w
 `int`, `str`, `bool`: exactly that; `object`: anything), a `OneOf` of values, a list of one
 shape (every item), a tuple of shapes (a list of that length), a dict of field -> shape (an
 object holding at least those fields; more are kept), `Each(shape)` (an object whose every value
-has it), `Nullable(shape)` (the field may be null), `Optional(shape)` (the field may also be
-missing), or `Holds(shape, check)`: the shape, then `check(value)`, which raises a ValueError
+has it), `Nullable(shape)` (the field may be null), `Optional(shape)` (the field may be missing;
+present, it has the shape, so null only where that is `Nullable`), or `Holds(shape, check)`: the shape, then `check(value)`, which raises a ValueError
 saying what is wrong (what one entry's fields must say together)."""
 
 from collections.abc import Callable, Iterable
@@ -100,9 +100,11 @@ def check(value: Any, shape: Any, where: str) -> None:
             shape.check(value)
         except (KeyError, TypeError, IndexError, ValueError, ZeroDivisionError, UserError) as err:
             raise ValueError(f"{where}: {one_line(err)}") from None
-    elif isinstance(shape, (Nullable, Optional)):
+    elif isinstance(shape, Nullable):
         if value is not None:
             check(value, shape.shape, where)
+    elif isinstance(shape, Optional):  # present (the object allows it missing): its shape
+        check(value, shape.shape, where)
     elif isinstance(shape, OneOf):
         if not any(value == v and type(value) is type(v) for v in shape.values):
             known = ", ".join(map(repr, shape.values))
