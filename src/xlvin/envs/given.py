@@ -29,7 +29,7 @@ from xlvin.envs.packages import require_gym_packages
 from xlvin.envs.spaces import Spaces, require_spaces
 from xlvin.errors import UserError, one_line
 
-#: ids of the instances lent to a training vector env now (one lender at a time).
+#: ids of the instances a training vector env holds now (one holder at a time).
 _LENT: set[int] = set()
 
 
@@ -106,7 +106,7 @@ class GivenEnv:
     def env_fns(self, num_envs: int, kwargs: dict[str, Any], wrap: Callable[[gym.Env], gym.Env],
                 lend: bool = False) -> list[Callable[[], gym.Env]]:
         """The sub-envs' makers of a vector env of `num_envs`, each in `wrap`; with `lend`, the
-        first is the user's instance itself when it is not lent already."""
+        first is the user's instance itself when no vector env holds it already."""
         fns: list[Callable[[], gym.Env]] = [
             functools.partial(_wrapped, self.makers[i % len(self.makers)], kwargs, wrap)
             for i in range(num_envs)]

@@ -29,7 +29,7 @@ from xlvin.experiments import (
     table1_report,
 )
 from xlvin.experiments.final_eval import is_finished
-from xlvin.experiments.protocol import Experiment, Record
+from xlvin.experiments.protocol import Experiment, Record, Report
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.run.checks import check_device
 
@@ -254,11 +254,15 @@ EXECUTOR_TRUE_TREES = Experiment(
     postfix=lambda r: f"{r['executor']} seed {r['seed']}",
 )
 
-def _latent_trees_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
-    assert trained is not None  # nothing is trained: every call measures
-    return (executor_latent_trees_report.write_results(trained, args.results)
-            + f"\nwrote {args.results}/{executor_latent_trees_report.STEM}.md, .json from "
-            f"{len(trained)} cells; runs under {args.runs}")
+def _measured_report(module: Any) -> Report:
+    """The report of an experiment that trains nothing (every call measures the runs): its
+    `module.write_results` of the records, and where they went."""
+    def report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
+        assert trained is not None
+        return (module.write_results(trained, args.results)
+                + f"\nwrote {args.results}/{module.STEM}.md, .json from {len(trained)} cells; "
+                f"runs under {args.runs}")
+    return report
 
 
 EXECUTOR_LATENT_TREES = Experiment(
@@ -269,17 +273,10 @@ EXECUTOR_LATENT_TREES = Experiment(
     seeds=executor_latent_trees.SEEDS, seeds_note=": the maze ablation's; cells without a run "
     "are left out", first_seed=maze_ablation.FIRST_SEED,
     first_seed_note=": the maze ablation's", add_options=executor_latent_trees.add_options,
-    finished_help=None, report=_latent_trees_report,
+    finished_help=None, report=_measured_report(executor_latent_trees_report),
     progress=lambda args: "latent trees of trained agents",
     postfix=lambda r: f"{r['arm']} seed {r['seed']}",
 )
-
-
-def _probes_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
-    assert trained is not None  # nothing is trained: every call measures
-    return (executor_probes_report.write_results(trained, args.results)
-            + f"\nwrote {args.results}/{executor_probes_report.STEM}.md, .json from "
-            f"{len(trained)} cells; runs under {args.runs}")
 
 
 EXECUTOR_PROBES = Experiment(
@@ -290,7 +287,7 @@ EXECUTOR_PROBES = Experiment(
     seeds=executor_latent_trees.SEEDS, seeds_note=": the maze ablation's; cells without a run "
     "are left out", first_seed=maze_ablation.FIRST_SEED,
     first_seed_note=": the maze ablation's", add_options=executor_probes.add_options,
-    finished_help=None, report=_probes_report,
+    finished_help=None, report=_measured_report(executor_probes_report),
     progress=lambda args: "probes of trained agents",
     postfix=lambda r: f"{r['arm']} seed {r['seed']}",
 )

@@ -385,7 +385,7 @@ def train_together(
     Several runs need a `population` (of their policies and optimisers, in this order, and
     online data: `xlvin.ppo.population`), which takes the collections and the updates of all of
     them at once. Every run is checkpointed on SIGTERM before `Terminated` is raised.
-    `progress`: one progress bar over every update of every run (the runs' sessions show none
+    `progress`: one progress bar over every update of every run (the runs show no bar
     of their own). Closes every run's data."""
     assert population is not None or len(trainers) == 1, "runs train together as a population"
     own = _own_generators if len(trainers) > 1 else _shared_generators
