@@ -47,6 +47,7 @@ def test_every_train_flag_is_a_keyword_argument_of_the_same_name(tmp_path: Path)
     # --accept-unsealed is the process's reading of older runs' files: not a model's option either
     process = {"help", "out", "quiet", "resume", "config", "no_reproducible", "accept_unsealed"}
     process.add("seeds")  # several models: the function `xlvin.learn_seeds`, not an option
+    process.add("deadline_minutes")  # of one training: `learn(deadline_minutes=)`, not an option
     assert flags - process == set(option_names())
     model = PPO("CartPole-v1", lr=1e-3, transe_epochs=3, low_data_episodes=7, seed=5)
     assert (model.config.ppo.lr, model.config.transe.epochs) == (1e-3, 3)

@@ -60,6 +60,7 @@ from xlvin.io.saves import (
 from xlvin.nn.policy import ActorCritic
 from xlvin.process import GeneratorStates
 from xlvin.ppo.collect import make_vector_env
+from xlvin.ppo.session import deadline_after
 from xlvin.run.architecture import made_env
 from xlvin.run.checks import check_run
 from xlvin.run.config import RunConfig, on_cpu, option_names
@@ -251,6 +252,7 @@ class Model:
         resume: bool = False,
         progress: bool | None = None,
         callback: Callback | Iterable[Callback] | Callable[..., Any] | None = None,
+        deadline_minutes: float | None = None,
         **sb3: Any,
     ) -> "Model":
         """Train as `xlvin train` does: pre-training (its progress shown even with
@@ -267,6 +269,11 @@ class Model:
         `config.ppo.total_steps` is the new total; the learning rate's schedule then runs over it
         (docs/architecture.md, "Continuing": with `anneal_lr=False`, learn(n) twice is learn(2 n)).
 
+        `deadline_minutes`: stop at the first update boundary that many minutes from the call,
+        with a checkpoint (`summary["stopped_at_deadline"]`; no final weights are written);
+        `learn(out=run_dir, resume=True)` continues it exactly, as `xlvin train
+        --deadline-minutes`.
+
         `callback`: a `xlvin.callbacks.Callback` (or a list) called after each rollout, update
         and evaluation, returning False to finish the run at the next update boundary (with a
         checkpoint to continue from); or a function `callback(locals, globals) -> bool` called
@@ -276,6 +283,7 @@ class Model:
         total_steps, progress = learn_arguments(
             total_steps, progress, sb3, None if self.run_dir is None else self.num_timesteps,
             self.verbose)
+        deadline = deadline_after(deadline_minutes)
         self._run_env_available()  # what trains has the spaces the model records
         if resume and out is not None:
             require_resumable(out)  # before the policy is built (its executor cached)
@@ -306,7 +314,7 @@ class Model:
                                             initialised, self._executor_seconds)
                 self._executor_seconds = 0.0  # counted once, in the first run
                 _, self.summary = train_run(cfg, run_dir, progress=progress, resume=resume,
-                                            hooks=hooks, starting=start_from)
+                                            deadline=deadline, hooks=hooks, starting=start_from)
         except BaseException:  # stopped (Ctrl-C, a callback's error): held as its run left it
             self._hold_stopped(cfg, run_dir, start)
             raise

@@ -16,18 +16,22 @@ from xlvin.api import Model, _python_errors
 from xlvin.api_options import learn_arguments
 from xlvin.api_runs import learn_run
 from xlvin.errors import UserError
-from xlvin.run.population import seed_dir, train_population
+from xlvin.ppo.session import deadline_after
+from xlvin.run.config import RunConfig
+from xlvin.run.population import seed_dir, train_population, with_seed
 
 
 @_python_errors
 def learn_seeds(
     model: Model, seeds: Iterable[int], total_steps: int | None = None, *, out: str | Path,
-    resume: bool = False, progress: bool | None = None, **sb3: Any,
+    resume: bool = False, progress: bool | None = None, deadline_minutes: float | None = None,
+    **sb3: Any,
 ) -> list[Model]:
     """Train `model`'s configuration (a model that has not learned) once for every seed in
     `seeds`, all together in this process, seed s into OUT/seed-s as
     `learn(total_steps, out=OUT/seed-s)` on the model with `seed=s` would; return the trained
-    models, in the order of `seeds`. `resume=True` continues every seed's run in `out`.
+    models, in the order of `seeds`. `resume=True` continues every seed's run in `out`;
+    `deadline_minutes` stops every seed as `learn`'s does.
     `total_timesteps=` and `progress_bar=` are taken as in `learn`. What trains together is
     `xlvin train --seeds`' (the PPO baseline or XLVIN with an MLP encoder, online or low-data,
     on the CPU); anything else is refused before anything is written."""
@@ -36,8 +40,21 @@ def learn_seeds(
                         "(its configuration is what every seed trains)")
     seeds = [int(s) for s in seeds]
     total_steps, progress = learn_arguments(total_steps, progress, sb3, None, model.verbose)
+    deadline = deadline_after(deadline_minutes)
     cfg, out, resume, rounded = learn_run(model.config, None, 0, total_steps, out, resume, model)
     if rounded:
         warnings.warn(f"total_steps {rounded}", stacklevel=3)
-    train_population(cfg, seeds, out, progress=progress, resume=resume)
-    return [type(model).load(seed_dir(out, seed)) for seed in seeds]
+    summaries = train_population(cfg, seeds, out, progress=progress, resume=resume,
+                                 deadline=deadline)
+    return [type(model).load(seed_dir(out, seed)) if not summary["stopped_at_deadline"]
+            else _stopped(type(model), with_seed(cfg, seed), seed_dir(out, seed), summary)
+            for seed, summary in zip(seeds, summaries)]
+
+
+def _stopped(kind: type[Model], cfg: RunConfig, run_dir: Path, summary: dict[str, Any]) -> Model:
+    """The model of a seed stopped at the deadline, as `learn` leaves it: the policy of its
+    checkpoint, `learn(out=run_dir, resume=True)` to continue."""
+    model = kind.from_config(cfg)
+    model._hold_stopped(cfg, run_dir, {})
+    model.summary = summary
+    return model

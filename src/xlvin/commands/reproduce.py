@@ -11,7 +11,7 @@ from pathlib import Path
 from xlvin.errors import UserError
 from xlvin.experiments import pages, registry
 from xlvin.experiments.figures import require_plots
-from xlvin.experiments.jobs import deadline_after
+from xlvin.ppo.session import deadline_after
 from xlvin.experiments.protocol import Experiment, run_cells
 from xlvin.run.config import MAX_SEED
 

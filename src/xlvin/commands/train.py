@@ -72,6 +72,9 @@ def _train(args: argparse.Namespace) -> None:
     from xlvin.envs.wrappers import import_env_wrappers
     from xlvin.io.run_dir import CONFIG
 
+    from xlvin.ppo.session import deadline_after
+
+    deadline_after(args.deadline_minutes)  # checked before anything is read or written
     import_gym_packages(args.gym_packages or [])  # the flag's modules only, never a file's
     import_env_wrappers(args.env_wrappers or [])
     if args.seeds is not None:
@@ -83,9 +86,21 @@ def _train(args: argparse.Namespace) -> None:
     model = Model.from_config(cfg)
     if rounded:
         print(f"xlvin: --total-steps {rounded}", file=sys.stderr)
-    model.learn(out=args.out, progress=not args.quiet, resume=args.resume)
+    model.learn(out=args.out, progress=not args.quiet, resume=args.resume,
+                deadline_minutes=args.deadline_minutes)
     assert model.summary is not None
-    print(f"{time_split(model.summary)}; {counts(model.summary['ppo'])}; run directory: {args.out}")
+    print(f"{time_split(model.summary)}; {counts(model.summary['ppo'])}; run directory: {args.out}"
+          + stopped_note([model.summary], args.out))
+
+
+def stopped_note(summaries: list[dict[str, Any]], out: Path) -> str:
+    """What the last line adds when runs stopped at the deadline: how to continue them."""
+    stopped = sum(s["stopped_at_deadline"] for s in summaries)
+    if not stopped:
+        return ""
+    runs = "" if len(summaries) == 1 else f" ({stopped} of {len(summaries)} seeds)"
+    return (f"; stopped at the deadline{runs}, a checkpoint saved: `xlvin train --resume --out "
+            f"{out}` with the same flags continues it")
 
 
 def _train_seeds(args: argparse.Namespace) -> None:
@@ -93,6 +108,7 @@ def _train_seeds(args: argparse.Namespace) -> None:
     (`xlvin.run.population`)."""
     from xlvin.errors import FieldError
     from xlvin.io.run_dir import CONFIG
+    from xlvin.ppo.session import deadline_after
     from xlvin.run.population import parse_seeds, seed_dir, train_population
 
     if args.seed is not None:
@@ -105,13 +121,15 @@ def _train_seeds(args: argparse.Namespace) -> None:
     if rounded:
         print(f"xlvin: --total-steps {rounded}", file=sys.stderr)
     summaries = train_population(cfg, seeds, args.out, progress=not args.quiet,
-                                 resume=args.resume)
+                                 resume=args.resume,
+                                 deadline=deadline_after(args.deadline_minutes))
     last = [sum(s["ppo"]["episode_returns"][-20:]) / max(1, len(s["ppo"]["episode_returns"][-20:]))
             for s in summaries]
     wall = max(s["wall_seconds"] for s in summaries)
     print(f"{len(seeds)} seeds trained in {duration(wall)}; {counts(summaries[0]['ppo'])} for "
           f"seed {seeds[0]}; mean return of the last 20 episodes {min(last):.1f} to "
-          f"{max(last):.1f} over the seeds; run directories: {seed_dir(args.out, seeds[0])} ...")
+          f"{max(last):.1f} over the seeds; run directories: {seed_dir(args.out, seeds[0])} ..."
+          + stopped_note(summaries, args.out))
 
 
 def counts(ppo: dict[str, Any]) -> str:
@@ -201,6 +219,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="continue the unfinished run in --out from its last checkpoint (its config.json is "
         "the default; flags given must agree with it); with a larger --total-steps, continue "
         "a finished online run to that total",
+    )
+    train.add_argument(
+        "--deadline-minutes", type=float, default=None, metavar="M",
+        help="stop training at the first update boundary M minutes from now, with a checkpoint "
+        "(with --seeds: every seed); --resume continues it exactly, as if never stopped",
     )
     add_run_options(train)
     train.set_defaults(func=_train)

@@ -42,7 +42,7 @@ from xlvin.config import csv_choices
 from xlvin.envs.atari import EVAL_MAX_STEPS, atari_eval_id, atari_train_id
 from xlvin.errors import UserError
 from xlvin.experiments.final_eval import EVAL_SEED
-from xlvin.experiments.jobs import has_passed
+from xlvin.ppo.session import has_passed
 from xlvin.io.digests import check_sealed, sealed
 from xlvin.io.files import read_json
 from xlvin.io.run_dir import (

@@ -1,6 +1,5 @@
 """Running the cells of an experiment on worker processes."""
 
-import math
 import multiprocessing
 import os
 import signal
@@ -122,17 +121,3 @@ def map_jobs(fn: Callable[[Any], Any], items: list[Any], jobs: int, on_done=None
         raise
     pool.shutdown()
     return results
-
-
-def deadline_after(minutes: float | None) -> float | None:
-    """The `time.time()` deadline `minutes` from now (None: no deadline)."""
-    if minutes is None:
-        return None
-    if not math.isfinite(minutes) or minutes <= 0:
-        raise UserError(f"--deadline-minutes must be a finite number > 0, got {minutes}")
-    return time.time() + 60 * minutes
-
-
-def has_passed(deadline: float | None) -> bool:
-    """Whether the `time.time()` deadline has passed (never, without one)."""
-    return deadline is not None and time.time() >= deadline

@@ -29,7 +29,7 @@ import numpy as np
 from xlvin.config import add_options, from_args
 from xlvin.envs.maze import CONTEXTUAL_MAZE_ID, MAZE_ID
 from xlvin.errors import UserError
-from xlvin.experiments.jobs import has_passed
+from xlvin.ppo.session import has_passed
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
 from xlvin.io.digests import read_sealed
 from xlvin.io.run_dir import CONFIG, SUMMARY, claim_run_dir, reading_results

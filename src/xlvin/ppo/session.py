@@ -12,6 +12,7 @@ whether to go on, and tells of every round of data, evaluation and update.
     session.end(run)              # a last checkpoint, to continue from
 """
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 import torch
 from tqdm import tqdm
 
-from xlvin.errors import UserError, one_line
+from xlvin.errors import FieldError, UserError, one_line
 from xlvin.io.checkpoint import Checkpointer, section
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.storage import Rollout
@@ -90,6 +91,22 @@ class Run(Protocol):
     def log_step(self) -> int: ...
 
 
+def deadline_after(minutes: float | None) -> float | None:
+    """The `time.time()` deadline `minutes` from now (None: no deadline); a FieldError for a
+    number that is not finite and positive."""
+    if minutes is None:
+        return None
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise FieldError("{deadline_minutes} must be a finite number > 0, got {}", minutes,
+                         deadline_minutes=minutes)
+    return time.time() + 60 * minutes
+
+
+def has_passed(deadline: float | None) -> bool:
+    """Whether the `time.time()` deadline has passed (never, without one)."""
+    return deadline is not None and time.time() >= deadline
+
+
 class Session:
     """Checkpoints, deadline, hooks, log and progress bar of one training run.
 
@@ -145,7 +162,7 @@ class Session:
         on SIGTERM (`signalled`: whether one came, where the caller asked; runs trained together
         ask once for all); False once the deadline has passed or a hook asked to stop."""
         result = run.result
-        stop = self.deadline is not None and time.time() >= self.deadline
+        stop = has_passed(self.deadline)
         signalled = termination_requested() if signalled is None else signalled
         if (self.checkpoint is not None and (stop or self.stop_asked or signalled
                                              or self.checkpoint.due(result.updates))

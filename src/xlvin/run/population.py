@@ -30,6 +30,7 @@ from xlvin.run.config import MAX_SEED, RunConfig
 from xlvin.run.protocols import protocol_of
 from xlvin.run.saved import open_to_resume
 from xlvin.run.training import RunSteps, finish_run, run_steps
+from xlvin.run.transe import with_transe_pretraining
 from xlvin.envs.spaces import Spaces
 
 
@@ -108,8 +109,8 @@ def check_population(cfg: RunConfig, seeds: list[int], dirs: dict[int, Path],
                          len(seeds), _size(need), _size(total), seeds=None)
     for seed in seeds:
         path = dirs[seed]
-        if resume:
-            open_to_resume(path, with_seed(cfg, seed))
+        if resume:  # the config as `run_steps` resolves it and writes it
+            open_to_resume(path, with_transe_pretraining(with_seed(cfg, seed), spaces))
         else:
             check_new_run_dir(path)
 
