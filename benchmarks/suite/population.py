@@ -14,7 +14,9 @@ command's process set-up, rounds interleaved:
 Aggregate seed-steps/s = seeds x steps / wall seconds of the slowest process; also the steps per
 CPU second of the processes (less sensitive to what else the machine runs). The load average is
 taken before and after each round. Prints a Markdown table (best of the rounds) and the JSON of
-every measurement. Not part of the test suite.
+every measurement; `--json PATH` also writes them all, with the machine, for
+`xlvin.experiments.benchmark_pages` to render (results/population/AGENT.json). Not part of the
+test suite.
 """
 
 import argparse
@@ -88,12 +90,24 @@ def cpu_rate(r: dict[str, Any]) -> float:
     return r["seeds"] * r["steps"] / r["cpu_s"]
 
 
+def best_runs(runs: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """The run of each (kind, seeds) with the best aggregate wall rate (its CPU rate: of the
+    same run)."""
+    best: dict[tuple[str, int], dict[str, Any]] = {}
+    for run in runs:
+        key = (run["kind"], run["seeds"])
+        if key not in best or rate(run) > rate(best[key]):
+            best[key] = run
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 32, 64, 128])
     parser.add_argument("--steps", type=int, default=20_480, help="env steps per seed")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--agent", default="ppo")
+    parser.add_argument("--json", type=Path, help="also write every measurement here")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -111,11 +125,18 @@ def main() -> None:
         for run in runs[-2 - len(args.sizes):]:
             run.update(round=r, load=[round(load, 2), round(os.getloadavg()[0], 2)])
             print(json.dumps(run), file=sys.stderr)
-    best: dict[tuple[str, int], dict[str, Any]] = {}  # by wall rate; CPU rates: of the same runs
-    for run in runs:
-        key = (run["kind"], run["seeds"])
-        if key not in best or rate(run) > rate(best[key]):
-            best[key] = run
+    if args.json:
+        from xlvin.io.files import write_json
+        from xlvin.kernels import _cpu_info
+
+        cpu = (f"{_cpu_info('model name')} (family {_cpu_info('cpu family')} model "
+               f"{_cpu_info('model')}), {os.cpu_count()} cores")
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        write_json(args.json, {"agent": args.agent, "env": "CartPole-v1", "steps": args.steps,
+                               "rounds": args.rounds, "cpu": cpu, "commit": commit,
+                               "runs": runs})
+    best = best_runs(runs)
     solo = max(rate(best[("alone", 1)]), rate(best[("alone x2", 2)]))
     solo_cpu = cpu_rate(best[("alone", 1)])
     print(f"{args.agent}, CartPole-v1, {args.steps:,} steps per seed, best of {args.rounds} "
