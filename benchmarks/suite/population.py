@@ -80,25 +80,18 @@ def alone_in_parallel(steps: int, agent: str) -> dict[str, Any]:
             "cpu_s": sum(r["cpu_s"] for r in results)}
 
 
-def rate(r: dict[str, Any]) -> float:
-    """Aggregate seed-steps per wall second."""
-    return r["seeds"] * r["steps"] / r["wall_s"]
+def machine() -> str:
+    """This CPU with its family and model, and its cores."""
+    from xlvin.kernels import _cpu_info
+
+    return (f"{_cpu_info('model name')} (family {_cpu_info('cpu family')} model "
+            f"{_cpu_info('model')}), {os.cpu_count()} cores")
 
 
-def cpu_rate(r: dict[str, Any]) -> float:
-    """Seed-steps per CPU second of the processes."""
-    return r["seeds"] * r["steps"] / r["cpu_s"]
-
-
-def best_runs(runs: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """The run of each (kind, seeds) with the best aggregate wall rate (its CPU rate: of the
-    same run)."""
-    best: dict[tuple[str, int], dict[str, Any]] = {}
-    for run in runs:
-        key = (run["kind"], run["seeds"])
-        if key not in best or rate(run) > rate(best[key]):
-            best[key] = run
-    return best
+def commit() -> str:
+    """The code's commit, short."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
 
 
 def main() -> None:
@@ -125,30 +118,14 @@ def main() -> None:
         for run in runs[-2 - len(args.sizes):]:
             run.update(round=r, load=[round(load, 2), round(os.getloadavg()[0], 2)])
             print(json.dumps(run), file=sys.stderr)
-    if args.json:
-        from xlvin.io.files import write_json
-        from xlvin.kernels import _cpu_info
+    from xlvin.experiments.benchmark_pages import population_table
+    from xlvin.io.files import write_json
 
-        cpu = (f"{_cpu_info('model name')} (family {_cpu_info('cpu family')} model "
-               f"{_cpu_info('model')}), {os.cpu_count()} cores")
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
-        write_json(args.json, {"agent": args.agent, "env": "CartPole-v1", "steps": args.steps,
-                               "rounds": args.rounds, "cpu": cpu, "commit": commit,
-                               "runs": runs})
-    best = best_runs(runs)
-    solo = max(rate(best[("alone", 1)]), rate(best[("alone x2", 2)]))
-    solo_cpu = cpu_rate(best[("alone", 1)])
-    print(f"{args.agent}, CartPole-v1, {args.steps:,} steps per seed, best of {args.rounds} "
-          f"rounds; load average {min(r['load'][0] for r in runs):.1f} to "
-          f"{max(r['load'][1] for r in runs):.1f}\n")
-    print("| run | seeds | seed-steps/s | over the best solo | steps per CPU second | "
-          "over one solo, per CPU second | peak memory |")
-    print("|---|---|---|---|---|---|---|")
-    for (kind, seeds), run in best.items():
-        memory = f"{run['max_rss_mib']:,.0f} MiB" if "max_rss_mib" in run else ""
-        print(f"| {kind} | {seeds} | {rate(run):,.0f} | {rate(run) / solo:.2f}x | "
-              f"{cpu_rate(run):,.0f} | {cpu_rate(run) / solo_cpu:.2f}x | {memory} |")
+    data = {"agent": args.agent, "env": "CartPole-v1", "steps": args.steps,
+            "rounds": args.rounds, "cpu": machine(), "commit": commit(), "runs": runs}
+    if args.json:
+        write_json(args.json, data)
+    print(population_table(data))
 
 
 if __name__ == "__main__":

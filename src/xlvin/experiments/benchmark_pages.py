@@ -1,7 +1,8 @@
 """The result blocks that come from the benchmarks' committed JSON rather than an experiment's
 report: our PPO against Stable-Baselines3 on Box actions (results/parity/*.json) and on Freeway
 (results/parity/atari.json, freeway-*/), and the CPU speed figures (results/bench.json). The
-benchmarks package is not installed with xlvin, so the blocks read its files directly."""
+benchmarks package is not installed with xlvin, so the blocks read its files directly; the
+population benchmark prints its table with `population_table` (results/population/*.json)."""
 
 import math
 from pathlib import Path
@@ -195,6 +196,49 @@ def bench_blocks(results: Path) -> dict[str, str]:
             f"default seeds {e2e['reproduce_classic']['wall_s']:,.0f} s."),
     }
 
+
+#: The agents of `python -m benchmarks.suite.population --json results/population/AGENT.json`.
+POPULATION_AGENTS = ("ppo", "xlvin-r")
+
+
+def population_table(data: dict) -> str:
+    """The population benchmark's run (`--json`): a line saying what ran where, then one row a
+    (kind, seeds), the round with the best aggregate wall rate: seed-steps per wall second,
+    over the best solo figure (one process, or two at once), steps per CPU second, over one
+    solo process's."""
+    best: dict[tuple[str, int], dict] = {}
+    for run in data["runs"]:
+        key = (run["kind"], run["seeds"])
+        if key not in best or _per_second(run, "wall_s") > _per_second(best[key], "wall_s"):
+            best[key] = run
+    solo = max(_per_second(best[("alone", 1)], "wall_s"),
+               _per_second(best[("alone x2", 2)], "wall_s"))
+    solo_cpu = _per_second(best[("alone", 1)], "cpu_s")
+    loads = [load for run in data["runs"] for load in run["load"]]
+    lines = [f"{data['agent']}, {data['env']}, {data['steps']:,} env steps a seed, the best of "
+             f"{data['rounds']} round{'s' * (data['rounds'] > 1)}; {data['cpu']}, load average "
+             f"{min(loads):.1f} to {max(loads):.1f}; code {data['commit']}", "",
+             "| run | seeds | seed-steps/s | over the best solo | steps per CPU second | "
+             "over one solo, per CPU second | peak memory |", "|---|---|---|---|---|---|---|"]
+    for (kind, seeds), run in best.items():
+        memory = f"{run['max_rss_mib']:,.0f} MiB" if "max_rss_mib" in run else ""
+        wall, cpu = _per_second(run, "wall_s"), _per_second(run, "cpu_s")
+        lines.append(f"| {kind} | {seeds} | {wall:,.0f} | {wall / solo:.2f}x | {cpu:,.0f} | "
+                     f"{cpu / solo_cpu:.2f}x | {memory} |")
+    return "\n".join(lines)
+
+
+def _per_second(run: dict, seconds: str) -> float:
+    """Seed-steps per wall (`wall_s`) or CPU (`cpu_s`) second of a measurement."""
+    return run["seeds"] * run["steps"] / run[seconds]
+
+
+def population_blocks(results: Path) -> dict[str, str]:
+    """benchmarks/notes.md's population tables, one per agent measured
+    (results/population/AGENT.json)."""
+    return {f"population-{agent}": population_table(read_json(path))
+            for agent in POPULATION_AGENTS
+            if (path := results / "population" / f"{agent}.json").is_file()}
 
 
 def _wilson(k: int, n: int) -> str:
@@ -427,4 +471,5 @@ def authors_continuous_blocks(results: Path) -> dict[str, str]:
 def page_blocks(results: Path) -> dict[str, str]:
     """Every block of this module (`xlvin.experiments.pages`)."""
     return (parity_blocks(results) | bench_blocks(results) | sb3_freeway_blocks(results)
-            | expansion_blocks(results) | authors_continuous_blocks(results))
+            | expansion_blocks(results) | authors_continuous_blocks(results)
+            | population_blocks(results))
