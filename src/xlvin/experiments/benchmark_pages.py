@@ -233,12 +233,31 @@ def _per_second(run: dict, seconds: str) -> float:
     return run["seeds"] * run["steps"] / run[seconds]
 
 
+def grouped_conv_table(data: dict) -> str:
+    """`python -m benchmarks.suite.grouped_conv`'s cases: S seeds' maze convolutions as one
+    grouped call against each seed's own, bits and CPU time."""
+    lines = [f"{data['cpu']}, torch {data['torch']}, one thread; code {data['commit']}", "",
+             "| seeds | rows | input channels | seeds whose output / weight gradient / input "
+             "gradient differ | alone, forward + backward | grouped | grouped / alone |",
+             "|---|---|---|---|---|---|---|"]
+    for c in data["cases"]:
+        lines.append(f"| {c['seeds']} | {c['rows']} | {c['c_in']} | {c['output_differs']} / "
+                     f"{c['weight_grad_differs']} / {c['input_grad_differs']} of {c['seeds']} | "
+                     f"{c['alone_ms']:.1f} ms | {c['grouped_ms']:.1f} ms | "
+                     f"{c['grouped_ms'] / c['alone_ms']:.2f}x |")
+    return "\n".join(lines)
+
+
 def population_blocks(results: Path) -> dict[str, str]:
     """benchmarks/notes.md's population tables, one per agent measured
-    (results/population/AGENT.json)."""
-    return {f"population-{agent}": population_table(read_json(path))
-            for agent in POPULATION_AGENTS
-            if (path := results / "population" / f"{agent}.json").is_file()}
+    (results/population/AGENT.json), and the grouped convolutions' (grouped-conv.json)."""
+    folder = results / "population"
+    blocks = {f"population-{agent}": population_table(read_json(path))
+              for agent in POPULATION_AGENTS if (path := folder / f"{agent}.json").is_file()}
+    if (folder / "grouped-conv.json").is_file():
+        blocks["population-grouped-conv"] = grouped_conv_table(
+            read_json(folder / "grouped-conv.json"))
+    return blocks
 
 
 def _wilson(k: int, n: int) -> str:
