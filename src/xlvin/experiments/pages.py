@@ -102,8 +102,10 @@ def rendered(results: Path) -> dict[str, str]:
 
 
 def pages(root: Path) -> list[Path]:
-    """The pages that may hold result blocks: README.md and docs/*.md under `root`."""
-    return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))] if p.is_file()]
+    """The pages that may hold result blocks: README.md, docs/*.md and benchmarks/notes.md
+    (which results/bench.md includes) under `root`."""
+    return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md")),
+                        root / "benchmarks" / "notes.md"] if p.is_file()]
 
 
 def blocks_of(text: str) -> dict[str, str]:
