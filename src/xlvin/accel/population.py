@@ -57,6 +57,7 @@ from torch.optim.adam import adam
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.numpy_actor import LayerNorm, Linear, XLVINActor, relu_
 from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.auxiliary import TransE
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.distributions import Categorical
 from xlvin.nn.encoders import MLPEncoder
@@ -98,9 +99,17 @@ def unsupported(policy: torch.nn.Module) -> str | None:
 
 
 def stacks_updates(policy: torch.nn.Module) -> bool:
-    """Whether `StackedPPO` computes the update of `policy` (an agent `unsupported` accepts);
-    XLVIN's update (tree, executor, TransE) runs seed by seed."""
-    return type(policy) is PPOAgent
+    """Whether the update of `policy` (an agent `unsupported` accepts) is stacked: the PPO
+    baseline's (`StackedPPO`), and XLVIN's (`xlvin.accel.stacked_xlvin.StackedXLVIN`) without
+    node or chi projection, executor LayerNorm or rollout policy, over Discrete actions, with
+    TransE; any other XLVIN updates seed by seed."""
+    if type(policy) is PPOAgent:
+        return True
+    return (type(policy) is XLVINAgent and policy.node_projection is None
+            and policy.chi_projection is None and policy.rollout_policy is None
+            and policy.processor.norm is None and not policy.transition.nvec
+            and isinstance(policy.auxiliary, TransE)
+            and policy.auxiliary.negatives in ("states", "next_states"))
 
 
 def padded(n: int, multiple: int = ALIGN) -> int:
