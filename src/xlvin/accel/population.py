@@ -34,12 +34,9 @@ stacked matrices calls the one-seed product per seed, so no seed's tree shares a
 another's). The executor is the same for every seed, but not one product for all of them: a
 seed's own actor takes a [A, H] x [H, H] product per parent (NumPy's 3-D product), and one
 product over every seed's [S P A, H] rows differed from those (12 of 12 cases, 1 to 64 seeds,
-OpenBLAS). XLVIN updates seed by seed (`stacks_updates`): its update is autograd's backward
-through encoder, transition, tree, executor, heads and TransE, 118 backward nodes on
-CartPole (depth 2) whose gradients a stacked version would have to reproduce kernel by kernel
-(the heads' few-row products, above; the LayerNorm's weight gradients, one reduction over one
-seed's rows each) and in autograd's order of accumulation (h_s gathers the gradients of seven
-uses); not done.
+OpenBLAS). XLVIN's update is stacked too where `stacks_updates` says
+(`xlvin.accel.stacked_xlvin`: the one-seed forward with a seed axis, autograd's backward, the
+same conditions as above); any other XLVIN updates seed by seed.
 
 Supported (`unsupported` says why not): the PPO baseline with an MLP encoder of ReLU activations
 (no observation normalisation, shared by actor and critic, no transition model), and XLVIN with

@@ -3,24 +3,29 @@ gradient bit for bit the one its own `xlvin.ppo.update.minibatch_step` takes.
 
 The forward is `XLVINAgent.forward_with_aux` (encoder, full tree, executor, heads, TransE) op
 for op with a seed axis in front, and autograd takes the backward: the graph has the one-seed
-graph's shape, so every tensor used several times (h_s seven times, the transition's weights
-three times) sums its gradients in the same order. Each op is computed by a kernel measured
-against the one-seed op (`xlvin.accel.population`'s docstring says how), forward and backward:
+graph's shape, so a tensor used several times (h_s seven times, the transition's weights
+three times) sums its gradients in the same order. Each op's kernel, forward and backward:
 
-- products: `_Linear`, `baddbmm` with the bias inside (as `addmm`) over `aligned` blocks whose
-  addresses sit where the one-seed operand's sit (the tree's children are a view 64 B apart
-  from a boundary by B H floats mod 16, the leaves' gradient by their level's offset: with
-  MKL's own kernels an operand in another 64-byte class changed bits), the weight gradient
-  in the orientation autograd takes (`grad^T x`, or `(x^T grad)^T` for the state part of the
-  transition's first layer, a view with a stride of k + A);
-- per seed: products of a few rows or one column (the edge features' [A, .] products, the
-  critic, the heads' weight gradients: `_PerSeedLinear`, `_Heads`), and the transition's
-  LayerNorm (`_LayerNorm`: its affine weights are a seed's own, `F.layer_norm` takes one);
-- stacked by autograd itself: element-wise ops, sums over rows (bias gradients, broadcasts),
-  the max aggregate, cat and slices, indexing (TransE's negatives, each seed's own
-  permutation), means over a seed's rows.
+- products: `_Linear`, `baddbmm` with the bias inside (as `addmm`), each seed's operand
+  starting where its one-seed operand starts modulo 64 bytes (`placed`: the tree's children
+  and the leaves' gradient are views off a boundary), the weight gradient in autograd's
+  orientation: `grad^T x`, but `(x^T grad)^T` for the state part of the transition's first
+  layer (a view of stride k + A; the other orientation differed at 63 to 129 rows under
+  MKL_CBWR=COMPATIBLE);
+- per seed: the transition's LayerNorm (`_LayerNorm`: its weights are each seed's own; the
+  normalisation stacked, then the affine map, differed for every minibatch size, in both
+  modes), the products of a few rows or one column (the edge features, the critic, the
+  heads' weight gradients: `_PerSeedLinear`, `_Heads`, as `StackedPPO`);
+- stacked by autograd: element-wise ops, sums over a seed's rows, cat and slices, TransE's
+  indexing (each seed's own negatives); the max over two children as the max kernel picks
+  (`_MaxOfTwo`).
 
-The PPO loss is `stacked_ppo_loss` (NumPy, one node). Supported where `stacks_updates` says.
+Checked by tests/test_population.py against each seed's `minibatch_step` (3 of 8 seeds, 8 to
+129 rows, depths 1 to 3, both aggregates, both kinds of negatives) in both kernel modes; a
+sweep over 88 cases (1 to 3 actions, widths 32 and 64, 8 to 129 rows) found no difference.
+Speed: the products are 41 M multiply-adds per seed and CartPole minibatch of 128, about
+1.1 ms at 37 GMAC/s stacked or alone, about half of the step (2.5 ms a seed stacked by 6,
+3.2 ms alone, one thread); the rest is element-wise work over the tree, also per element.
 """
 
 import numpy as np
@@ -69,8 +74,9 @@ class _Linear(Function):
     class (`placed`) of the one-seed input and output gradient."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, shift: int,  # type: ignore[override]
-                grad_shift: int) -> Tensor:
+    def forward(  # type: ignore[override]
+        ctx, x: Tensor, weight: Tensor, bias: Tensor | None, shift: int, grad_shift: int,
+    ) -> Tensor:
         x = placed(x, shift)
         out = _empty(x.shape[0], x.shape[1], weight.shape[1])
         if bias is None:
@@ -138,7 +144,9 @@ class _LayerNorm(Function):
     bias [G, F] (`F.layer_norm` takes one [F] weight; its kernels, forward and backward)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:  # type: ignore[override]
+    def forward(  # type: ignore[override]
+        ctx, x: Tensor, weight: Tensor, bias: Tensor, eps: float,
+    ) -> Tensor:
         width = x.shape[2]
         outs, means, rstds = [], [], []
         for k in range(len(x)):
@@ -200,12 +208,15 @@ class _Loss(Function):
     clip fraction) [G, 6] into `out`."""
 
     @staticmethod
-    def forward(ctx, logits: Tensor, values: Tensor, data: tuple[np.ndarray, ...],  # type: ignore[override]
-                options: dict, out: list[np.ndarray]) -> Tensor:
+    def forward(  # type: ignore[override]
+        ctx, logits: Tensor, values: Tensor, data: tuple[np.ndarray, ...], options: dict,
+        out: list[np.ndarray],
+    ) -> Tensor:
         grad_logits, grad_values, terms = stacked_ppo_loss(
             logits.detach().numpy(), values.detach().numpy(), *data, **options)
-        ctx.grads = (torch.from_numpy(grad_logits.astype(np.float32, copy=False)),  # type: ignore[attr-defined]
-                     torch.from_numpy(grad_values))
+        ctx.grads = (  # type: ignore[attr-defined]
+            torch.from_numpy(grad_logits.astype(np.float32, copy=False)),
+            torch.from_numpy(grad_values))
         out.append(terms)
         return torch.from_numpy(terms[:, 0].copy())
 
@@ -214,6 +225,42 @@ class _Loss(Function):
         grad_logits, grad_values = ctx.grads  # type: ignore[attr-defined]
         return (grad_logits * grad_loss[:, None, None], grad_values * grad_loss[:, None],
                 None, None, None)
+
+
+class _MaxOfTwo(Function):
+    """`x.max(dim=2).values` of x [G, P, 2, H] and its backward, as autograd computes them:
+    the element max's CPU kernel picks (the second where `!(x1 <= x0)` and x0 is not NaN:
+    the first of equals, the first NaN), taken with `gather` (the max kernel over a dim of two
+    took 3.4 times as long, 724 against 215 us on [6, 384, 2, 50]); the gradient scattered
+    to it (`value_selecting_reduction_backward`)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
+        first, second = x[:, :, 0], x[:, :, 1]
+        index = (~(second <= first) & (first == first)).long().unsqueeze(2)
+        ctx.save_for_backward(index)
+        ctx.shape = x.shape  # type: ignore[attr-defined]
+        return x.gather(2, index).squeeze(2)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        (index,) = ctx.saved_tensors
+        return torch.ops.aten.value_selecting_reduction_backward(
+            grad, 2, index.squeeze(2), ctx.shape, False)  # type: ignore[attr-defined]
+
+
+def shared_executor(policies: list[XLVINAgent]) -> bool:
+    """Whether every policy holds the same frozen executor (weights and settings) and edge
+    input as the first, which `StackedXLVIN` computes every seed's tree with."""
+    first = policies[0]
+
+    def settings(p: XLVINAgent) -> tuple:
+        return p.processor.aggregation, p.processor.messages, p.processor.hidden
+
+    return all(settings(p) == settings(first) and torch.equal(p.edge_input, first.edge_input)
+               and all(torch.equal(a, b) for a, b in zip(p.processor.parameters(),
+                                                         first.processor.parameters()))
+               for p in policies[1:])
 
 
 class StackedXLVIN:
@@ -235,7 +282,7 @@ class StackedXLVIN:
         self.norm_eps = policy.transition.rest[2].eps
 
     def gradients(
-        self, seeds: list[int], obs: Tensor, next_obs: Tensor, actions: Tensor,
+        self, seeds: list[int], obs: Tensor, next_obs: Tensor | None, actions: Tensor,
         negatives: Tensor | None, old_logprobs: np.ndarray, advantages: np.ndarray,
         returns: np.ndarray, old_values: np.ndarray, clip: float, clip_value_loss: bool,
         ent_coef: float, vf_coef: float, logratio_limit: float, max_norm: float,
@@ -274,12 +321,13 @@ class StackedXLVIN:
         weights.grad[seeds] = grads
         return out
 
-    def forward(self, w: dict[str, Tensor], obs: Tensor, next_obs: Tensor, actions: Tensor,
-                negatives: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+    def forward(self, w: dict[str, Tensor], obs: Tensor, next_obs: Tensor | None,
+                actions: Tensor, negatives: Tensor | None
+                ) -> tuple[Tensor, Tensor, Tensor | None]:
         """`forward_with_aux` of every seed: logits [G, B, A], values [G, B], the TransE term
         [G] (None at weight 0)."""
         policy = self.policy
-        transe = negatives is not None
+        transe = negatives is not None and next_obs is not None
         x = torch.cat([obs, next_obs], 1) if transe else obs
         x = x.flatten(2).float()
         for i in (0, 2, 4):
@@ -382,6 +430,8 @@ class StackedXLVIN:
     def aggregate(self, messages: Tensor) -> Tensor:
         if self.policy.processor.aggregation == "sum":
             return messages.sum(dim=2)
+        if messages.shape[2] == 2:
+            return _MaxOfTwo.apply(messages)
         return messages.max(dim=2).values
 
     def update(self, x: Tensor, aggregated: Tensor) -> Tensor:

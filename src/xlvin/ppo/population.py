@@ -14,11 +14,12 @@ collection and update of all of them to a `Population` (of policies its kernels 
 - `update`: `ppo_update` of every seed: advantages over all seeds' envs as columns of one
   array (GAE is column by column), each seed's minibatches cut from its own permutation (its
   generator); minibatch k of the seeds whose k-th minibatches have the same size as one stacked
-  forward, loss and backward (`StackedPPO.gradients`: the kernels are exact for equal sizes
-  only), then one Adam step of every seed. A seed whose minibatch has fewer than
-  `MIN_STACKED_ROWS` rows takes that step alone, in `xlvin.ppo.update.minibatch_step`, and so
-  does every minibatch of XLVIN (`stacks_updates`), with the seed's own global generators
-  (TransE draws its negatives from them).
+  forward, loss and backward (`StackedPPO.gradients`, XLVIN's `StackedXLVIN.gradients`: the
+  kernels are exact for equal sizes only), then one Adam step of every seed. TransE's
+  negatives are drawn per seed from its own global generators, as its own step draws them. A
+  seed whose minibatch has fewer than `MIN_STACKED_ROWS` rows takes that step alone, in
+  `xlvin.ppo.update.minibatch_step` (with the seed's own global generators), and so does
+  every minibatch of a policy whose update is not stacked (`stacks_updates`).
 
 The low-data protocol's episodes are collected seed by seed (`xlvin.ppo.loop`), its updates
 here.
@@ -49,7 +50,7 @@ from xlvin.accel.population import (
     stacks_updates,
     unsupported,
 )
-from xlvin.accel.stacked_xlvin import StackedXLVIN
+from xlvin.accel.stacked_xlvin import StackedXLVIN, shared_executor
 from xlvin.envs.failures import PASSED_ON, env_failed
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.policy import ActorCritic
@@ -80,9 +81,12 @@ class Population:
         self.policies = policies
         self.weights = StackedWeights(optimizers)
         self.kernels: StackedPPO | StackedXLVIN | None = None
-        if stacks_updates(policies[0]):
-            self.kernels = (StackedXLVIN(self.weights, policies[0])
-                            if isinstance(policies[0], XLVINAgent) else StackedPPO(self.weights))
+        if not stacks_updates(policies[0]):
+            pass
+        elif not isinstance(policies[0], XLVINAgent):
+            self.kernels = StackedPPO(self.weights)
+        elif shared_executor(policies):  # type: ignore[arg-type]
+            self.kernels = StackedXLVIN(self.weights, policies[0])
 
     @staticmethod
     def refusal(policies: list[ActorCritic], optimizers: list[object]) -> str | None:
@@ -279,9 +283,9 @@ class Population:
                     negatives = torch.stack([_negatives(policy, obs.shape[1], own[i])
                                              for i in group])
                 aux[:] = [] if negatives is None else ["transe"]
-                loss_terms = self.kernels.gradients(
-                    rows, obs, plan.next_obs([parts[i] for i in group]), actions, negatives,
-                    *columns, **loss)
+                next_obs = None if negatives is None else plan.next_obs([parts[i] for i in group])
+                loss_terms = self.kernels.gradients(rows, obs, next_obs, actions, negatives,
+                                                    *columns, **loss)
             else:
                 assert self.kernels is not None
                 loss_terms = self.kernels.gradients(rows, obs, actions.numpy(), *columns, **loss)
