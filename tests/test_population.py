@@ -29,7 +29,9 @@ from xlvin.accel.population import (
     StackedPPO,
     StackedWeights,
     StackedXLVINActor,
+    stacks_updates,
 )
+from xlvin.accel.stacked_xlvin import StackedXLVIN
 from xlvin.cli import main
 from xlvin.envs.maze import MAZE_ID
 from xlvin.errors import UserError
@@ -40,7 +42,11 @@ from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.executor import MessagePassing
+from xlvin.nn.policy import TransitionBatch
 from xlvin.nn.transition import TransitionModel
+from xlvin.ppo.config import PPOConfig
+from xlvin.ppo.storage import Minibatch
+from xlvin.ppo.update import LOGRATIO_LIMIT, minibatch_step
 from xlvin.process import set_threads
 from xlvin.run.config import RunConfig
 from xlvin.experiments import table1
@@ -312,6 +318,73 @@ def check_stacked_xlvin_actor() -> None:
                 own_logits, own_values = make_actor(agent)(obs[s].copy())
                 assert np.array_equal(logits[s], own_logits), (depth, rows, s)
                 assert np.array_equal(values[s], own_values), (depth, rows, s)
+
+
+def check_stacked_xlvin_step() -> None:
+    """A minibatch step of XLVIN agents stacked (`StackedXLVIN`: forward, loss, backward through
+    tree, executor and TransE, clipping; then Adam) against each seed's own `minibatch_step`,
+    bit for bit: the clipped gradient, the loss terms, the weights after the step; seeds 0, 3
+    and 7 of 8 stacked (rows not in a row), TransE's negatives each seed's own draw; trees of
+    depth 1 to 3, max and sum, ReLU and linear messages, both kinds of negatives, minibatches
+    from `MIN_STACKED_ROWS` rows to past MKL's blocks of 128."""
+    set_threads(1)
+    cfg = PPOConfig(norm_adv=False)
+    seeds, rows_of = [0, 3, 7], (MIN_STACKED_ROWS, 9, 31, 64, 129)
+    for actions, depth, aggregation, messages, negatives in (
+            (2, 2, "max", "relu", "states"), (3, 1, "sum", "linear", "next_states"),
+            (2, 3, "max", "relu", "states")):
+        alone, together = (_xlvin_agents(8, actions, 50, depth, aggregation, False, False)
+                           for _ in range(2))
+        for agent in (*alone, *together):
+            agent.processor.messages, agent.transe_negatives = messages, negatives
+        assert stacks_updates(together[0])
+        alone_adam, stacked_adam = ([FlatAdam([p for p in a.parameters() if p.requires_grad],
+                                              lr=2.5e-4, eps=1e-5) for a in agents]
+                                    for agents in (alone, together))
+        weights = StackedWeights(stacked_adam)
+        kernels = StackedXLVIN(weights, together[0])
+        for rows in rows_of:
+            count = len(seeds)
+            obs, next_obs = torch.randn(2, count, rows, 6).unbind()
+            batch = dict(actions=torch.randint(0, actions, (count, rows)),
+                         logprobs=-torch.rand(count, rows), adv=torch.randn(count, rows),
+                         ret=torch.randn(count, rows) * 10, values=torch.randn(count, rows))
+            draws, terms_alone = [], []
+            for k, s in enumerate(seeds):
+                torch.manual_seed(1000 * rows + s)  # the seed's global generator
+                draws.append(torch.randperm(rows) if negatives == "states"
+                             else torch.randint(0, rows, (rows,)))
+                torch.manual_seed(1000 * rows + s)
+                mb = Minibatch(obs[k], next_obs[k], batch["actions"][k], torch.zeros(rows),
+                               batch["logprobs"][k], batch["values"][k], batch["adv"][k],
+                               batch["ret"][k])
+                own_terms, names = minibatch_step(alone[s], alone_adam[s], mb, cfg)
+                assert names == ["transe"]
+                terms_alone.append(own_terms.tolist())
+            terms = kernels.gradients(
+                seeds, obs, next_obs, batch["actions"], torch.stack(draws),
+                *(batch[k].numpy() for k in ("logprobs", "adv", "ret", "values")),
+                clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss, ent_coef=cfg.ent_coef,
+                vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT, max_norm=cfg.max_grad_norm)
+            assert terms[:, 1:].tolist() == terms_alone, (depth, rows)
+            for s in seeds:
+                assert torch.equal(weights.grad[s, : weights.size], alone_adam[s].flat.grad), (
+                    depth, rows, s)
+            weights.step(seeds)
+            for s in seeds:
+                assert torch.equal(stacked_adam[s].flat, alone_adam[s].flat), (depth, rows, s)
+
+
+def test_the_stacked_xlvin_step_computes_each_seeds_own_bits_in_both_kernel_modes() -> None:
+    """`check_stacked_xlvin_step` here (reproducible mode) and in a process with the libraries'
+    own kernels."""
+    check_stacked_xlvin_step()
+    env = {k: v for k, v in os.environ.items() if k not in pins()}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    done = subprocess.run([sys.executable, "-c", "import test_population as t; "
+                           "t.check_stacked_xlvin_step()"], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_stacked_kernels_compute_each_seeds_own_bits_in_reproducible_mode() -> None:

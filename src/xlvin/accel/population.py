@@ -34,12 +34,9 @@ stacked matrices calls the one-seed product per seed, so no seed's tree shares a
 another's). The executor is the same for every seed, but not one product for all of them: a
 seed's own actor takes a [A, H] x [H, H] product per parent (NumPy's 3-D product), and one
 product over every seed's [S P A, H] rows differed from those (12 of 12 cases, 1 to 64 seeds,
-OpenBLAS). XLVIN updates seed by seed (`stacks_updates`): its update is autograd's backward
-through encoder, transition, tree, executor, heads and TransE, 118 backward nodes on
-CartPole (depth 2) whose gradients a stacked version would have to reproduce kernel by kernel
-(the heads' few-row products, above; the LayerNorm's weight gradients, one reduction over one
-seed's rows each) and in autograd's order of accumulation (h_s gathers the gradients of seven
-uses); not done.
+OpenBLAS). XLVIN's update is stacked too where `stacks_updates` says
+(`xlvin.accel.stacked_xlvin`: the one-seed forward with a seed axis, autograd's backward, the
+same conditions as above); any other XLVIN updates seed by seed.
 
 Supported (`unsupported` says why not): the PPO baseline with an MLP encoder of ReLU activations
 (no observation normalisation, shared by actor and critic, no transition model), and XLVIN with
@@ -57,6 +54,7 @@ from torch.optim.adam import adam
 from xlvin.accel.flat_adam import FlatAdam
 from xlvin.accel.numpy_actor import LayerNorm, Linear, XLVINActor, relu_
 from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.auxiliary import TransE
 from xlvin.nn.baselines.ppo import PPOAgent
 from xlvin.nn.distributions import Categorical
 from xlvin.nn.encoders import MLPEncoder
@@ -98,9 +96,17 @@ def unsupported(policy: torch.nn.Module) -> str | None:
 
 
 def stacks_updates(policy: torch.nn.Module) -> bool:
-    """Whether `StackedPPO` computes the update of `policy` (an agent `unsupported` accepts);
-    XLVIN's update (tree, executor, TransE) runs seed by seed."""
-    return type(policy) is PPOAgent
+    """Whether the update of `policy` (an agent `unsupported` accepts) is stacked: the PPO
+    baseline's (`StackedPPO`), and XLVIN's (`xlvin.accel.stacked_xlvin.StackedXLVIN`) without
+    node or chi projection, executor LayerNorm or rollout policy, over Discrete actions, with
+    TransE; any other XLVIN updates seed by seed."""
+    if type(policy) is PPOAgent:
+        return True
+    return (type(policy) is XLVINAgent and policy.node_projection is None
+            and policy.chi_projection is None and policy.rollout_policy is None
+            and policy.processor.norm is None and not policy.transition.nvec
+            and isinstance(policy.auxiliary, TransE)
+            and policy.auxiliary.negatives in ("states", "next_states"))
 
 
 def padded(n: int, multiple: int = ALIGN) -> int:

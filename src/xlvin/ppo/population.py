@@ -14,11 +14,12 @@ collection and update of all of them to a `Population` (of policies its kernels 
 - `update`: `ppo_update` of every seed: advantages over all seeds' envs as columns of one
   array (GAE is column by column), each seed's minibatches cut from its own permutation (its
   generator); minibatch k of the seeds whose k-th minibatches have the same size as one stacked
-  forward, loss and backward (`StackedPPO.gradients`: the kernels are exact for equal sizes
-  only), then one Adam step of every seed. A seed whose minibatch has fewer than
-  `MIN_STACKED_ROWS` rows takes that step alone, in `xlvin.ppo.update.minibatch_step`, and so
-  does every minibatch of XLVIN (`stacks_updates`), with the seed's own global generators
-  (TransE draws its negatives from them).
+  forward, loss and backward (`StackedPPO.gradients`, XLVIN's `StackedXLVIN.gradients`: the
+  kernels are exact for equal sizes only), then one Adam step of every seed. TransE's
+  negatives are drawn per seed from its own global generators, as its own step draws them. A
+  seed whose minibatch has fewer than `MIN_STACKED_ROWS` rows takes that step alone, in
+  `xlvin.ppo.update.minibatch_step` (with the seed's own global generators), and so does
+  every minibatch of a policy whose update is not stacked (`stacks_updates`).
 
 The low-data protocol's episodes are collected seed by seed (`xlvin.ppo.loop`), its updates
 here.
@@ -49,7 +50,9 @@ from xlvin.accel.population import (
     stacks_updates,
     unsupported,
 )
+from xlvin.accel.stacked_xlvin import StackedXLVIN, shared_executor
 from xlvin.envs.failures import PASSED_ON, env_failed
+from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import EpisodeStatistics, RolloutState, env_name, make_actor
 from xlvin.ppo.config import PPOConfig
@@ -77,7 +80,13 @@ class Population:
             raise ValueError(f"these policies cannot train as a population: {reason}")
         self.policies = policies
         self.weights = StackedWeights(optimizers)
-        self.kernels = StackedPPO(self.weights) if stacks_updates(policies[0]) else None
+        self.kernels: StackedPPO | StackedXLVIN | None = None
+        if not stacks_updates(policies[0]):
+            pass
+        elif not isinstance(policies[0], XLVINAgent):
+            self.kernels = StackedPPO(self.weights)
+        elif shared_executor(policies):  # type: ignore[arg-type]
+            self.kernels = StackedXLVIN(self.weights, policies[0])
 
     @staticmethod
     def refusal(policies: list[ActorCritic], optimizers: list[object]) -> str | None:
@@ -168,9 +177,9 @@ class Population:
         if actor_verdict(policies[0]) is None:
             make_actor(policies[0])(obs[0])  # the proof, on its first batch
         if actor_verdict(policies[0]):
-            if self.kernels is not None:
-                return StackedActor(self.weights, seeds)
-            return StackedXLVINActor(policies)
+            if isinstance(policies[0], XLVINAgent):
+                return StackedXLVINActor(policies)
+            return StackedActor(self.weights, seeds)
         actors = [make_actor(policy) for policy in policies]
 
         def one_by_one(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -263,19 +272,41 @@ class Population:
             if cfg.norm_adv and not cfg.norm_adv_batch and adv.shape[1] > 1:
                 adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
             rows = [seeds[i] for i in group]
-            assert self.kernels is not None
-            loss_terms = self.kernels.gradients(
-                rows, obs, actions.numpy(), logprobs.numpy(), adv.numpy(), returns.numpy(),
-                values.numpy(), clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
-                ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, logratio_limit=LOGRATIO_LIMIT,
-                max_norm=cfg.max_grad_norm)
+            loss = dict(clip=cfg.clip_coef, clip_value_loss=cfg.clip_value_loss,
+                        ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef,
+                        logratio_limit=LOGRATIO_LIMIT, max_norm=cfg.max_grad_norm)
+            columns = (logprobs.numpy(), adv.numpy(), returns.numpy(), values.numpy())
+            if isinstance(self.kernels, StackedXLVIN):
+                policy = self.policies[seeds[group[0]]]
+                negatives = None
+                if policy.transe_weight != 0:  # each seed's draw from its own generators
+                    negatives = torch.stack([_negatives(policy, obs.shape[1], own[i])
+                                             for i in group])
+                aux[:] = [] if negatives is None else ["transe"]
+                next_obs = None if negatives is None else plan.next_obs([parts[i] for i in group])
+                loss_terms = self.kernels.gradients(rows, obs, next_obs, actions, negatives,
+                                                    *columns, **loss)
+            else:
+                assert self.kernels is not None
+                loss_terms = self.kernels.gradients(rows, obs, actions.numpy(), *columns, **loss)
             for k, i in enumerate(group):
                 if not np.isfinite(loss_terms[k, 0]):
-                    raise diverged(float(loss_terms[k, 1]), float(loss_terms[k, 2]), [])
+                    raise diverged(float(loss_terms[k, 1]), float(loss_terms[k, 2]),
+                                   [float(t) for t in loss_terms[k, 6:]])
                 terms[i] = loss_terms[k, 1:]
             stepped += rows
         self.weights.step(stepped)
         return terms
+
+
+def _negatives(policy: XLVINAgent, rows: int,
+               own: Callable[[], AbstractContextManager[None]]) -> torch.Tensor:
+    """TransE's negatives of a seed's minibatch of `rows` transitions [rows], drawn as
+    `xlvin.nn.transe.transe_objective` draws them, from the seed's global generators."""
+    with own():
+        if policy.transe_negatives == "states":
+            return torch.randperm(rows)
+        return torch.randint(0, rows, (rows,))
 
 
 def _cartpoles(envs: list[VectorEnv]) -> bool:
@@ -360,6 +391,10 @@ class _Minibatches:
         columns = torch.stack([part.columns for part in parts])
         obs = self.obs[torch.stack([part.obs for part in parts])]
         return obs, self.actions[columns], self.floats[:, columns]
+
+    def next_obs(self, parts: list[_Part]) -> torch.Tensor:
+        """The next observations of minibatches of the same size, stacked [G, B, ...]."""
+        return self.obs[torch.stack([part.obs for part in parts]) + self.num_envs]
 
     def minibatch(self, part: _Part) -> Minibatch:
         """A seed's minibatch as `Rollout.minibatches` gives it."""
