@@ -36,6 +36,18 @@ def transe_loss(
     return transe_objective(z, predicted, z_next, hinge, sigma, generator, negatives)
 
 
+def negative_indices(batch: int, negatives: str,
+                     generator: torch.Generator | None = None) -> torch.Tensor:
+    """The rows [B] of a minibatch of B transitions that TransE's negatives take: "states", one
+    permutation (of z(s)); "next_states", B draws with replacement (of z(s'): the authors'
+    `torch.randint(0, B, (B,))`), from `generator` (torch's global RNG when None)."""
+    if negatives == "states":
+        return torch.randperm(batch, generator=generator)
+    if negatives == "next_states":
+        return torch.randint(0, batch, (batch,), generator=generator)
+    raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
+
+
 def transe_objective(
     z: torch.Tensor,
     predicted: torch.Tensor,
@@ -50,13 +62,8 @@ def transe_objective(
     for every action). The negatives are drawn from `generator` (torch's global RNG when None):
     "states", one permutation of z(s); "next_states", B indices into z(s') with replacement
     (`torch.randint(0, B, (B,))`, the very draw of the authors' code)."""
-    batch = z.shape[0]
-    if negatives == "states":
-        sampled = z[torch.randperm(batch, generator=generator)]  # [B, k]
-    elif negatives == "next_states":
-        sampled = z_next[torch.randint(0, batch, (batch,), generator=generator)]  # [B, k]
-    else:
-        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
+    drawn = negative_indices(z.shape[0], negatives, generator)  # [B]
+    sampled = (z if negatives == "states" else z_next)[drawn]  # [B, k]
     positive = energy(predicted, z_next, sigma)
     negative = torch.clamp(hinge - energy(sampled, z_next, sigma), min=0.0)
     return (positive + negative).mean()

@@ -53,6 +53,7 @@ from xlvin.accel.population import (
 from xlvin.accel.stacked_xlvin import StackedXLVIN, shared_executor
 from xlvin.envs.failures import PASSED_ON, env_failed
 from xlvin.nn.agent import XLVINAgent
+from xlvin.nn.transe import negative_indices
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import EpisodeStatistics, RolloutState, env_name, make_actor
 from xlvin.ppo.config import PPOConfig
@@ -301,12 +302,10 @@ class Population:
 
 def _negatives(policy: XLVINAgent, rows: int,
                own: Callable[[], AbstractContextManager[None]]) -> torch.Tensor:
-    """TransE's negatives of a seed's minibatch of `rows` transitions [rows], drawn as
-    `xlvin.nn.transe.transe_objective` draws them, from the seed's global generators."""
+    """TransE's negatives of a seed's minibatch of `rows` transitions [rows], drawn from the
+    seed's global generators (`negative_indices`, as its own step draws them)."""
     with own():
-        if policy.transe_negatives == "states":
-            return torch.randperm(rows)
-        return torch.randint(0, rows, (rows,))
+        return negative_indices(rows, policy.transe_negatives)
 
 
 def _cartpoles(envs: list[VectorEnv]) -> bool:
