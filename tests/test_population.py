@@ -50,7 +50,7 @@ from xlvin.ppo.update import LOGRATIO_LIMIT, minibatch_step
 from xlvin.process import set_threads
 from xlvin.run.config import RunConfig
 from xlvin.experiments import table1
-from xlvin.experiments.protocol import train_populations
+from xlvin.experiments.protocol import run_cells, seed_blocks, train_populations
 from xlvin.experiments.registry import CLASSIC
 from xlvin.run.population import parse_seeds, train_population
 from tests.tiny_runs import tiny_cell_config
@@ -542,3 +542,44 @@ def test_reproduce_refuses_a_population_under_one_before_anything(tmp_path: Path
                  str(tmp_path / "runs"), "--results", str(tmp_path / "results")])
     assert code == 2 and "--population >= 1" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+
+
+def test_a_study_with_a_population_runs_block_by_block_of_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`reproduce --population 2`: the first two seeds of every arm train (together where the
+    population takes the config, else alone) and are evaluated before the next two start, so a
+    long study's results come as it goes; every cell's record is its solo run's."""
+    monkeypatch.setattr(table1.Cell, "config", tiny_cell_config(table1.Cell.config))
+    cells = [table1.Cell("paper", "CartPole-v0", agent, seed)
+             for agent in ("xlvin-r", "ppo") for seed in (7, 0, 3, 5)]
+    assert [[(c.agent, c.seed) for c in block] for block in seed_blocks(cells, 2)] == [
+        [("xlvin-r", 0), ("xlvin-r", 3), ("ppo", 0), ("ppo", 3)],
+        [("xlvin-r", 7), ("xlvin-r", 5), ("ppo", 7), ("ppo", 5)]]
+    assert seed_blocks(cells, 1) == [cells]
+    records, _ = run_cells(CLASSIC, cells, tmp_path / "together", 1, "cells", population=2)
+    assert [(r["agent"], r["seed"]) for r in records] == [
+        (c.agent, c.seed) for block in seed_blocks(cells, 2) for c in block]
+    for cell in cells[:1] + cells[4:5]:
+        alone = table1.run_cell(cell, tmp_path / "alone")
+        assert_same_run(cell.run_dir(tmp_path / "alone"), cell.run_dir(tmp_path / "together"))
+        assert {k: v for k, v in records[[(r["agent"], r["seed"]) for r in records].index(
+            (cell.agent, cell.seed))].items() if "seconds" not in k} == \
+            {k: v for k, v in alone.items() if "seconds" not in k}
+
+
+def test_a_study_resumes_its_stopped_population_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cells a population left with a checkpoint (a study stopped) resume together, each
+    ending as its solo run; a finished cell is left alone."""
+    monkeypatch.setattr(table1.Cell, "config", tiny_cell_config(table1.Cell.config))
+    cells = [table1.Cell("ours", "CartPole-v0", "ppo", seed) for seed in SEEDS]
+    dirs = {cell.seed: cell.run_dir(tmp_path / "together") for cell in cells}
+    train_population(cells[0].config(), list(SEEDS), None, deadline=0.0, dirs=dirs)
+    assert not any((d / MODEL).exists() for d in dirs.values())
+    assert train_populations(CLASSIC, cells, tmp_path / "together", 3) == 3
+    assert train_populations(CLASSIC, cells, tmp_path / "together", 3) == 0  # all finished
+    for cell in cells:
+        table1.run_cell(cell, tmp_path / "alone")
+        assert_same_run(cell.run_dir(tmp_path / "alone"), cell.run_dir(tmp_path / "together"))

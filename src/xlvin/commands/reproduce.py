@@ -86,10 +86,11 @@ def add_parser(which: argparse._SubParsersAction, name: str, experiment: Experim
     p.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
     if experiment.config is not None:
         p.add_argument("--population", type=int, default=1, metavar="S",
-                       help="train the cells that differ only in their seed S at a time in one "
-                       "process, each with its solo run's numbers bit for bit, where the "
-                       "population trainer takes their agent (`xlvin train --seeds`); the "
-                       "others train alone (default 1: every cell alone)")
+                       help="go S seeds at a time: the cells of those seeds that differ only "
+                       "in their seed train together in one process, each with its solo run's "
+                       "numbers bit for bit, where the population trainer takes their agent "
+                       "(`xlvin train --seeds`), the others alone, and all are evaluated before "
+                       "the next S seeds start (default 1: every cell alone)")
     if experiment.finished_help is not None:
         p.add_argument("--finished-only", action="store_true", help=experiment.finished_help)
     p.add_argument("--runs", type=Path, default=experiment.runs,

@@ -14,6 +14,7 @@ from typing import Any
 from tqdm import tqdm
 
 from xlvin.experiments.jobs import map_jobs
+from xlvin.io.run_dir import CONFIG, SUMMARY
 from xlvin.run.checks import check_run
 from xlvin.run.config import RunConfig
 from xlvin.run.population import population_refusal, train_population, with_seed
@@ -109,48 +110,70 @@ class Experiment:
 
 def run_cells(experiment: Experiment, cells: list[Any], root: Path, jobs: int, desc: str,
               population: int = 1, **options: Any) -> tuple[list[Record], float]:
-    """The files the cells share made (`experiment.prepare`, with their own progress), the
-    cells a population can train trained together `population` at a time
-    (`train_populations`), then `experiment.run_cell(cell, root, **options)` of every cell on
-    `jobs` spawned worker processes (`map_jobs`: a cell trained together is then only
-    evaluated) under a progress bar titled `desc`: the records of the cells that have one
-    (completion order) and the wall seconds of it all."""
+    """The files the cells share made (`experiment.prepare`, with their own progress), then
+    `experiment.run_cell(cell, root, **options)` of every cell on `jobs` spawned worker
+    processes (`map_jobs`) under a progress bar titled `desc`: the records of the cells that
+    have one (completion order) and the wall seconds of it all. With `population` > 1 the cells
+    go `population` seeds at a time (`seed_blocks`): the block's cells that a population can
+    train train together first (`train_populations`), then every cell of the block runs (one
+    trained together is only evaluated), so a study's results come block by block."""
     start = time.perf_counter()
     experiment.prepare(cells, jobs)
-    if population > 1:
-        train_populations(experiment, cells, root, population)
+    records: list[Record] = []
     with tqdm(total=len(cells), desc=desc, unit="run") as bar:
 
         def done(record: Record) -> None:
             bar.update()
             bar.set_postfix_str(experiment.postfix(record))
 
-        records = map_jobs(partial(experiment.run_cell, root=root, **options), cells, jobs, done)
+        for block in seed_blocks(cells, population):
+            if population > 1:
+                train_populations(experiment, block, root, population)
+            records += map_jobs(partial(experiment.run_cell, root=root, **options), block, jobs,
+                                done)
     return records, time.perf_counter() - start
 
 
+def seed_blocks(cells: list[Any], size: int) -> list[list[Any]]:
+    """The cells in blocks of `size` seeds each (the seeds in increasing order, every cell of
+    a seed in its block, in the cells' order); one block of them all for a size of 1."""
+    if size <= 1:
+        return [cells]
+    seeds = sorted({cell.seed for cell in cells})
+    block_of = {seed: i // size for i, seed in enumerate(seeds)}
+    blocks: list[list[Any]] = [[] for _ in range(-(-len(seeds) // size))]
+    for cell in cells:
+        blocks[block_of[cell.seed]].append(cell)
+    return blocks
+
+
 def train_populations(experiment: Experiment, cells: list[Any], root: Path, size: int) -> int:
-    """Train together, `size` at a time, the cells not started yet (no run directory) whose
-    configs differ only in their seed, each into its own run directory
-    (`xlvin.run.population.train_population`: every cell's run is its solo run's, bit for bit).
-    A configuration a population cannot train, and a group of one, is left to its cells. The
-    number of cells trained."""
+    """Train together, `size` at a time, the cells whose configs differ only in their seed and
+    that have not finished, each into its own run directory
+    (`xlvin.run.population.train_population`: every cell's run is its solo run's, bit for bit):
+    the cells not started yet (no run directory) together, and those stopped with a checkpoint
+    (a config, no summary: a study interrupted) resumed together. A configuration a population
+    cannot train, a group of one and any other directory are left to their cells. The number of
+    cells trained."""
     assert experiment.config is not None, "the experiment takes no --population"
-    groups: dict[str, list[tuple[RunConfig, Path]]] = {}
+    groups: dict[tuple[str, bool], list[tuple[RunConfig, Path]]] = {}
     for cell in cells:
         run_dir = experiment.run_dir(cell, root)
-        if not run_dir.exists():
-            cfg = experiment.config(cell)
-            key = json.dumps(with_seed(cfg, 0).to_json(), sort_keys=True)
-            groups.setdefault(key, []).append((cfg, run_dir))
+        started = run_dir.exists()
+        if started and not ((run_dir / CONFIG).is_file() and not (run_dir / SUMMARY).exists()):
+            continue  # finished, or not a stopped run: the cell's own
+        cfg = experiment.config(cell)
+        key = json.dumps(with_seed(cfg, 0).to_json(), sort_keys=True)
+        groups.setdefault((key, started), []).append((cfg, run_dir))
     trained = 0
-    for group in groups.values():
+    for (_, resume), group in groups.items():
         if len(group) < 2 or population_refusal(group[0][0], *check_run(group[0][0])):
             continue
         for first in range(0, len(group), size):
             chunk = group[first:first + size]
             if len(chunk) > 1:
                 train_population(chunk[0][0], [cfg.train.seed for cfg, _ in chunk], None,
+                                 resume=resume,
                                  dirs={cfg.train.seed: run_dir for cfg, run_dir in chunk})
                 trained += len(chunk)
     return trained
