@@ -83,6 +83,17 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
     block = page_blocks(tmp_path / "results")["why-latent-trees"]
     assert block.startswith(f"On {data['setup']['states']} held-out 8x8 states")
     assert "XLVIN (maze executor) at depth 2: hits@1" in block
+    # a later call (another machine: the runs of seed 101 gone) keeps the cells it does not bring
+    common = ["--runs", str(runs), "--results", str(results), "--depth", "2", "--jobs", "1"]
+    assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "1",
+                 "--mazes", "3"]) == 0
+    assert json.loads((results / "latent-trees.json").read_text()) == data
+    # measured otherwise, they are not mixed: one line, the file left as it was
+    assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "1",
+                 "--mazes", "2"]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # after the progress bar's lines
+    assert last.startswith("xlvin: error: ") and "measured with mazes 3, not 2 as now" in last
+    assert json.loads((results / "latent-trees.json").read_text()) == data
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -89,6 +89,16 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
     block = page_blocks(tmp_path / "results")["why-probes"]
     assert block.startswith(f"On {data['setup']['states']['test']} held-out 8x8 states")
     assert "another state's chi_s moves the policy" in block
+    # a later call bringing one cell keeps the two it does not bring (measured elsewhere)
+    assert main(["reproduce", "executor-probes", "--runs", str(runs), "--results", str(results),
+                 "--seeds", "1", "--arms", "ppo-32-transe", "--mazes", "3", "--train-mazes",
+                 "5", "--jobs", "1"]) == 0
+    assert json.loads((results / "probes.json").read_text()) == data
+    # a results file that is not the code's is refused before anything is measured
+    (results / "probes.json").write_text(json.dumps({"runs": [{"arm": "xlvin-32-b2"}]}))
+    assert main(["reproduce", "executor-probes", "--runs", str(runs), "--results", str(results),
+                 "--seeds", "1", "--mazes", "3", "--train-mazes", "5", "--jobs", "1"]) == 2
+    assert "probes.json" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from xlvin.experiments.maze_ablation import ARMS
-from xlvin.experiments.results import write_files
+from xlvin.experiments.results import kept_records, write_files
+from xlvin.experiments.shapes import one_of
 from xlvin.io.files import read_json
 from xlvin.stats import interval_text, summarize
 
@@ -88,9 +89,17 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: A record `run_cell` writes, as a later call keeps it (`kept_records`).
+RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "depth": int, "mazes": int,
+          "states": int, "depths": [{"pairs": int, **dict.fromkeys(MEASURES, float)}]}
+
+
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
     """RESULTS/latent-trees.{md,json} of the cells' records (`run_cell`; one depth and set of
-    mazes); the page."""
+    mazes) and those an earlier call wrote there of other cells (`kept_records`: run on
+    another machine, whose run directories are gone); the page."""
+    records = records + kept_records(results / f"{STEM}.json", records, RECORD,
+                                     ("depth", "mazes", "states"))
     order = list(ARMS.values())
     runs = sorted(records, key=lambda r: (order.index(r["arm"]), r["seed"]))
     data = {"setup": setup(records), "rows": aggregate(records), "runs": runs}

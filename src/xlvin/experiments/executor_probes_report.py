@@ -11,7 +11,8 @@ import numpy as np
 
 from xlvin.experiments.executor_probes import FEATURES
 from xlvin.experiments.maze_ablation import ARMS
-from xlvin.experiments.results import write_files
+from xlvin.experiments.results import kept_records, write_files
+from xlvin.experiments.shapes import Each, Nullable, one_of
 from xlvin.io.files import read_json
 from xlvin.stats import interval_text, summarize
 
@@ -105,9 +106,19 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: A record `run_cell` writes, as a later call keeps it (`kept_records`).
+RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "mazes": int,
+          "train_mazes": int, "states": {"train": int, "test": int},
+          "probes": Each(dict.fromkeys(PROBES, float)),
+          "moves": Nullable(Each(dict.fromkeys(MOVES, float)))}
+
+
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
-    """RESULTS/probes.{md,json} of the cells' records (`run_cell`; one set of mazes); the
-    page."""
+    """RESULTS/probes.{md,json} of the cells' records (`run_cell`; one set of mazes) and those
+    an earlier call wrote there of other cells (`kept_records`: run on another machine, whose
+    run directories are gone); the page."""
+    records = records + kept_records(results / f"{STEM}.json", records, RECORD,
+                                     ("mazes", "train_mazes", "states"))
     order = list(ARMS.values())
     runs = sorted(records, key=lambda r: (order.index(r["arm"]), r["seed"]))
     data = {"setup": setup(records), "rows": aggregate(records), "runs": runs}

@@ -3,6 +3,7 @@
 `Experiment` protocol; what it prints after training is its `report`."""
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from xlvin.experiments import (
 )
 from xlvin.experiments.final_eval import is_finished
 from xlvin.experiments.protocol import Experiment, Record, Report
+from xlvin.experiments.results import kept_records
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.run.checks import check_device
 
@@ -265,6 +267,12 @@ def _measured_report(module: Any) -> Report:
     return report
 
 
+def _measured_earlier(module: Any) -> Callable[[Path], Any]:
+    """What an earlier `module.STEM`.json in the results folder keeps (`kept_records`), read
+    before anything is measured: a corrupt one is one UserError."""
+    return lambda results: kept_records(results / f"{module.STEM}.json", [], module.RECORD, ())
+
+
 EXECUTOR_LATENT_TREES = Experiment(
     help="beyond the paper: do trained maze agents' transition models grow the true tree?",
     description=executor_latent_trees.__doc__ or "",
@@ -274,6 +282,7 @@ EXECUTOR_LATENT_TREES = Experiment(
     "are left out", first_seed=maze_ablation.FIRST_SEED,
     first_seed_note=": the maze ablation's", add_options=executor_latent_trees.add_options,
     finished_help=None, report=_measured_report(executor_latent_trees_report),
+    read_earlier=_measured_earlier(executor_latent_trees_report),
     progress=lambda args: "latent trees of trained agents",
     postfix=lambda r: f"{r['arm']} seed {r['seed']}",
 )
@@ -288,6 +297,7 @@ EXECUTOR_PROBES = Experiment(
     "are left out", first_seed=maze_ablation.FIRST_SEED,
     first_seed_note=": the maze ablation's", add_options=executor_probes.add_options,
     finished_help=None, report=_measured_report(executor_probes_report),
+    read_earlier=_measured_earlier(executor_probes_report),
     progress=lambda args: "probes of trained agents",
     postfix=lambda r: f"{r['arm']} seed {r['seed']}",
 )

@@ -40,6 +40,22 @@ def kept(path: Path, section: str, fresh: Iterable[Entry], key: Callable[[Entry]
         return others(check_entries({section: entries}, section, shape), fresh, key)
 
 
+def kept_records(path: Path, fresh: list[Entry], shape: Any,
+                 setup: tuple[str, ...]) -> list[Entry]:
+    """The records (section `runs`, each of `shape`) of an earlier results file at `path` whose
+    (arm, seed) no `fresh` record has (`kept`), so that cells measured on several machines add
+    up; each must have been measured as the fresh ones were (the same values of the fields
+    `setup`), else one UserError naming the field: a results folder holds one setup."""
+    earlier = kept(path, "runs", fresh, lambda r: (r["arm"], r["seed"]), shape)
+    for record in earlier:
+        for field in setup:
+            if fresh and record[field] != fresh[0][field]:
+                raise UserError(f"{path} holds {record['arm']} seed {record['seed']} measured "
+                                f"with {field} {record[field]}, not {fresh[0][field]} as now: "
+                                "give --results a folder of its own, or the same options")
+    return earlier
+
+
 def write_files(results: Path, stem: str, markdown: str, data: dict[str, Any]) -> None:
     """RESULTS/STEM.md (`markdown` as it is) and RESULTS/STEM.json (`data`), each written whole
     (a killed writer leaves the earlier file), in a results folder made if missing. `stem` may
