@@ -88,6 +88,12 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
     assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "1",
                  "--mazes", "3"]) == 0
     assert json.loads((results / "latent-trees.json").read_text()) == data
+    # --ended-only: the run still training (seed 101, after level 1) is left out
+    assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "3", "--mazes", "3",
+                 "--ended-only", "--results", str(tmp_path / "ended")]) == 0
+    ended = json.loads((tmp_path / "ended" / "latent-trees.json").read_text())
+    assert [(r["arm"], r["seed"], r["policy"]) for r in ended["runs"]] == [
+        ("xlvin-32-b2", 100, "final"), ("ppo-32-transe", 100, "final")]
     # measured otherwise, they are not mixed: one line, the file left as it was
     assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "1",
                  "--mazes", "2"]) == 2

@@ -143,12 +143,15 @@ def load_policy(cell: Any, root: Path) -> tuple[ActorCritic, dict[str, Any]]:
                           "run": str(run_dir.relative_to(root))}
 
 
-def trained_cells(cells: list[Any], root: Path) -> list[Any]:
-    """The cells whose run under `root` has a policy to measure; one UserError when none has."""
-    kept = [c for c in cells if saved_policy(c.run_dir(root)) is not None]
+def trained_cells(cells: list[Any], root: Path, ended_only: bool = False) -> list[Any]:
+    """The cells whose run under `root` has a policy to measure (`ended_only`: whose run has
+    ended, its final policy); one UserError when none has."""
+    wanted = (FINAL,) if ended_only else None
+    kept = [c for c in cells if (level := saved_policy(c.run_dir(root))) is not None
+            and (wanted is None or level in wanted)]
     if not kept:
-        raise UserError(f"none of the {len(cells)} cells has a finished run or a passed level "
-                        f"under {root}")
+        what = "a finished run" if ended_only else "a finished run or a passed level"
+        raise UserError(f"none of the {len(cells)} cells has {what} under {root}")
     return kept
 
 
@@ -238,9 +241,14 @@ def run_cell(cell: Cell, root: Path) -> dict[str, Any]:
 
 
 def add_arms_option(parser: argparse.ArgumentParser, arms: tuple[str, ...]) -> None:
+    """--arms, and --ended-only (which runs are measured)."""
     parser.add_argument("--arms", default=",".join(arms),
                         help=f"comma-separated maze agents of the arms, of {', '.join(arms)} "
                         "(default all)")
+    parser.add_argument("--ended-only", action="store_true",
+                        help="measure only the runs whose curriculum has ended (their final "
+                        "policy), leaving those still training to a later call (default: "
+                        "those too, at the last level they passed)")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -260,4 +268,4 @@ def cells(seeds: int, args: argparse.Namespace) -> list[Cell]:
     arms = csv_choices(args.arms, TRANSITION_ARMS, "arm")
     return trained_cells([Cell(arm, seed, args.depth, args.mazes)
                           for seed in range(args.first_seed, args.first_seed + seeds)
-                          for arm in arms], args.runs)
+                          for arm in arms], args.runs, args.ended_only)

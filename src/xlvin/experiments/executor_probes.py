@@ -196,4 +196,4 @@ def cells(seeds: int, args: argparse.Namespace) -> list[Cell]:
     arms = csv_choices(args.arms, tuple(ARMS.values()), "arm")
     return trained_cells([Cell(arm, seed, args.mazes, args.train_mazes)
                           for seed in range(args.first_seed, args.first_seed + seeds)
-                          for arm in arms], args.runs)
+                          for arm in arms], args.runs, args.ended_only)
