@@ -197,23 +197,12 @@ def bench_blocks(results: Path) -> dict[str, str]:
     }
 
 
-#: The agents of `python -m benchmarks.suite.population --json results/population/AGENT.json`.
-POPULATION_AGENTS = ("ppo", "xlvin-r")
-
-
 def population_table(data: dict) -> str:
     """The population benchmark's run (`--json`): a line saying what ran where, then one row a
     (kind, seeds), the round with the best aggregate wall rate: seed-steps per wall second,
     over the best solo figure (one process, or two at once), steps per CPU second, over one
     solo process's."""
-    best: dict[tuple[str, int], dict] = {}
-    for run in data["runs"]:
-        key = (run["kind"], run["seeds"])
-        if key not in best or _per_second(run, "wall_s") > _per_second(best[key], "wall_s"):
-            best[key] = run
-    solo = max(_per_second(best[("alone", 1)], "wall_s"),
-               _per_second(best[("alone x2", 2)], "wall_s"))
-    solo_cpu = _per_second(best[("alone", 1)], "cpu_s")
+    best, solo, solo_cpu = _best_runs(data)
     loads = [load for run in data["runs"] for load in run["load"]]
     lines = [f"{data['agent']}, {data['env']}, {data['steps']:,} env steps a seed, the best of "
              f"{data['rounds']} round{'s' * (data['rounds'] > 1)}; {data['cpu']}, load average "
@@ -226,6 +215,19 @@ def population_table(data: dict) -> str:
         lines.append(f"| {kind} | {seeds} | {wall:,.0f} | {wall / solo:.2f}x | {cpu:,.0f} | "
                      f"{cpu / solo_cpu:.2f}x | {memory} |")
     return "\n".join(lines)
+
+
+def _best_runs(data: dict) -> tuple[dict[tuple[str, int], dict], float, float]:
+    """Each (kind, seeds)'s run with the best aggregate wall rate; the best solo wall rate (one
+    process, or two at once) and one solo process's rate per CPU second."""
+    best: dict[tuple[str, int], dict] = {}
+    for run in data["runs"]:
+        key = (run["kind"], run["seeds"])
+        if key not in best or _per_second(run, "wall_s") > _per_second(best[key], "wall_s"):
+            best[key] = run
+    solo = max(_per_second(best[("alone", 1)], "wall_s"),
+               _per_second(best[("alone x2", 2)], "wall_s"))
+    return best, solo, _per_second(best[("alone", 1)], "cpu_s")
 
 
 def _per_second(run: dict, seconds: str) -> float:
@@ -249,15 +251,32 @@ def grouped_conv_table(data: dict) -> str:
 
 
 def population_blocks(results: Path) -> dict[str, str]:
-    """benchmarks/notes.md's population tables, one per agent measured
-    (results/population/AGENT.json), and the grouped convolutions' (grouped-conv.json)."""
-    folder = results / "population"
-    blocks = {f"population-{agent}": population_table(read_json(path))
-              for agent in POPULATION_AGENTS if (path := folder / f"{agent}.json").is_file()}
-    if (folder / "grouped-conv.json").is_file():
-        blocks["population-grouped-conv"] = grouped_conv_table(
-            read_json(folder / "grouped-conv.json"))
+    """benchmarks/notes.md's population tables, `population-STEM` of each
+    results/population/STEM.json the population benchmark wrote (`--json`), and the grouped
+    convolutions' (`population-grouped-conv`)."""
+    blocks, runs = {}, {}
+    for path in sorted((results / "population").glob("*.json")):
+        runs[path.stem] = data = read_json(path)
+        table = grouped_conv_table if path.stem == "grouped-conv" else population_table
+        blocks[f"population-{path.stem}"] = table(data)
+    if "ppo" in runs and "xlvin-r" in runs:
+        blocks["population-targets"] = _population_targets(runs["ppo"], runs["xlvin-r"])
     return blocks
+
+
+def _population_targets(ppo: dict, xlvin: dict, seeds: int = 64) -> str:
+    """The issue's targets at 64 seeds against what the two runs measured there."""
+    def at(data: dict) -> tuple[float, float]:  # (per CPU second over one solo, wall over best)
+        best, solo, solo_cpu = _best_runs(data)
+        run = best[("together", seeds)]
+        return _per_second(run, "cpu_s") / solo_cpu, _per_second(run, "wall_s") / solo
+
+    (ppo_cpu, ppo_wall), (xl_cpu, xl_wall) = at(ppo), at(xlvin)
+    return (f"At {seeds} seeds, against the 5x (PPO) and 3x (XLVIN-R) asked: PPO's population "
+            f"runs {ppo_cpu:.2f} times a solo process's steps per CPU second and XLVIN-R's "
+            f"{xl_cpu:.2f} times; on the machine's two cores, against two solo processes at "
+            f"once, PPO's population runs {ppo_wall:.2f} times their seed-steps per second and "
+            f"XLVIN-R's {xl_wall:.2f} times (one core against two).")
 
 
 def _wilson(k: int, n: int) -> str:
