@@ -365,10 +365,10 @@ class StackedPPO:
         grad_v.copy_(torch.from_numpy(grad_values).unsqueeze(-1))
         grads = torch.zeros_like(flat)
         g = weights.layer_views(grads)
-        grad_features = _bmm(grad_out, w[6])
+        grad_features = stacked_bmm(grad_out, w[6])
         grad_features += grad_v * w[8]  # a product over one column: each entry one product
-        grad_h2 = _relu_backward(_bmm(grad_features, w[4]), h2)
-        grad_h1 = _relu_backward(_bmm(grad_h2, w[2]), h1)
+        grad_h2 = _relu_backward(stacked_bmm(grad_features, w[4]), h2)
+        grad_h1 = _relu_backward(stacked_bmm(grad_h2, w[2]), h1)
         # the heads' weight gradients (a few rows: the actions', the critic's) seed by seed
         heads = [torch.stack([grad[k].t().mm(features[k]) for k in range(count)])
                  for grad in (grad_out, grad_v)]
@@ -394,7 +394,7 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.
     return torch.baddbmm(out, x, weight.transpose(1, 2), out=out)
 
 
-def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def stacked_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a [G, B, k] @ b [G, k, n] in an `aligned` buffer (as `baddbmm` with beta 0: `bmm` into
     a given buffer took twice as long)."""
     out = aligned(a.shape[0], a.shape[1], b.shape[2])

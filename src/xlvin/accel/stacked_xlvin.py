@@ -34,7 +34,8 @@ from torch import Tensor
 from torch.autograd import Function
 from torch.nn import functional as F
 
-from xlvin.accel.population import ALIGN, StackedWeights, padded, stacked_ppo_loss
+from xlvin.accel.population import (ALIGN, StackedWeights, aligned, padded, stacked_bmm,
+                                    stacked_ppo_loss)
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.tree import level_offsets
 
@@ -53,21 +54,6 @@ def placed(x: Tensor, shift: int = 0) -> Tensor:
     return out.copy_(x)
 
 
-def _bmm(a: Tensor, b: Tensor) -> Tensor:
-    """a [G, N, k] @ b [G, k, n] into `placed` blocks (`baddbmm` with beta 0, as
-    `xlvin.accel.population._bmm`)."""
-    out = _empty(a.shape[0], a.shape[1], b.shape[2])
-    return torch.baddbmm(out, a, b, beta=0.0, out=out)
-
-
-def _empty(count: int, rows: int, width: int) -> Tensor:
-    """An uninitialised [count, rows, width] of 64-byte aligned blocks."""
-    block = padded(rows * width)
-    if block == rows * width:
-        return torch.empty(count, rows, width)
-    return torch.empty(count * block).as_strided((count, rows, width), (block, width, 1))
-
-
 class _Linear(Function):
     """F.linear of every seed: x [G, N, in], weight [G, out, in] (a seed's own, or a frozen
     one expanded), bias [G, out] or None -> [G, N, out]. `shift` and `grad_shift`: the address
@@ -78,7 +64,7 @@ class _Linear(Function):
         ctx, x: Tensor, weight: Tensor, bias: Tensor | None, shift: int, grad_shift: int,
     ) -> Tensor:
         x = placed(x, shift)
-        out = _empty(x.shape[0], x.shape[1], weight.shape[1])
+        out = aligned(x.shape[0], x.shape[1], weight.shape[1])
         if bias is None:
             torch.baddbmm(out, x, weight.transpose(1, 2), beta=0.0, out=out)
         else:
@@ -94,7 +80,7 @@ class _Linear(Function):
         grad = placed(grad, ctx.grad_shift)  # type: ignore[attr-defined]
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:  # autograd's mm_mat1_backward: grad W
-            grad_x = _bmm(grad, weight)
+            grad_x = stacked_bmm(grad, weight)
         if ctx.needs_input_grad[1]:  # mm_mat2_backward of W^T: grad^T x where W^T is
             # column-major (W contiguous), else x^T grad, transposed
             if weight.stride(1) == weight.shape[2] and weight.stride(2) == 1:
@@ -179,7 +165,7 @@ class _Heads(Function):
                 critic_w: Tensor, critic_b: Tensor) -> tuple[Tensor, Tensor]:
         features = placed(features)
         count, rows, _ = features.shape
-        logits = _empty(count, rows, actor_w.shape[1])
+        logits = aligned(count, rows, actor_w.shape[1])
         logits.copy_(actor_b.unsqueeze(1).expand_as(logits))
         torch.baddbmm(logits, features, actor_w.transpose(1, 2), out=logits)
         values = torch.empty(count, rows, 1)
@@ -195,7 +181,7 @@ class _Heads(Function):
         count = len(features)
         grad_out = placed(grad_logits)
         grad_v = placed(grad_values.unsqueeze(-1))
-        grad_features = _bmm(grad_out, actor_w)
+        grad_features = stacked_bmm(grad_out, actor_w)
         grad_features += grad_v * critic_w  # a product over one column: each entry one product
         weights = [torch.stack([grad[k].t().mm(features[k]) for k in range(count)])
                    for grad in (grad_out, grad_v)]
