@@ -81,12 +81,10 @@ class Population:
             raise ValueError(f"these policies cannot train as a population: {reason}")
         self.policies = policies
         self.weights = StackedWeights(optimizers)
-        self.kernels: StackedPPO | StackedXLVIN | None = None
-        if not stacks_updates(policies[0]):
-            pass
-        elif not isinstance(policies[0], XLVINAgent):
+        self.kernels: StackedPPO | StackedXLVIN | None = None  # None: seed by seed
+        if stacks_updates(policies[0]) and not isinstance(policies[0], XLVINAgent):
             self.kernels = StackedPPO(self.weights)
-        elif shared_executor(policies):  # type: ignore[arg-type]
+        elif stacks_updates(policies[0]) and shared_executor(policies):  # type: ignore[arg-type]
             self.kernels = StackedXLVIN(self.weights, policies[0])
 
     @staticmethod
