@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from xlvin.cli import main
 from xlvin.io.executor_file import load_executor
@@ -37,6 +38,14 @@ def test_xlvin_trains_end_to_end_and_keeps_the_executor_frozen(tmp_path: Path, e
     assert list((run / "tb").glob("events.out.tfevents.*"))
     rows = read_metrics(run)
     assert len(rows) == 4 and rows[-1]["step"] == 512
+    # TensorBoard holds every metric of every row, at its step, with its value (float32)
+    board = EventAccumulator(str(run / "tb"))
+    board.Reload()
+    tags = board.Tags()["scalars"]
+    assert set(tags) == {k for r in rows for k in r if k != "step"}
+    for tag in tags:
+        assert [(e.step, e.value) for e in board.Scalars(tag)] == [
+            (r["step"], pytest.approx(r[tag], rel=1e-6, abs=1e-30)) for r in rows if tag in r]
     assert all("losses/transe" in r and "losses/policy_loss" in r for r in rows)
     saved = load_file(str(run / "model.safetensors"))
     original = load_executor(executor_path).processor.state_dict()
