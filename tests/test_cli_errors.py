@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from xlvin import PPO
 from xlvin.cli import main
+from xlvin.errors import UserError
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -302,3 +304,21 @@ def test_a_field_error_names_its_fields_in_each_readers_terms() -> None:
     assert python.command_line_message == str(err)
     again = pickle.loads(pickle.dumps(python))
     assert (str(again), again.command_line_message, again.field) == (str(python), str(err), "depth")
+
+
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "0,3"]])
+def test_a_target_kl_that_would_do_nothing_is_refused_as_in_python(
+    seeds: list[str], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """--target-kl acts between a low-data round's updates; on an online run (one update a
+    round) it is one line before anything is made, as `target_kl=` is in Python; on a low-data
+    run it is taken."""
+    code = main(["train", "--env", "CartPole-v1", "--agent", "ppo", "--target-kl", "0.01",
+                 *seeds, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("xlvin: error: --target-kl 0.01 skips the updates left")
+    assert "a run of protocol online makes one update a round" in err and "\n" not in err
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(UserError, match="^target_kl=0.01 skips the updates left"):
+        PPO("CartPole-v1", target_kl=0.01)
+    assert PPO("CartPole-v1", target_kl=0.01, protocol="low_data").config.ppo.target_kl == 0.01

@@ -18,9 +18,8 @@ from xlvin.envs.packages import import_gym_packages
 from xlvin.envs.wrappers import import_env_wrappers, wrapper_spec
 from xlvin.errors import FieldError, UserError
 from xlvin.run.agents import expand_agent
-from xlvin.run.checks import check_device
+from xlvin.run.checks import check_device, check_target_kl
 from xlvin.run.config import EVAL_SEED, MAX_SEED, SECTIONS, RunConfig, option_names
-from xlvin.run.protocols import protocol_of
 
 #: The most episodes one evaluation plays: its result lists every return.
 MAX_EVAL_EPISODES = 1_000_000
@@ -138,17 +137,6 @@ def sb3_batch_size(cfg: RunConfig, batch_size: Any, source: str) -> RunConfig:
                         source)
 
 
-def check_target_kl(cfg: RunConfig, source: str) -> None:
-    """Refuse target_kl= where it would do nothing (an online or curriculum run: one update a
-    round): it skips the remaining updates of a low-data round; SB3's stops an update's epochs
-    early, which ours does not."""
-    if cfg.ppo.target_kl > 0 and not protocol_of(cfg).several_updates_a_round:
-        raise UserError(
-            f"{source}: target_kl= skips the updates left in a round once one's KL passes it "
-            f"(protocol='low_data'); a {cfg.train.protocol} run makes one update a round, and "
-            "no update stops early as SB3's target_kl does: leave it out")
-
-
 def with_options(cfg: RunConfig, options: dict[str, Any], source: str) -> RunConfig:
     """`cfg` with `options` (Python names of the command line's flags) set, every value checked
     as a config file's is; one UserError for an unknown name or a bad value."""
@@ -207,7 +195,7 @@ def model_config(
     if batch_size is not None:
         cfg = sb3_batch_size(cfg, batch_size, source)
     if target_kl:
-        check_target_kl(cfg, source)
+        check_target_kl(cfg)
     return cfg
 
 

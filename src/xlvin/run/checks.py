@@ -294,3 +294,15 @@ def check_run(cfg: RunConfig, spaces: Spaces | None = None) -> tuple[Spaces, Arc
     protocol.check_memory(cfg, spaces)
     check_transe_budget(cfg, spaces, arch)
     return spaces, arch
+
+
+def check_target_kl(cfg: RunConfig) -> None:
+    """Refuse a target_kl where it would do nothing (a protocol of one update a round: online,
+    curriculum): ours skips the remaining updates of a low-data round; SB3's stops an update's
+    epochs early, which ours does not. Asked where the option is given (a saved config keeps
+    its value)."""
+    if cfg.ppo.target_kl > 0 and not protocol_of(cfg).several_updates_a_round:
+        raise FieldError("{target_kl=} skips the updates left in a round once one's KL passes "
+                         "it ({protocol} low_data); a run of protocol {} makes one update a round, and no "
+                         "update stops early as SB3's target_kl does: leave it out",
+                         cfg.train.protocol, target_kl=cfg.ppo.target_kl, protocol="low_data")
