@@ -82,7 +82,8 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
     assert row["hit"]["iqm_low"] <= row["hit"]["iqm"] <= row["hit"]["iqm_high"]
     block = page_blocks(tmp_path / "results")["why-latent-trees"]
     assert block.startswith(f"On {data['setup']['states']} held-out 8x8 states")
-    assert "XLVIN (maze executor) at depth 2: hits@1" in block
+    assert "XLVIN (maze executor) (2 seeds) at depth 2: hits@1" in block
+    assert "PPO-32 + TransE term (1 seed) at depth 1" in block
     # a later call (another machine: the runs of seed 101 gone) keeps the cells it does not bring
     common = ["--runs", str(runs), "--results", str(results), "--depth", "2", "--jobs", "1"]
     assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "1",

@@ -89,6 +89,7 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
     block = page_blocks(tmp_path / "results")["why-probes"]
     assert block.startswith(f"On {data['setup']['states']['test']} held-out 8x8 states")
     assert "another state's chi_s moves the policy" in block
+    assert "XLVIN (maze executor) (2 seeds): V* R^2 from h_s" in block
     # a later call bringing one cell keeps the two it does not bring (measured elsewhere)
     assert main(["reproduce", "executor-probes", "--runs", str(runs), "--results", str(results),
                  "--seeds", "1", "--arms", "ppo-32-transe", "--mazes", "3", "--train-mazes",

@@ -111,13 +111,18 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
 def page_blocks(results: Path) -> dict[str, str]:
     """The result block `why-latent-trees` of docs/mazes.md: per arm, hits@1 and relative
     distance at depth 1 and at the deepest depth, from why-executor/latent-trees.json."""
-    data = read_json(results / f"why-executor/{STEM}.json")
+    path = results / f"why-executor/{STEM}.json"
+    if not path.is_file():  # no cell measured yet
+        return {}
+    data = read_json(path)
     setup = data["setup"]
     deepest = max(row["depth"] for row in data["rows"])
 
     def said(row: dict[str, Any]) -> str:
-        return (f"{row['arm']} at depth {row['depth']}: hits@1 {_estimate(row['hit'], 'hit')} %, "
-                f"distance / spread {_estimate(row['relative'], 'relative')}")
+        seeds = len(row["seeds"])
+        return (f"{row['arm']} ({seeds} seed{'s' * (seeds > 1)}) at depth {row['depth']}: hits@1 "
+                f"{_estimate(row['hit'], 'hit')} % (no move: {_estimate(row['stay_hit'], 'hit')} "
+                f"%), distance / spread {_estimate(row['relative'], 'relative')}")
 
     shown = [row for row in data["rows"] if row["depth"] in (1, deepest)]
     return {"why-latent-trees": (

@@ -131,11 +131,15 @@ def page_blocks(results: Path) -> dict[str, str]:
     """The result block `why-probes` of docs/mazes.md: per arm, the probes' V* R^2 from h_s and
     from [h_s, chi_s], and the policy's move when chi_s is another state's, from
     why-executor/probes.json."""
-    data = read_json(results / f"why-executor/{STEM}.json")
+    path = results / f"why-executor/{STEM}.json"
+    if not path.is_file():  # no cell measured yet
+        return {}
+    data = read_json(path)
 
     def said(row: dict[str, Any]) -> str:
-        probes = row["probes"]
-        text = f"{row['arm']}: V* R^2 from h_s {_estimate(probes['h']['value_r2'], 'value_r2')}"
+        probes, seeds = row["probes"], len(row["seeds"])
+        text = (f"{row['arm']} ({seeds} seed{'s' * (seeds > 1)}): V* R^2 from h_s "
+                f"{_estimate(probes['h']['value_r2'], 'value_r2')}")
         if "h+chi" in probes:
             chi = row["moves"]["chi"]
             text += (f", from [h_s, chi_s] {_estimate(probes['h+chi']['value_r2'], 'value_r2')}"

@@ -15,6 +15,8 @@ from xlvin.experiments import (
     benchmark_pages,
     continuous,
     executor_ablation,
+    executor_latent_trees_report,
+    executor_probes_report,
     executor_true_trees_report,
     maze_ablation_report,
     maze_embeddings,
@@ -34,7 +36,8 @@ SOURCES: tuple[Callable[[Path], dict[str, str]], ...] = (
     maze_ablation_report.geometry_blocks, maze_ablation_report.cell_blocks,
     atari_report.page_blocks,
     atari_vae_report.page_blocks, continuous.page_blocks, continuous.mujoco_blocks,
-    executor_true_trees_report.page_blocks,
+    executor_true_trees_report.page_blocks, executor_latent_trees_report.page_blocks,
+    executor_probes_report.page_blocks,
     benchmark_pages.page_blocks)
 
 #: The README's results table: (experiment, command, page) around each report's headline.
