@@ -34,6 +34,8 @@ from xlvin.experiments import (
     atari_vae_report,
     continuous,
     executor_ablation,
+    executor_latent_trees_report,
+    executor_probes_report,
     executor_true_trees_report,
     maze_ablation_report,
     maze_report,
@@ -154,6 +156,23 @@ def _true_trees(folder: Path) -> dict[str, bytes]:
     """The executors on the mazes' true trees: the page of its JSON."""
     data = committed("why-executor/true-trees.json")
     return {"why-executor/true-trees.md": executor_true_trees_report.markdown(data).encode()}
+
+
+@case("why-executor/latent-trees", "why-executor/latent-trees.md")
+def _latent_trees(folder: Path) -> dict[str, bytes]:
+    """The trained agents' latent trees: the records of its JSON through the writer (which
+    keeps every cell it does not measure again)."""
+    executor_latent_trees_report.write_results([], with_json(
+        folder, "why-executor/latent-trees.json", "latent-trees.json"))
+    return outputs(folder, "why-executor/")
+
+
+@case("why-executor/probes", "why-executor/probes.md")
+def _probes(folder: Path) -> dict[str, bytes]:
+    """The trained agents' probes: the records of its JSON through the writer."""
+    executor_probes_report.write_results([], with_json(folder, "why-executor/probes.json",
+                                                       "probes.json"))
+    return outputs(folder, "why-executor/")
 
 
 # Atari (xlvin.experiments.atari): the cells' records through the writer, their agents' older
