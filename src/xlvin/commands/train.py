@@ -47,8 +47,13 @@ def run_config(args: argparse.Namespace, saved: Path | None = None) -> RunConfig
         base = RunConfig.from_saved(load_json(saved), str(saved))
     if args.config is not None:
         base = RunConfig.from_json(load_json(args.config), str(args.config))
-    return RunConfig(**{section: from_args(cls, args, getattr(base, section), prefix=prefix)
-                        for section, cls, prefix in SECTIONS})
+    cfg = RunConfig(**{section: from_args(cls, args, getattr(base, section), prefix=prefix)
+                       for section, cls, prefix in SECTIONS})
+    if getattr(args, "target_kl", None) is not None:  # given: it must act (as target_kl=)
+        from xlvin.run.checks import check_target_kl
+
+        check_target_kl(cfg)
+    return cfg
 
 
 def time_split(summary: dict[str, Any]) -> str:
@@ -73,7 +78,6 @@ def _train(args: argparse.Namespace) -> None:
     from xlvin.io.run_dir import CONFIG
 
     from xlvin.ppo.session import deadline_after
-    from xlvin.run.checks import check_target_kl
 
     deadline_after(args.deadline_minutes)  # checked before anything is read or written
     import_gym_packages(args.gym_packages or [])  # the flag's modules only, never a file's
@@ -84,8 +88,6 @@ def _train(args: argparse.Namespace) -> None:
     saved = args.out / CONFIG if args.resume and (args.out / CONFIG).is_file() else None
     from xlvin.run.protocols import whole_rollouts
     cfg, rounded = whole_rollouts(run_config(args, saved))
-    if args.target_kl is not None:
-        check_target_kl(cfg)
     model = Model.from_config(cfg)
     if rounded:
         print(f"xlvin: --total-steps {rounded}", file=sys.stderr)
@@ -112,7 +114,6 @@ def _train_seeds(args: argparse.Namespace) -> None:
     from xlvin.errors import FieldError
     from xlvin.io.run_dir import CONFIG
     from xlvin.ppo.session import deadline_after
-    from xlvin.run.checks import check_target_kl
     from xlvin.run.population import parse_seeds, seed_dir, train_population
 
     if args.seed is not None:
@@ -122,8 +123,6 @@ def _train_seeds(args: argparse.Namespace) -> None:
     from xlvin.run.protocols import whole_rollouts
     cfg, rounded = whole_rollouts(run_config(args, saved if args.resume and saved.is_file()
                                              else None))
-    if args.target_kl is not None:
-        check_target_kl(cfg)
     if rounded:
         print(f"xlvin: --total-steps {rounded}", file=sys.stderr)
     summaries = train_population(cfg, seeds, args.out, progress=not args.quiet,

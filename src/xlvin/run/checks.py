@@ -303,6 +303,7 @@ def check_target_kl(cfg: RunConfig) -> None:
     its value)."""
     if cfg.ppo.target_kl > 0 and not protocol_of(cfg).several_updates_a_round:
         raise FieldError("{target_kl=} skips the updates left in a round once one's KL passes "
-                         "it ({protocol} low_data); a run of protocol {} makes one update a round, and no "
-                         "update stops early as SB3's target_kl does: leave it out",
+                         "it ({protocol} low_data); a run of protocol {} makes one update a "
+                         "round, and no update stops early as SB3's target_kl does: leave it "
+                         "out",
                          cfg.train.protocol, target_kl=cfg.ppo.target_kl, protocol="low_data")
