@@ -151,14 +151,18 @@ def _executor_ablation(folder: Path) -> dict[str, bytes]:
     return outputs(folder, "ablation/")
 
 
-@case("why-executor/true-trees", "why-executor/true-trees.md")
+@case("why-executor/true-trees", "why-executor/true-trees.md", "why-executor/true-trees.png")
 def _true_trees(folder: Path) -> dict[str, bytes]:
-    """The executors on the mazes' true trees: the page of its JSON."""
+    """The executors on the mazes' true trees: the page and figure of its JSON."""
     data = committed("why-executor/true-trees.json")
-    return {"why-executor/true-trees.md": executor_true_trees_report.markdown(data).encode()}
+    folder.mkdir(parents=True)
+    executor_true_trees_report.plot(data, folder / "true-trees.png")
+    return {"why-executor/true-trees.md": executor_true_trees_report.markdown(data).encode(),
+            **outputs(folder, "why-executor/")}
 
 
-@case("why-executor/latent-trees", "why-executor/latent-trees.md")
+@case("why-executor/latent-trees", "why-executor/latent-trees.md",
+      "why-executor/latent-trees.png")
 def _latent_trees(folder: Path) -> dict[str, bytes]:
     """The trained agents' latent trees: the records of its JSON through the writer (which
     keeps every cell it does not measure again)."""
@@ -167,7 +171,7 @@ def _latent_trees(folder: Path) -> dict[str, bytes]:
     return outputs(folder, "why-executor/")
 
 
-@case("why-executor/probes", "why-executor/probes.md")
+@case("why-executor/probes", "why-executor/probes.md", "why-executor/probes.png")
 def _probes(folder: Path) -> dict[str, bytes]:
     """The trained agents' probes: the records of its JSON through the writer."""
     executor_probes_report.write_results([], with_json(folder, "why-executor/probes.json",

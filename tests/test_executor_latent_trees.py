@@ -59,9 +59,10 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
                  str(results), "--seeds", "3", "--mazes", "3", "--depth", "2",
                  "--jobs", "1"]) == 0
     assert capsys.readouterr().out.endswith(
-        f"wrote {results}/latent-trees.md, .json from 3 cells; runs under {runs}\n")
+        f"wrote {results}/latent-trees.md, .json, .png from 3 cells; runs under {runs}\n")
     data = json.loads((results / "latent-trees.json").read_text())
     assert (results / "latent-trees.md").read_text() == markdown(data)
+    assert (results / "latent-trees.png").read_bytes().startswith(b"\x89PNG")
     assert [(r["arm"], r["seed"], r["policy"]) for r in data["runs"]] == [
         ("xlvin-32-b2", 100, "final"), ("xlvin-32-b2", 101, "after level 1"),
         ("ppo-32-transe", 100, "final")]

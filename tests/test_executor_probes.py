@@ -71,9 +71,10 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
                  "--seeds", "2", "--arms", "xlvin-32-b2,ppo-32-transe,ppo-32", "--mazes", "3",
                  "--train-mazes", "5", "--jobs", "1"]) == 0
     assert capsys.readouterr().out.endswith(
-        f"wrote {results}/probes.md, .json from 3 cells; runs under {runs}\n")
+        f"wrote {results}/probes.md, .json, .png from 3 cells; runs under {runs}\n")
     data = json.loads((results / "probes.json").read_text())
     assert (results / "probes.md").read_text() == markdown(data)
+    assert (results / "probes.png").read_bytes().startswith(b"\x89PNG")
     assert [(r["arm"], r["seed"], r["policy"]) for r in data["runs"]] == [
         ("xlvin-32-b2", 100, "final"), ("xlvin-32-b2", 101, "after level 1"),
         ("ppo-32-transe", 100, "final")]

@@ -115,9 +115,10 @@ def test_reproduce_writes_the_page_from_its_json(tmp_path: Path,
     assert main(["reproduce", "executor-true-trees", "--executors", "maze,maze-untrained",
                  "--mazes", "4", "--depth", "2", "--jobs", "1", "--results", str(results)]) == 0
     out = capsys.readouterr().out
-    assert out.endswith(f"wrote {results}/true-trees.md, .json\n")
+    assert out.endswith(f"wrote {results}/true-trees.md, .json, .png\n")
     data = json.loads((results / "true-trees.json").read_text())
     assert (results / "true-trees.md").read_text() == markdown(data)
+    assert (results / "true-trees.png").read_bytes().startswith(b"\x89PNG")
     assert data["setup"]["mazes"] == 4 and data["setup"]["depth"] == 2
     rows = {(r["executor"], r["protocol"]): r for r in data["rows"]}
     assert set(rows) == {(e, p) for e in ("maze", "maze-untrained")

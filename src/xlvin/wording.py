@@ -41,3 +41,8 @@ def compare(x: str, y: str, *, protocol: str, seeds: str,
     verdict = (f"{x} and {y} are not separated" if ahead is None
                else f"{x} is ahead of {y}" if ahead else f"{y} is ahead of {x}")
     return f"{verdict} ({protocol}, {seeds}: {evidence})"
+
+
+def seed_count(count: int) -> str:
+    """'1 seed', '7 seeds'."""
+    return f"{count:,} seed{'s' * (count != 1)}"

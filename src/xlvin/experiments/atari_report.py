@@ -20,7 +20,7 @@ from xlvin.experiments.shapes import Nullable, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.run.agents import resolve_agent
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
-from xlvin.wording import compare
+from xlvin.wording import compare, seed_count
 
 
 def over_seeds(values: list[float]) -> dict[str, float]:
@@ -194,7 +194,7 @@ def plot(game: str, records: list[dict[str, Any]], note: str, path: Path) -> Non
             mean = np.nanmean(ys, 0)
         color = f"C{list(AGENTS).index(agent)}"  # one colour per agent in every figure
         ax.plot(grid, mean, color=color,
-                label=f"{LABELS[agent]} ({len(group)} seed{'s' * (len(group) > 1)})")
+                label=f"{LABELS[agent]} ({seed_count(len(group))})")
         if len(group) > 1:
             ax.fill_between(grid, np.nanmin(ys, 0), np.nanmax(ys, 0), alpha=0.15, color=color)
             for r in group:

@@ -1,18 +1,21 @@
 """The results of `xlvin.experiments.executor_latent_trees`: per arm and depth, the transition
 model's hits@1 and its distance to the true successors' encodings relative to their spread (and
 the no-move reference's), IQM over the seeds with 95 % bootstrap intervals;
-RESULTS/latent-trees.{md,json}, the table rendered from the JSON alone (`markdown`)."""
+RESULTS/latent-trees.{md,json,png}, the table and figure rendered from the JSON alone
+(`markdown`, `plot`)."""
 
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from xlvin.experiments.figures import pyplot
 from xlvin.experiments.maze_ablation import ARMS
 from xlvin.experiments.results import kept_records, write_files
 from xlvin.experiments.shapes import one_of
-from xlvin.io.files import read_json
+from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import interval_text, summarize
+from xlvin.wording import seed_count
 
 STEM = "latent-trees"
 #: The scores of a depth (`latent_tree_scores`) summarised over seeds -> what the table says.
@@ -95,7 +98,7 @@ RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "depth": int
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
-    """RESULTS/latent-trees.{md,json} of the cells' records (`run_cell`; one depth and set of
+    """RESULTS/latent-trees.{md,json,png} of the cells' records (`run_cell`; one depth and set of
     mazes) and those an earlier call wrote there of other cells (`kept_records`: run on
     another machine, whose run directories are gone); the page."""
     records = records + kept_records(results / f"{STEM}.json", records, RECORD,
@@ -105,7 +108,42 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     data = {"setup": setup(records), "rows": aggregate(records), "runs": runs}
     md = markdown(data)
     write_files(results, STEM, md, data)
+    plot(data, results / f"{STEM}.png")
     return md
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    """Per arm (the maze ablation's colours), against depth: hits@1 (left) and the distance to
+    the true successor's encoding over the spread (right), IQM over the seeds with its 95 %
+    interval; dotted, the same arm's no-move reference."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    colours = {arm: f"C{i}" for i, arm in enumerate(ARMS)}
+    arms = list(dict.fromkeys(row["arm"] for row in data["rows"]))
+    for ax, (key, stay, scale, title) in zip(axes, (
+            ("hit", "stay_hit", 100, "hits@1 among the actions' true successors, %"),
+            ("relative", "stay_relative", 1, "distance to the true successor / spread"))):
+        for i, arm in enumerate(arms):
+            rows = [row for row in data["rows"] if row["arm"] == arm]
+            depths = np.array([row["depth"] for row in rows]) + 0.06 * (i - len(arms) / 2)
+            iqm = np.array([row[key]["iqm"] for row in rows]) * scale
+            low = iqm - np.array([row[key]["iqm_low"] for row in rows]) * scale
+            high = np.array([row[key]["iqm_high"] for row in rows]) * scale - iqm
+            ax.errorbar(depths, iqm, yerr=[low, high], fmt="o-", color=colours[arm], capsize=3,
+                        markersize=4, label=f"{arm} ({seed_count(len(rows[0]['seeds']))})")
+            ax.plot(depths, [row[stay]["iqm"] * scale for row in rows], ":",
+                    color=colours[arm], alpha=0.8)
+        ax.set_xlabel("depth of the tree")
+        ax.set_xticks(sorted({row["depth"] for row in data["rows"]}))
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("the trained agents' latent trees against the true ones, "
+                 f"{data['setup']['states']:,} held-out 8x8 states; dotted: predicting no move; "
+                 "IQM and 95 % CI over seeds", fontsize=9)
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=110)
+    plt.close(fig)
 
 
 def page_blocks(results: Path) -> dict[str, str]:
@@ -120,7 +158,7 @@ def page_blocks(results: Path) -> dict[str, str]:
 
     def said(row: dict[str, Any]) -> str:
         seeds = len(row["seeds"])
-        return (f"{row['arm']} ({seeds} seed{'s' * (seeds > 1)}) at depth {row['depth']}: hits@1 "
+        return (f"{row['arm']} ({seed_count(seeds)}) at depth {row['depth']}: hits@1 "
                 f"{_estimate(row['hit'], 'hit')} % (no move: {_estimate(row['stay_hit'], 'hit')} "
                 f"%), distance / spread {_estimate(row['relative'], 'relative')}")
 

@@ -1,8 +1,8 @@
 """The results of `xlvin.experiments.executor_probes`: per arm, the held-out R^2 of V* and the
 optimal action's accuracy of linear probes from h_s, chi_s, [h_s, chi_s] and no feature, and how
 far the policy moves when the heads read another state's chi_s (or h_s), IQM over the seeds with
-95 % bootstrap intervals; RESULTS/probes.{md,json}, the tables rendered from the JSON alone
-(`markdown`)."""
+95 % bootstrap intervals; RESULTS/probes.{md,json,png}, the tables and figure rendered from the
+JSON alone (`markdown`, `plot`)."""
 
 from pathlib import Path
 from typing import Any
@@ -10,11 +10,13 @@ from typing import Any
 import numpy as np
 
 from xlvin.experiments.executor_probes import FEATURES
+from xlvin.experiments.figures import iqm_marks, pyplot
 from xlvin.experiments.maze_ablation import ARMS
 from xlvin.experiments.results import kept_records, write_files
 from xlvin.experiments.shapes import Each, Nullable, one_of
-from xlvin.io.files import read_json
+from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import interval_text, summarize
+from xlvin.wording import seed_count
 
 STEM = "probes"
 #: A probe's scores -> their heading.
@@ -114,7 +116,7 @@ RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "mazes": int
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
-    """RESULTS/probes.{md,json} of the cells' records (`run_cell`; one set of mazes) and those
+    """RESULTS/probes.{md,json,png} of the cells' records (`run_cell`; one set of mazes) and those
     an earlier call wrote there of other cells (`kept_records`: run on another machine, whose
     run directories are gone); the page."""
     records = records + kept_records(results / f"{STEM}.json", records, RECORD,
@@ -124,7 +126,47 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     data = {"setup": setup(records), "rows": aggregate(records), "runs": runs}
     md = markdown(data)
     write_files(results, STEM, md, data)
+    plot(data, results / f"{STEM}.png")
     return md
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    """Left: the V* probe's held-out R^2 from each feature, per arm (the maze ablation's
+    colours). Right: the share of states whose greedy action changes when the heads read
+    another state's chi_s or h_s, per XLVIN arm. Every seed a point, the IQM with its 95 %
+    interval a black bar."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
+    colours = {arm: f"C{i}" for i, arm in enumerate(ARMS)}
+    rows = data["rows"]
+    width = 0.8 / len(rows)
+    features = [name for name in FEATURES if any(name in row["probes"] for row in rows)]
+    for j, row in enumerate(rows):
+        for name in (n for n in features if n in row["probes"]):
+            iqm_marks(axes[0], features.index(name) + (j - (len(rows) - 1) / 2) * width,
+                      row["probes"][name]["value_r2"], colours[row["arm"]], spread=width / 3)
+        axes[0].scatter([], [], color=colours[row["arm"]], label=f"{row['arm']} "
+                        f"({seed_count(len(row['seeds']))})")
+    axes[0].set_xticks(range(len(features)), [FEATURES[n] for n in features])
+    axes[0].set_title("a linear probe's held-out R^2 of V*, from", fontsize=9)
+    axes[0].legend(fontsize=7)
+    moved = [row for row in rows if row["moves"] is not None]
+    step = 0.8 / max(len(moved), 1)
+    for j, row in enumerate(moved):
+        for i, swap in enumerate(SWAPS):
+            iqm_marks(axes[1], i + (j - (len(moved) - 1) / 2) * step,
+                      row["moves"][swap]["greedy_changed"], colours[row["arm"]], scale=100,
+                      spread=step / 3)
+    axes[1].set_xticks(range(len(SWAPS)), list(SWAPS.values()))
+    axes[1].set_ylim(-2, 102)
+    axes[1].set_title("greedy action changed when the heads read, %", fontsize=9)
+    for ax in axes:
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(f"what the trained agents' heads read, {data['setup']['states']['test']:,} "
+                 "held-out 8x8 states; IQM and 95 % CI over seeds", fontsize=9)
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=110)
+    plt.close(fig)
 
 
 def page_blocks(results: Path) -> dict[str, str]:
@@ -138,7 +180,7 @@ def page_blocks(results: Path) -> dict[str, str]:
 
     def said(row: dict[str, Any]) -> str:
         probes, seeds = row["probes"], len(row["seeds"])
-        text = (f"{row['arm']} ({seeds} seed{'s' * (seeds > 1)}): V* R^2 from h_s "
+        text = (f"{row['arm']} ({seed_count(seeds)}): V* R^2 from h_s "
                 f"{_estimate(probes['h']['value_r2'], 'value_r2')}")
         if "h+chi" in probes:
             chi = row["moves"]["chi"]

@@ -1,7 +1,8 @@
 """The results of `xlvin.experiments.executor_true_trees`: each executor's values scored against
 value iteration on the tree and against V* (with the two references), 95 % bootstrap intervals
 over the mazes, the pre-trained executor against the ablations worded by `xlvin.wording.compare`;
-RESULTS/true-trees.{md,json}, the table rendered from the JSON alone (`markdown`)."""
+RESULTS/true-trees.{md,json,png}, the table and figure rendered from the JSON alone (`markdown`,
+`plot`)."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -10,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from xlvin.experiments.executor_true_trees import EXECUTORS, PROTOCOLS, TrueTrees, true_trees
+from xlvin.experiments.figures import pyplot
 from xlvin.experiments.results import write_files
-from xlvin.io.files import read_json
+from xlvin.io.files import atomic_savefig, read_json
 from xlvin.pretrain.executor_eval import TIE_TOL
 from xlvin.stats import improvement_over, interval_text, stratified_bootstrap_ci
 from xlvin.wording import compare
@@ -207,7 +209,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
-    """RESULTS/true-trees.{md,json} of the cells' records (`run_cell`; one depth and set of
+    """RESULTS/true-trees.{md,json,png} of the cells' records (`run_cell`; one depth and set of
     mazes); the page."""
     first = records[0]
     trees = true_trees(first["depth"], first["mazes"], first["gamma"])
@@ -218,7 +220,45 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
             "references": reference_rows(trees), "comparisons": comparisons(trees, records)}
     md = markdown(data)
     write_files(results, STEM, md, data)
+    plot(data, results / f"{STEM}.png")
     return md
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    """The share of states whose greedy action is value iteration's on the tree, per executor
+    and the way it runs, on all states (left) and where the immediate reward does not decide
+    (right), with its 95 % interval over the mazes; dashed, greedy on the immediate reward."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    rows = data["rows"]
+    greedy = next(r for r in data["references"] if r["reference"].startswith("greedy"))
+    for ax, (key, title) in zip(axes, (("greedy", "all states"),
+                                        ("greedy_planning",
+                                         "where the immediate reward does not decide"))):
+        for i, protocol in enumerate(PROTOCOLS):
+            mine = [row for row in rows if row["protocol"] == protocol]
+            x = np.arange(len(mine)) + (i - (len(PROTOCOLS) - 1) / 2) * 0.35
+            score = [row["tree"][key] for row in mine]
+            mean = np.array([s["mean"] for s in score]) * 100
+            ax.bar(x, mean, width=0.35, color=f"C{i}", alpha=0.8, label=f"run as {protocol}",
+                   yerr=[mean - np.array([s["low"] for s in score]) * 100,
+                         np.array([s["high"] for s in score]) * 100 - mean], capsize=3)
+        ax.axhline(greedy["tree"][key]["mean"] * 100, color="black", linestyle="--",
+                   linewidth=1, label="greedy on the immediate reward")
+        labels = list(dict.fromkeys(_label(row) for row in rows))
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_ylim(0, 102)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("greedy action = value iteration's on the tree, %")
+    axes[0].legend(fontsize=7, loc="lower left")
+    setup = data["setup"]
+    fig.suptitle(f"the frozen executors on true trees of depth {setup['depth']}: "
+                 f"{setup['states']:,} states of {setup['mazes']} held-out 8x8 mazes; "
+                 "95 % CI over the mazes", fontsize=9)
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=110)
+    plt.close(fig)
 
 
 def page_blocks(results: Path) -> dict[str, str]:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from xlvin.errors import UserError
-from xlvin.experiments.figures import pyplot
+from xlvin.experiments.figures import iqm_marks, pyplot
 from xlvin.experiments.maze_ablation import (
     ARMS,
     BASELINE,
@@ -171,13 +171,7 @@ def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], path: Path) 
             stat = row[name]
             if stat is None:
                 continue
-            values = np.array(stat["per_seed"]) * scale
-            ax.scatter(i + np.linspace(-0.15, 0.15, len(values)), values, s=12,
-                       color=colours[row["arm"]], alpha=0.7)
-            ax.errorbar(i, stat["iqm"] * scale,
-                        yerr=[[(stat["iqm"] - stat["iqm_low"]) * scale],
-                              [(stat["iqm_high"] - stat["iqm"]) * scale]],
-                        fmt="_", color="black", markersize=16, capsize=4)
+            iqm_marks(ax, i, stat, colours[row["arm"]], scale)
         ax.set_xticks(range(len(rows)), [textwrap.fill(r["arm"], 14) for r in rows], fontsize=6)
         if name.startswith("held_out"):
             ax.set_ylim(-0.02, 1.02)

@@ -241,7 +241,7 @@ MAZE_ABLATION = Experiment(
 def _true_trees_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
     assert trained is not None  # nothing is trained: every call measures
     return (executor_true_trees_report.write_results(trained, args.results)
-            + f"\nwrote {args.results}/{executor_true_trees_report.STEM}.md, .json")
+            + f"\nwrote {args.results}/{executor_true_trees_report.STEM}.md, .json, .png")
 
 
 EXECUTOR_TRUE_TREES = Experiment(
@@ -262,8 +262,8 @@ def _measured_report(module: Any) -> Report:
     def report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
         assert trained is not None
         return (module.write_results(trained, args.results)
-                + f"\nwrote {args.results}/{module.STEM}.md, .json from {len(trained)} cells; "
-                f"runs under {args.runs}")
+                + f"\nwrote {args.results}/{module.STEM}.md, .json, .png from {len(trained)} "
+                f"cells; runs under {args.runs}")
     return report
 
 
