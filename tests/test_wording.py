@@ -4,7 +4,7 @@ the protocol, the seeds and the numbers."""
 
 import pytest
 
-from xlvin.wording import compare
+from xlvin.wording import compare, compare_seeds, seed_count
 
 
 def test_an_interval_above_one_half_is_ahead() -> None:
@@ -37,3 +37,16 @@ def test_rates_by_fishers_test() -> None:
 def test_one_kind_of_evidence() -> None:
     with pytest.raises(ValueError):
         compare("X", "Y", protocol="p", seeds="s")
+
+
+def test_seeds_are_compared_only_from_ten_on_and_their_counts_said() -> None:
+    low, high = [float(v) for v in range(10)], [float(v) + 100 for v in range(10)]
+    assert compare_seeds("A", "B", high[:9], low[:9], protocol="p") == (
+        "A and B are not compared (p, 9 seeds each, fewer than 10: IQM A 104.0, B 4.0)")
+    assert compare_seeds("A", "B", high, low, protocol="p").startswith(
+        "A is ahead of B (p, 10 seeds each: IQM A 104.5, B 4.5; P(A > B) = 1.00")
+    assert compare_seeds("A", "B", low, high + [0.0], protocol="p").startswith(
+        "B is ahead of A (p, 10 and 11 seeds:")
+    assert compare_seeds("A", "B", low, low, protocol="p").startswith(
+        "A and B are not separated (p, 10 seeds each:")
+    assert seed_count(1) == "1 seed" and seed_count(1234) == "1,234 seeds"

@@ -4,10 +4,15 @@ protocol and the seeds said; otherwise the two are "not separated", with their I
 Every results page renders its comparisons through `compare`, so no sentence says more than its
 interval."""
 
-from xlvin.stats import fisher_exact, improvement_text
+from collections.abc import Sequence
+
+from xlvin.stats import fisher_exact, improvement_over, improvement_text, iqm
 
 #: Fisher's exact p below which two rates are separated.
 ALPHA = 0.05
+#: The seeds each side needs before `compare_seeds` compares them: over fewer, a bootstrap
+#: interval is no interval (one seed's is a point).
+MIN_SEEDS = 10
 
 
 def _number(value: float, digits: int) -> str:
@@ -46,3 +51,19 @@ def compare(x: str, y: str, *, protocol: str, seeds: str,
 def seed_count(count: int) -> str:
     """'1 seed', '7 seeds'."""
     return f"{count:,} seed{'s' * (count != 1)}"
+
+
+def compare_seeds(x: str, y: str, x_seeds: Sequence[float], y_seeds: Sequence[float], *,
+                  protocol: str, digits: int = 1, measure: str = "IQM") -> str:
+    """`compare` of X's and Y's per-seed values (larger is better), the seed counts said, where
+    each side has `MIN_SEEDS` or more; else 'X and Y are not compared (PROTOCOL, 3 and 2 seeds,
+    fewer than 10: IQM X a, Y b)'."""
+    counts = (f"{seed_count(len(x_seeds))} each" if len(x_seeds) == len(y_seeds)
+              else f"{len(x_seeds):,} and {seed_count(len(y_seeds))}")
+    iqms = (float(iqm(x_seeds)), float(iqm(y_seeds)))
+    if min(len(x_seeds), len(y_seeds)) < MIN_SEEDS:
+        return (f"{x} and {y} are not compared ({protocol}, {counts}, fewer than {MIN_SEEDS}: "
+                f"{measure} {x} {_number(iqms[0], digits)}, {y} {_number(iqms[1], digits)})")
+    return compare(x, y, protocol=protocol, seeds=counts, iqms=iqms,
+                   improvement=improvement_over(x_seeds, y_seeds), digits=digits,
+                   measure=measure)

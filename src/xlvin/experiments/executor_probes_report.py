@@ -11,12 +11,13 @@ import numpy as np
 
 from xlvin.experiments.executor_probes import FEATURES
 from xlvin.experiments.figures import iqm_marks, pyplot
-from xlvin.experiments.maze_ablation import ARMS
+from xlvin.experiments.maze import AGENTS
+from xlvin.experiments.maze_ablation import ARMS, COMMITTED
 from xlvin.experiments.results import kept_records, write_files
 from xlvin.experiments.shapes import Each, Nullable, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import interval_text, summarize
-from xlvin.wording import seed_count
+from xlvin.wording import compare_seeds, seed_count
 
 STEM = "probes"
 #: A probe's scores -> their heading.
@@ -190,6 +191,20 @@ def page_blocks(results: Path) -> dict[str, str]:
                      f"action on {_estimate(chi['greedy_changed'], 'greedy_changed')} % of states")
         return text
 
+    def adds(row: dict[str, Any]) -> str:
+        probes = row["probes"]
+        return compare_seeds("[h_s, chi_s]", "h_s", probes["h+chi"]["value_r2"]["per_seed"],
+                             probes["h"]["value_r2"]["per_seed"],
+                             protocol=f"{row['arm']}, V* probe's held-out R^2", digits=3)
+
+    xlvin = next((row for row in data["rows"] if row["agent"] == ARMS[COMMITTED]), None)
     return {"why-probes": (
         f"On {data['setup']['states']['test']:,} held-out 8x8 states (IQM over seeds [95 % "
-        "interval]): " + "; ".join(said(row) for row in data["rows"]) + ".")}
+        "interval]): " + "; ".join(said(row) for row in data["rows"]) + ". Does chi_s add to "
+        "h_s what V* needs? " + "; ".join(adds(row) for row in data["rows"] if "h+chi" in
+                                          row["probes"] and not AGENTS[row["agent"]].get(
+                                              "zero_chi")) + "."),
+        "why-probes-headline": "" if xlvin is None else (
+            "(c) Do the heads read chi_s? Another state's chi_s changes XLVIN's greedy action "
+            f"on {_estimate(xlvin['moves']['chi']['greedy_changed'], 'greedy_changed')} % of "
+            f"states ({seed_count(len(xlvin['seeds']))}); " + adds(xlvin) + ".")}

@@ -298,4 +298,11 @@ def page_blocks(results: Path) -> dict[str, str]:
         + "; ".join(said(e, "planner") for e in EXECUTORS)
         + f"; greedy on the immediate reward alone: {right(greedy, 'greedy')} "
         f"({right(greedy, 'greedy_planning')}). "
-        + " ".join(versus(c) + "." for c in planner))}
+        + " ".join(versus(c) + "." for c in planner)),
+        "why-true-trees-headline": (
+            "(a) On true trees the frozen maze executor computes value iteration: it picks its "
+            f"action on {right(rows[('maze', 'planner')]['tree'], 'greedy')} of held-out 8x8 "
+            f"states (untrained {right(rows[('maze-untrained', 'planner')]['tree'], 'greedy')}"
+            f", random graphs {right(rows[('maze-random', 'planner')]['tree'], 'greedy')}; "
+            f"greedy on the reward {right(greedy, 'greedy')}; 95 % intervals over "
+            f"{setup['mazes']} mazes).")}
