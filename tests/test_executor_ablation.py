@@ -139,3 +139,20 @@ def test_rows_of_another_init_in_the_results_are_kept(tmp_path: Path) -> None:
     # the same init again replaces its rows, not adds to them
     ablation.write_results(second, tmp_path)
     assert len(json.loads((tmp_path / "executor.json").read_text())["rows"]) == 4
+
+
+def test_seeds_trained_on_several_machines_add_up_and_a_seed_again_replaces_its_own(
+    tmp_path: Path
+) -> None:
+    """A study's first seeds, committed from one machine (their run directories gone), stay
+    when the next seeds are reported on another; a seed reported again replaces its values."""
+    arms = ("PPO + TransE term", "XLVIN-R")
+    ablation.write_results([record("paper", arm, s, 10.0 + s, 20.0) for arm in arms
+                            for s in range(3)], tmp_path)
+    md = ablation.write_results([record("paper", arm, s, 50.0 + s, 60.0) for arm in arms
+                                 for s in (2, 300, 301)], tmp_path)
+    rows = json.loads((tmp_path / "executor.json").read_text())["rows"]
+    assert [r["seeds"] for r in rows] == [[0, 1, 2, 300, 301]] * 2
+    assert rows[1]["final"]["per_seed"] == [10.0, 11.0, 52.0, 350.0, 351.0]
+    assert rows[1]["max_eval"]["per_seed"] == [20.0, 20.0, 60.0, 60.0, 60.0]
+    assert "| CartPole-v0 | pytorch (protocol's) | XLVIN-R | 5 |" in md

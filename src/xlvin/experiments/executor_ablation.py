@@ -28,7 +28,7 @@ import numpy as np
 from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import is_finished
-from xlvin.experiments.results import kept, write_files
+from xlvin.experiments.results import kept, others, write_files
 from xlvin.experiments.shapes import IMPROVEMENT, Optional, interval, one_of
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
 from xlvin.io.files import atomic_savefig, read_json
@@ -201,23 +201,33 @@ ROW = {"protocol": one_of(table1.PROTOCOLS), "init": one_of(INITS), "env": one_o
 
 def read_earlier(results: Path) -> None:
     """Read what RESULTS/executor.json keeps (one UserError if it is corrupt)."""
-    kept_rows(results, [])
+    kept_records(results, [])
 
 
-def kept_rows(results: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of an earlier RESULTS/executor.json whose (protocol, init, env) `rows` do not
-    bring (run on another machine, whose run directories are not here), each with its init
-    (rows written before inits were an option: the protocol's own)."""
-    return kept(results / "executor.json", "rows", rows,
-                lambda r: (r["protocol"], r["init"], r["env"]), ROW,
+def _cell(record: dict[str, Any]) -> tuple[str, str, str, str, int]:
+    return record["protocol"], _init(record), record["env"], record["arm"], record["seed"]
+
+
+def kept_records(results: Path, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells of an earlier RESULTS/executor.json that `records` do not bring (run on another
+    machine, whose run directories are not here), seed by seed: each row's seeds as records of
+    what the table reads (their statistics, arm, init, agent and variant), so that the seeds of
+    one (protocol, init, env) trained on several machines add up (rows written before inits
+    were an option: the protocol's own)."""
+    rows = kept(results / "executor.json", "rows", [], lambda r: (), ROW,
                 lambda r: {**r, "init": _init(r)})
+    earlier = [{"protocol": r["protocol"], "init": r["init"], "env": r["env"], "arm": r["arm"],
+                "agent": r["agent"], "variant": r["variant"], "seed": seed,
+                **{field: r[name]["per_seed"][i] for name, field in STATISTICS.items()}}
+               for r in rows for i, seed in enumerate(r["seeds"])]
+    return others(earlier, records, _cell)
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
-    """RESULTS/executor.{md,json,png} of `records`, beside the rows of an earlier executor.json
-    for the (protocol, init, env) the records do not cover (`kept_rows`)."""
-    rows = aggregate(records)
-    rows = sorted(kept_rows(results, rows) + rows, key=lambda r: (
+    """RESULTS/executor.{md,json,png} of `records` and of the cells of an earlier executor.json
+    that they do not bring (`kept_records`)."""
+    rows = aggregate(records + kept_records(results, records))
+    rows = sorted(rows, key=lambda r: (
         table1.PROTOCOLS.index(r["protocol"]), r["env"], INITS.index(r["init"]),
         list(ARMS).index(r["arm"])))
     md = markdown(rows)
