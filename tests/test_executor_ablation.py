@@ -156,3 +156,31 @@ def test_seeds_trained_on_several_machines_add_up_and_a_seed_again_replaces_its_
     assert rows[1]["final"]["per_seed"] == [10.0, 11.0, 52.0, 350.0, 351.0]
     assert rows[1]["max_eval"]["per_seed"] == [20.0, 20.0, 60.0, 60.0, 60.0]
     assert "| CartPole-v0 | pytorch (protocol's) | XLVIN-R | 5 |" in md
+
+
+def test_skip_recorded_trains_only_the_cells_the_results_do_not_hold(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A study goes on on another machine: the seeds its results file holds are not retrained
+    (every arm of seeds 0 and 1 here, written by a report); the other cells are."""
+    arms = list(ablation.ARMS)
+    ablation.write_results([record("paper", arm, s, 10.0, 20.0) for arm in arms for s in (0, 1)],
+                           tmp_path / "results")
+    trained: list[table1.Cell] = []
+
+    def run_cells(experiment, cells, *args, **kwargs):  # trains nothing: no report follows
+        trained.extend(cells)
+        return [], 0.0
+
+    monkeypatch.setattr("xlvin.commands.reproduce.run_cells", run_cells)
+    args = ["reproduce", "executor-ablation", "--protocols", "paper", "--envs", "CartPole-v0",
+            "--seeds", "3", "--runs", str(tmp_path / "runs"), "--results",
+            str(tmp_path / "results")]
+    assert main(args + ["--skip-recorded"]) == 2
+    assert trained == ablation.cells(["paper"], ["CartPole-v0"], [2])
+    assert "12 of the 18 cells are already in" in capsys.readouterr().out
+    trained.clear()
+    assert main(args) == 2  # without the option: every cell, as before
+    assert len(trained) == 18
+    assert main(args + ["--skip-recorded", "--finished-only"]) == 2
+    assert "--skip-recorded" in capsys.readouterr().err and not trained[18:]

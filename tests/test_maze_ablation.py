@@ -254,3 +254,15 @@ def test_a_bad_deadline_is_refused_before_any_pretraining(tmp_path: Path, capsys
     assert code == 2 and "--deadline-minutes" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
     assert not (tmp_path / "cache").exists()  # no executor was pre-trained
+
+
+def test_the_cells_a_results_file_holds_are_recorded(tmp_path: Path) -> None:
+    """`reproduce maze-ablation --skip-recorded`: the (agent, seed) of every run the results
+    keep, and no other (the committed file, its runs cut to seeds 100 and 101)."""
+    data = json.loads((Path(__file__).parent.parent / "results/ablation/maze.json").read_text())
+    data["runs"] = [r for r in data["runs"] if r["seed"] in (100, 101)]
+    (tmp_path / "maze.json").write_text(json.dumps(data))
+    held = maze_ablation_report.recorded(tmp_path)
+    cells = maze_ablation.cells([100, 101, 102], CurriculumConfig(budget=maze_ablation.BUDGET))
+    assert [c.seed for c in cells if not held(c)] == [102] * len(ARMS)
+    assert not maze_ablation_report.recorded(tmp_path / "none")(cells[0])

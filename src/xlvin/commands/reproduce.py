@@ -34,6 +34,9 @@ def _check_options(experiment: Experiment, args: argparse.Namespace) -> None:
     if last > MAX_SEED:
         raise UserError(f"--first-seed + --seeds - 1 = {last}: training seeds must be <= "
                         f"{MAX_SEED}")
+    if args.skip_recorded and (args.finished_only or args.include_running):
+        raise UserError("--skip-recorded chooses the cells to train, and --finished-only / "
+                        "--include-running train none: give one of them")
     experiment.check(args)
     for folder, flag in ((args.runs, "--runs"), (args.results, "--results")):
         _check_folder(folder, flag)
@@ -57,6 +60,15 @@ def _reproduce(args: argparse.Namespace) -> None:
     experiment = registry.EXPERIMENTS[args.experiment]
     _check_options(experiment, args)
     cells = experiment.cells(args.seeds, args)
+    if args.skip_recorded:
+        assert experiment.recorded is not None  # the option is offered only then
+        held = experiment.recorded(args.results)
+        left = [cell for cell in cells if not held(cell)]
+        print(f"{len(cells) - len(left)} of the {len(cells)} cells are already in "
+              f"{args.results}: training the other {len(left)}")
+        if not left:
+            return
+        cells = left
     options = experiment.run_options(args)
     if experiment.deadline is not None:
         options["deadline"] = deadline_after(args.deadline_minutes)
@@ -102,8 +114,15 @@ def add_parser(which: argparse._SubParsersAction, name: str, experiment: Experim
                        help=f"stop training this many minutes from now ({experiment.deadline})")
     if experiment.include_running is not None:
         p.add_argument("--include-running", action="store_true", help=experiment.include_running)
+    if experiment.recorded is not None:
+        p.add_argument("--skip-recorded", action="store_true",
+                       help="train only the cells whose records --results does not already "
+                       "hold; those it holds (trained on another machine, their run "
+                       "directories gone) stay in the results as they are: a study goes on "
+                       "across machines")
     experiment.add_run_options(p)
-    p.set_defaults(func=_reproduce, finished_only=False, include_running=False, population=1)
+    p.set_defaults(func=_reproduce, finished_only=False, include_running=False, population=1,
+                   skip_recorded=False)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

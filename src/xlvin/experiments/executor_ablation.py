@@ -20,6 +20,7 @@ init), from the seeds every arm of it has finished; RESULTS/executor.{md,json,pn
 """
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,13 @@ def kept_records(results: Path, records: list[dict[str, Any]]) -> list[dict[str,
                 **{field: r[name]["per_seed"][i] for name, field in STATISTICS.items()}}
                for r in rows for i, seed in enumerate(r["seeds"])]
     return others(earlier, records, _cell)
+
+
+def recorded(results: Path) -> Callable[[Cell], bool]:
+    """Whether RESULTS/executor.json already holds a cell (`kept_records`: any arm it is)."""
+    held = {Cell(r["protocol"], r["env"], r["agent"], r["seed"], variant=r["variant"])
+            for r in kept_records(results, [])}
+    return lambda cell: cell in held
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:

@@ -4,6 +4,7 @@ encoders' geometry, and the figure; RESULTS/maze.{md,json,png}, with the cells a
 maze.json holds of other machines kept."""
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from xlvin.experiments.maze_ablation import (
     summarize_geometry,
     with_update_sizes,
 )
+from xlvin.experiments.maze import Cell
 from xlvin.experiments.maze_embeddings import PAPER_LEVELS
 from xlvin.experiments.maze_report import RECORD_FIELDS, check_consistent, curves, table_head
 from xlvin.experiments.results import others, write_files
@@ -232,6 +234,12 @@ GEOMETRY_KEPT = Optional(Holds({
 def read_earlier(results: Path) -> None:
     """Read what RESULTS/maze.json keeps (one UserError if it is corrupt or another's)."""
     kept_results(results, [])
+
+
+def recorded(results: Path) -> Callable[[Cell], bool]:
+    """Whether RESULTS/maze.json already holds a cell's (agent, seed)."""
+    held = {(r["agent"], r["seed"]) for r in kept_results(results, [])[0]}
+    return lambda cell: (cell.agent, cell.seed) in held
 
 
 def kept_results(results: Path, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict]:

@@ -100,6 +100,10 @@ class Experiment:
     #: (results folder) -> anything: reads what the results files already there keep for the
     #: report (a corrupt one is one UserError), so that it is refused before any cell trains
     read_earlier: Callable[[Path], Any] = _nothing_earlier
+    #: (results folder) -> (cell) -> whether the results files there already hold the cell's
+    #: record (trained on another machine, whose run directories are gone): `reproduce
+    #: --skip-recorded` trains the others only; None: no such option
+    recorded: Callable[[Path], Callable[[Any], bool]] | None = None
     run_options: Callable[[argparse.Namespace], dict[str, Any]] = _no_run_options  # to run_cell
     progress: Callable[[argparse.Namespace], str] = lambda args: "cells"  # the bar's title
     postfix: Callable[[Record], str] = lambda record: ""  # a record, beside the bar

@@ -125,6 +125,7 @@ EXECUTOR_ABLATION = Experiment(
     config=lambda cell: cell.config(),
     finished_help="train nothing: write the results of every finished cell",
     report=_ablation_report, read_earlier=executor_ablation.read_earlier,
+    recorded=executor_ablation.recorded,
     progress=lambda args: "executor ablation cells",
     postfix=lambda r: f"{r['protocol']} {r['env']} {r['agent']} {r['variant'] or '-'} "
     f"s{r['seed']}: {r['final_return']:.1f}",
@@ -234,7 +235,7 @@ MAZE_ABLATION = Experiment(
     first_seed_note=": the committed results' seeds, chosen before their first run",
     add_options=_maze_ablation_options, prepare=_maze_prepare, deadline=MAZE_DEADLINE,
     include_running=MAZE_RUNNING, report=_maze_ablation_report,
-    read_earlier=maze_ablation_report.read_earlier,
+    read_earlier=maze_ablation_report.read_earlier, recorded=maze_ablation_report.recorded,
     progress=lambda args: "maze ablation curricula", postfix=_curriculum_postfix,
 )
 
