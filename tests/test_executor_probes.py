@@ -96,6 +96,13 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
                  "--seeds", "1", "--arms", "ppo-32-transe", "--mazes", "3", "--train-mazes",
                  "5", "--jobs", "1"]) == 0
     assert json.loads((results / "probes.json").read_text()) == data
+    # other training mazes than the kept cells': one line before anything is measured
+    capsys.readouterr()
+    assert main(["reproduce", "executor-probes", "--runs", str(runs), "--results", str(results),
+                 "--seeds", "1", "--mazes", "3", "--train-mazes", "4", "--jobs", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "measured with train_mazes 5, not 4 as now" in err and len(err.splitlines()) == 1
+    assert json.loads((results / "probes.json").read_text()) == data
     # a results file that is not the code's is refused before anything is measured
     (results / "probes.json").write_text(json.dumps({"runs": [{"arm": "xlvin-32-b2"}]}))
     assert main(["reproduce", "executor-probes", "--runs", str(runs), "--results", str(results),

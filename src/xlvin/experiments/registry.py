@@ -31,7 +31,7 @@ from xlvin.experiments import (
 )
 from xlvin.experiments.final_eval import is_finished
 from xlvin.experiments.protocol import Experiment, Record, Report
-from xlvin.experiments.results import kept_records
+from xlvin.experiments.results import check_setup, kept_records
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.run.checks import check_device
 
@@ -274,6 +274,16 @@ def _measured_earlier(module: Any) -> Callable[[Path], Any]:
     return lambda results: kept_records(results / f"{module.STEM}.json", [], module.RECORD, ())
 
 
+def _measured_setup(module: Any, options: tuple[str, ...]) -> Callable[[Options], None]:
+    """Refuse, before anything is measured, options (`--depth` say) other than those the cells
+    an earlier `module.STEM`.json keeps were measured with (`check_setup`)."""
+    def check(args: Options) -> None:
+        path = args.results / f"{module.STEM}.json"
+        check_setup(path, _measured_earlier(module)(args.results),
+                    {name: getattr(args, name) for name in options})
+    return check
+
+
 EXECUTOR_LATENT_TREES = Experiment(
     help="beyond the paper: do trained maze agents' transition models grow the true tree?",
     description=executor_latent_trees.__doc__ or "",
@@ -284,6 +294,7 @@ EXECUTOR_LATENT_TREES = Experiment(
     first_seed_note=": the maze ablation's", add_options=executor_latent_trees.add_options,
     finished_help=None, report=_measured_report(executor_latent_trees_report),
     read_earlier=_measured_earlier(executor_latent_trees_report),
+    check=_measured_setup(executor_latent_trees_report, ("depth", "mazes")),
     progress=lambda args: "latent trees of trained agents",
     postfix=lambda r: f"{r['arm']} seed {r['seed']}",
 )
@@ -299,6 +310,7 @@ EXECUTOR_PROBES = Experiment(
     first_seed_note=": the maze ablation's", add_options=executor_probes.add_options,
     finished_help=None, report=_measured_report(executor_probes_report),
     read_earlier=_measured_earlier(executor_probes_report),
+    check=_measured_setup(executor_probes_report, ("mazes", "train_mazes")),
     progress=lambda args: "probes of trained agents",
     postfix=lambda r: f"{r['arm']} seed {r['seed']}",
 )

@@ -47,13 +47,20 @@ def kept_records(path: Path, fresh: list[Entry], shape: Any,
     up; each must have been measured as the fresh ones were (the same values of the fields
     `setup`), else one UserError naming the field: a results folder holds one setup."""
     earlier = kept(path, "runs", fresh, lambda r: (r["arm"], r["seed"]), shape)
-    for record in earlier:
-        for field in setup:
-            if fresh and record[field] != fresh[0][field]:
-                raise UserError(f"{path} holds {record['arm']} seed {record['seed']} measured "
-                                f"with {field} {record[field]}, not {fresh[0][field]} as now: "
-                                "give --results a folder of its own, or the same options")
+    if fresh:
+        check_setup(path, earlier, {field: fresh[0][field] for field in setup})
     return earlier
+
+
+def check_setup(path: Path, records: list[Entry], setup: dict[str, Any]) -> None:
+    """One UserError naming the first of `records` (kept from `path`) measured otherwise than
+    `setup` ({field: value}) says: a results folder holds one setup."""
+    for record in records:
+        for field, value in setup.items():
+            if record[field] != value:
+                raise UserError(f"{path} holds {record['arm']} seed {record['seed']} measured "
+                                f"with {field} {record[field]}, not {value} as now: give "
+                                "--results a folder of its own, or the same options")
 
 
 def write_files(results: Path, stem: str, markdown: str, data: dict[str, Any]) -> None:
