@@ -82,10 +82,10 @@ def alone_in_parallel(steps: int, agent: str) -> dict[str, Any]:
 
 def machine() -> str:
     """This CPU with its family and model, and its cores."""
-    from xlvin.kernels import _cpu_info
+    from xlvin.kernels import cpu_info
 
-    return (f"{_cpu_info('model name')} (family {_cpu_info('cpu family')} model "
-            f"{_cpu_info('model')}), {os.cpu_count()} cores")
+    return (f"{cpu_info('model name')} (family {cpu_info('cpu family')} model "
+            f"{cpu_info('model')}), {os.cpu_count()} cores")
 
 
 def commit() -> str:

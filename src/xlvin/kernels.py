@@ -66,7 +66,7 @@ def pins() -> dict[str, str]:
         "ONEDNN_MAX_CPU_ISA": "AVX2",
         "OPENBLAS_CORETYPE": "Haswell",
         "NPY_DISABLE_CPU_FEATURES": _numpy_avx512(),
-    } | ({"OPENCV_CPU_DISABLE": "AVX512-SKX"} if "avx512f" in _cpu_info("flags").split() else {})
+    } | ({"OPENCV_CPU_DISABLE": "AVX512-SKX"} if "avx512f" in cpu_info("flags").split() else {})
 
 
 def pinned() -> bool:
@@ -138,10 +138,10 @@ def cpu_name() -> str:
     """The CPU's model name (Linux), else the platform's processor string."""
     import platform
 
-    return _cpu_info("model name") or platform.processor() or "unknown"
+    return cpu_info("model name") or platform.processor() or "unknown"
 
 
-def _cpu_info(field: str) -> str:
+def cpu_info(field: str) -> str:
     """A field of the first processor in /proc/cpuinfo ('' where there is none)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
