@@ -514,6 +514,51 @@ def test_seeds_that_would_not_fit_in_memory_are_refused_before_anything_is_made(
     assert not (tmp_path / "pop").exists()
 
 
+def test_a_flat_adam_that_differs_refuses_the_population_before_anything_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the flat Adam the stacked step needs gives way to Adam as written (its proof
+    failed), the seeds are refused in one line, not stopped by an internal error after their
+    directories were made."""
+    step = FlatAdam.step
+
+    def off(self, *args, **kwargs):
+        step(self, *args, **kwargs)
+        with torch.no_grad():
+            self.flat.add_(1e-3)
+
+    monkeypatch.setattr(proof, "_verdicts", {})  # as in a new process
+    monkeypatch.setattr(FlatAdam, "step", off)
+    assert main(["train", *RUN, "--seeds", "0-2", "--out", str(tmp_path / "pop")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("xlvin: error: --seeds trains together only") and "Adam" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "pop").exists()
+
+
+@pytest.mark.parametrize("agent", ["ppo", "xlvin-r"])
+def test_a_diverged_seed_is_named_and_every_seed_keeps_its_checkpoint(
+    agent: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A loss that diverges in a population is one line naming its seed, with no NumPy warning
+    before it; every seed's run directory keeps its checkpoint, as a run of its own does."""
+    out = tmp_path / "pop"
+    assert main(["train", *RUN, "--agent", agent, "--seeds", "0,3,7", "--lr", "1e6", "--out",
+                 str(out)]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the progress bar
+    assert last.startswith("xlvin: error: seed 0: non-finite PPO loss") and last.endswith(
+        "every seed stopped at its last checkpoint, in its own run directory")
+    assert "Warning" not in err
+    assert all((out / f"seed-{s}" / CHECKPOINT).is_file() for s in (0, 3, 7))
+
+
+def test_a_large_learning_rate_keeps_the_flat_adam(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flat Adam's proof holds at any learning rate (its float32 rounding grows with it)."""
+    monkeypatch.setattr(proof, "_verdicts", {})
+    for lr in (2.5e-4, 1.0, 1e6):
+        assert proof.flat_adam_proven(lr, 1e-5, 0.5) and proof.flat_adam_proven(lr, 1e-8, None)
+
+
 @pytest.mark.parametrize("protocol, agent, together", [
     ("ours", "ppo", 3), ("paper", "xlvin-r", 3),
     ("paper", "ppo", 0),  # the authors' PPO: a separate critic encoder, each cell alone

@@ -34,6 +34,7 @@ def _numpy(t: Tensor) -> np.ndarray:
 
 class _PPOLoss(torch.autograd.Function):
     @staticmethod
+    @np.errstate(over="ignore", invalid="ignore")  # a diverged loss: inf or NaN, checked after
     def forward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx,
         logits: Tensor,  # [B, A]

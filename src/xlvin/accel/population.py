@@ -407,6 +407,7 @@ def _relu_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten.threshold_backward.grad_input(grad, output, 0, grad_input=grad)
 
 
+@np.errstate(over="ignore", invalid="ignore")  # a diverged loss: inf or NaN, checked after
 def stacked_ppo_loss(
     logits: np.ndarray,  # [S, B, A]
     values: np.ndarray,  # [S, B]

@@ -52,6 +52,7 @@ from xlvin.accel.population import (
 )
 from xlvin.accel.stacked_xlvin import StackedXLVIN, shared_executor
 from xlvin.envs.failures import PASSED_ON, env_failed
+from xlvin.errors import TrainingDiverged
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.transe import negative_indices
 from xlvin.nn.policy import ActorCritic
@@ -73,13 +74,17 @@ TERMS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 class Population:
     """The stacked kernels of S policies of one architecture, each with its own `FlatAdam`
-    (whose buffers move into the stacked ones: `StackedWeights`); seed s is row s."""
+    (whose buffers move into the stacked ones: `StackedWeights`); seed s is row s, and the
+    errors that are its own alone (its loss diverged, its env failed) begin with `names[s]`
+    (default "row s")."""
 
-    def __init__(self, policies: list[ActorCritic], optimizers: list[FlatAdam]) -> None:
+    def __init__(self, policies: list[ActorCritic], optimizers: list[FlatAdam],
+                 names: list[str] | None = None) -> None:
         reason = self.refusal(policies, optimizers)
         if reason is not None:  # the caller checks first (`xlvin.run.population`): a guard
             raise ValueError(f"these policies cannot train as a population: {reason}")
         self.policies = policies
+        self.names = names or [f"row {s}" for s in range(len(policies))]
         self.weights = StackedWeights(optimizers)
         self.kernels: StackedPPO | StackedXLVIN | None = None  # None: seed by seed
         if stacks_updates(policies[0]) and not isinstance(policies[0], XLVINAgent):
@@ -138,7 +143,8 @@ class Population:
                     returns += arrays.returns[s * N : (s + 1) * N][done[s]].tolist()
                     lengths += arrays.lengths[s * N : (s + 1) * N][done[s]].tolist()
             else:
-                self._step_each(envs, taken, t, T, obs, rewards, terminated, truncated, episodes)
+                self._step_each(envs, taken, t, T, obs, rewards, terminated, truncated, episodes,
+                                [self.names[s] for s in seeds])
             autoreset = terminated[t] | truncated[t]
         if arrays is not None:
             arrays.store()
@@ -190,7 +196,8 @@ class Population:
     @staticmethod
     def _step_each(envs: list[VectorEnv], taken: np.ndarray, t: int, T: int, obs: np.ndarray,
                    rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-                   episodes: list[tuple[list[float], list[int], list[bool]]]) -> None:
+                   episodes: list[tuple[list[float], list[int], list[bool]]],
+                   names: list[str]) -> None:
         """Step t of every seed's vector env, one after another, into the rollout's arrays."""
         for s, env in enumerate(envs):
             try:
@@ -198,7 +205,8 @@ class Population:
             except PASSED_ON:
                 raise
             except Exception as err:
-                raise env_failed(env_name(env), "step", f"step {t + 1} of {T}", err) from err
+                raise env_failed(env_name(env), "step", f"step {t + 1} of {T} of {names[s]}",
+                                 err) from err
             obs[t + 1, s], rewards[t, s] = next_obs, reward
             terminated[t, s], truncated[t, s] = term, trunc
             if "episode" in info:
@@ -262,7 +270,10 @@ class Population:
                 policy, optimizer = self.policies[seeds[i]], self.weights.optimizers[seeds[i]]
                 mb = plan.minibatch(part)
                 with own[i]():
-                    seed_terms, aux[:] = minibatch_step(policy, optimizer, mb, cfg)
+                    try:
+                        seed_terms, aux[:] = minibatch_step(policy, optimizer, mb, cfg)
+                    except TrainingDiverged as err:
+                        raise TrainingDiverged(f"{self.names[seeds[i]]}: {err}") from None
                 terms[i] = seed_terms.numpy()
         stepped = []
         for group in groups.values():
@@ -290,8 +301,9 @@ class Population:
                 loss_terms = self.kernels.gradients(rows, obs, actions.numpy(), *columns, **loss)
             for k, i in enumerate(group):
                 if not np.isfinite(loss_terms[k, 0]):
-                    raise diverged(float(loss_terms[k, 1]), float(loss_terms[k, 2]),
+                    err = diverged(float(loss_terms[k, 1]), float(loss_terms[k, 2]),
                                    [float(t) for t in loss_terms[k, 6:]])
+                    raise TrainingDiverged(f"{self.names[rows[k]]}: {err}")
                 terms[i] = loss_terms[k, 1:]
             stepped += rows
         self.weights.step(stepped)

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from xlvin.accel.population import unsupported
+from xlvin.accel.proof import flat_adam_proven
 from xlvin.envs.given import given_env
-from xlvin.errors import FieldError
+from xlvin.errors import FieldError, TrainingDiverged
 from xlvin.io.run_dir import check_new_run_dir
 from xlvin.ppo.loop import Trainer, train_together
 from xlvin.ppo.population import Population
@@ -85,6 +86,8 @@ def population_refusal(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> st
                 "and XLVIN)")
     if t.device != "cpu" or not cfg.ppo.accelerate:
         return "a device other than the CPU, or accelerate off (its kernels are the CPU's)"
+    if not flat_adam_proven(cfg.ppo.lr, cfg.ppo.adam_eps, cfg.ppo.max_grad_norm):
+        return "Adam as written (the flat Adam its stacked step needs differed from it here)"
     given = given_env(t.env)
     if given is not None and given.instance is not None:
         return "an env instance passed from Python (each seed's run would lend it)"
@@ -142,7 +145,8 @@ def train_population(
             runs.append(run_steps(with_seed(cfg, seed), dirs[seed], progress=False,
                                   resume=resume, deadline=deadline, pretrain_progress=progress))
             trainers.append(next(runs[-1]))
-        population = Population([t.policy for t in trainers], [t.optimizer for t in trainers])
+        population = Population([t.policy for t in trainers], [t.optimizer for t in trainers],
+                                [f"seed {seed}" for seed in seeds])
         results = train_together(trainers, population, progress=progress)
     except BaseException as err:
         for run in runs:  # each closes its log and its directory, as a run of its own does
@@ -150,5 +154,8 @@ def train_population(
                 run.throw(err)
             except BaseException:
                 pass
+        if isinstance(err, TrainingDiverged):  # one seed's: it names the seed
+            raise TrainingDiverged(f"{err}; every seed stopped at its last checkpoint, in its "
+                                   "own run directory") from None
         raise
     return [finish_run(run, result)[1] for run, result in zip(runs, results)]
