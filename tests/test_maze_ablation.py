@@ -261,8 +261,12 @@ def test_the_cells_a_results_file_holds_are_recorded(tmp_path: Path) -> None:
     keep, and no other (the committed file, its runs cut to seeds 100 and 101)."""
     data = json.loads((Path(__file__).parent.parent / "results/ablation/maze.json").read_text())
     data["runs"] = [r for r in data["runs"] if r["seed"] in (100, 101)]
+    # a cell reported while still training (--include-running) trains on
+    data["runs"][0]["in_progress"] = {"level": 3, "episodes": 10, "window_success": 0.5}
     (tmp_path / "maze.json").write_text(json.dumps(data))
     held = maze_ablation_report.recorded(tmp_path)
     cells = maze_ablation.cells([100, 101, 102], CurriculumConfig(budget=maze_ablation.BUDGET))
-    assert [c.seed for c in cells if not held(c)] == [102] * len(ARMS)
+    first = (data["runs"][0]["agent"], data["runs"][0]["seed"])
+    assert [(c.agent, c.seed) for c in cells if not held(c)] == [first] + [
+        (agent, 102) for agent in ARMS.values()]
     assert not maze_ablation_report.recorded(tmp_path / "none")(cells[0])

@@ -237,8 +237,10 @@ def read_earlier(results: Path) -> None:
 
 
 def recorded(results: Path) -> Callable[[Cell], bool]:
-    """Whether RESULTS/maze.json already holds a cell's (agent, seed)."""
-    held = {(r["agent"], r["seed"]) for r in kept_results(results, [])[0]}
+    """Whether RESULTS/maze.json already holds a cell's (agent, seed), ended (a cell it holds
+    still training, `--include-running`, trains on)."""
+    held = {(r["agent"], r["seed"]) for r in kept_results(results, [])[0]
+            if r["in_progress"] is None}
     return lambda cell: (cell.agent, cell.seed) in held
 
 
