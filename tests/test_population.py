@@ -33,6 +33,7 @@ from xlvin.accel.population import (
 )
 from xlvin.accel.stacked_xlvin import StackedXLVIN
 from xlvin.cli import main
+from tests.test_continuous import BUTTONS, TARGET
 from xlvin.envs.maze import MAZE_ID
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
@@ -118,6 +119,36 @@ def test_each_seed_of_a_population_writes_its_solo_run(tmp_path: Path, options: 
     assert sorted(p.name for p in (tmp_path / "pop").iterdir()) == [f"seed-{s}" for s in SEEDS]
     for seed in SEEDS:
         assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+
+
+@pytest.mark.parametrize("env, options", [
+    (BUTTONS, []),  # MultiDiscrete([3, 2])
+    (TARGET, ["--norm-obs", "false"]),  # a 1-D Box: a diagonal Gaussian, rewards normalised
+    ("Pendulum-v1", ["--norm-obs", "false", "--action-bins", "5"]),  # a Box binned
+], ids=["multi-discrete", "box-gaussian", "box-binned"])
+def test_each_seed_of_other_action_spaces_writes_its_solo_run(
+    tmp_path: Path, env: str, options: list[str]
+) -> None:
+    """PPO on MultiDiscrete and Box actions: the stacked actor acts (a Gaussian's log std
+    beside its means), each seed's update runs as alone."""
+    run = [*RUN, "--env", env, *options]
+    for seed in SEEDS:
+        assert main(["train", *run, "--seed", str(seed),
+                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
+    seeds = ",".join(map(str, SEEDS))
+    assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    for seed in SEEDS:
+        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+
+
+def test_box_actions_with_observation_normalisation_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["train", *RUN, "--env", TARGET, "--seeds", "0-2", "--out",
+                 str(tmp_path / "pop")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "observation normalisation" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "pop").exists()
 
 
 @pytest.mark.parametrize("options", [
@@ -271,7 +302,7 @@ def check_stacked_kernels() -> None:
                 assert torch.equal(one.flat, together.flat)
                 assert torch.equal(one.exp_avg_sq, together.exp_avg_sq)
             obs = rng.standard_normal((count, 4, obs_dim)).astype(np.float32)
-            logits, values = StackedActor(weights, list(range(count)))(obs)
+            logits, values = StackedActor(weights, list(range(count)), alone[0])(obs)
             for s, policy in enumerate(alone):
                 own_logits, own_values = make_actor(policy)(obs[s].copy())
                 assert np.array_equal(logits[s], own_logits)

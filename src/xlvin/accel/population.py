@@ -39,9 +39,10 @@ OpenBLAS). XLVIN's update is stacked too where `stacks_updates` says
 same conditions as above); any other XLVIN updates seed by seed.
 
 Supported (`unsupported` says why not): the PPO baseline with an MLP encoder of ReLU activations
-(no observation normalisation, shared by actor and critic, no transition model), and XLVIN with
-the full tree over such an encoder (no world model, chi not zeroed); Discrete actions, float32
-on the CPU.
+(no observation normalisation, shared by actor and critic, no transition model) on Discrete,
+MultiDiscrete and Box actions (binned, or a diagonal Gaussian; its update stacked on Discrete
+actions only, the others' seed by seed), and XLVIN with the full tree over such an encoder (no
+world model, chi not zeroed) on Discrete actions; float32 on the CPU.
 """
 
 import copy
@@ -56,7 +57,7 @@ from xlvin.accel.numpy_actor import LayerNorm, Linear, XLVINActor, relu_
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.auxiliary import TransE
 from xlvin.nn.baselines.ppo import PPOAgent
-from xlvin.nn.distributions import Categorical
+from xlvin.nn.distributions import BinnedCategorical, Categorical, DiagGaussian, MultiCategorical
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.planners import FullTree
 
@@ -80,15 +81,19 @@ def unsupported(policy: torch.nn.Module) -> str | None:
                 "XLVIN)")
     if type(policy.encoder) is not MLPEncoder or not isinstance(policy.encoder.net[1],
                                                                  torch.nn.ReLU):
-        return "an encoder other than the ReLU MLP of flat observations"
+        return ("an encoder other than the ReLU MLP of flat observations (observation "
+                "normalisation, say)")
     if type(policy) is PPOAgent and (policy.critic_encoder is not None
                                      or policy.transition is not None):
         return "a separate critic encoder or a transition model"
     if type(policy) is XLVINAgent and (type(policy.planner) is not FullTree or policy.zero_chi
                                        or policy.world_model is not None):
         return "a tree other than the full one, chi = 0 or a world model"
-    if type(policy.action_distribution()) is not Categorical:
-        return "actions other than Discrete"
+    dist = policy.action_distribution()
+    if type(dist) not in (Categorical, MultiCategorical, BinnedCategorical, DiagGaussian):
+        return "gSDE's actions (--use-sde)"
+    if type(policy) is XLVINAgent and type(dist) is not Categorical:
+        return "XLVIN with actions other than Discrete"
     if any(p.device.type != "cpu" or p.dtype != torch.float32
            for p in (*policy.parameters(), *policy.buffers())):
         return "weights other than float32 on the CPU"
@@ -101,7 +106,7 @@ def stacks_updates(policy: torch.nn.Module) -> bool:
     node or chi projection, executor LayerNorm or rollout policy, over Discrete actions, with
     TransE; any other XLVIN updates seed by seed."""
     if type(policy) is PPOAgent:
-        return True
+        return type(policy.action_distribution()) is Categorical  # the stacked loss's only one
     return (type(policy) is XLVINAgent and policy.node_projection is None
             and policy.chi_projection is None and policy.rollout_policy is None
             and policy.processor.norm is None and not policy.transition.nvec
@@ -186,19 +191,29 @@ def _rebind(opt: FlatAdam, flat: torch.Tensor, grad: torch.Tensor, exp_avg: torc
 
 
 class StackedActor:
-    """`xlvin.accel.numpy_actor.PPOActor` of seeds `seeds` (rows of `weights`) at once:
-    observations [S, N, in] -> (logits [S, N, A], values [S, N]), a NumPy snapshot of the
-    weights now (W^T per seed, stacked; actor and critic as one matrix, as PPOActor)."""
+    """`xlvin.accel.numpy_actor.PPOActor` of seeds `seeds` (rows of `weights`, the trainable
+    parameters of `policy`'s architecture) at once: observations [S, N, in] -> (logits
+    [S, N, P], values [S, N]), a NumPy snapshot of the weights now (W^T per seed, stacked; actor
+    and critic as one matrix, as PPOActor; a Gaussian's means followed by its log std)."""
 
-    def __init__(self, weights: StackedWeights, seeds: list[int]) -> None:
-        def t(i: int) -> np.ndarray:  # [S, in, out]
-            return weights.layer(i).detach().numpy()[seeds].transpose(0, 2, 1).copy()
+    def __init__(self, weights: StackedWeights, seeds: list[int], policy: PPOAgent) -> None:
+        index = {name: i for i, name in enumerate(
+            name for name, p in policy.named_parameters() if p.requires_grad)}
 
-        def b(i: int) -> np.ndarray:  # [S, 1, out]
-            return weights.layer(i).detach().numpy()[seeds][:, None, :].copy()
+        def rows(name: str) -> np.ndarray:  # [S, *shape]
+            return weights.layer(index[name]).detach().numpy()[seeds]
 
-        self.layers = [(t(0), b(1)), (t(2), b(3)), (t(4), b(5))]
-        self.heads = np.concatenate([t(6), t(8)], 2), np.concatenate([b(7), b(9)], 2)
+        def t(name: str) -> np.ndarray:  # [S, in, out]
+            return rows(f"{name}.weight").transpose(0, 2, 1).copy()
+
+        def b(name: str) -> np.ndarray:  # [S, 1, out]
+            return rows(f"{name}.bias")[:, None, :].copy()
+
+        self.layers = [(t(f"encoder.net.{k}"), b(f"encoder.net.{k}")) for k in (0, 2, 4)]
+        self.heads = (np.concatenate([t("heads.actor"), t("heads.critic")], 2),
+                      np.concatenate([b("heads.actor"), b("heads.critic")], 2))
+        self.log_std = rows("heads.log_std")[:, None, :].copy() if "heads.log_std" in index \
+            else None  # [S, 1, d]
 
     def __call__(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = obs.reshape(*obs.shape[:2], -1).astype(np.float32, copy=False)
@@ -209,7 +224,10 @@ class StackedActor:
                 np.maximum(x, 0, out=x)
         out = np.matmul(x, self.heads[0])
         out += self.heads[1]
-        return out[..., :-1], out[..., -1]
+        params = out[..., :-1]
+        if self.log_std is not None:
+            params = np.concatenate([params, np.broadcast_to(self.log_std, params.shape)], 2)
+        return params, out[..., -1]
 
 
 class StackedXLVINActor:

@@ -271,7 +271,7 @@ def collect_rollout(
                 episode_successes += info["success"][finished].tolist()
     values[T] = actor(obs[T])[1]
     if not np.isfinite(rewards).all():  # else the first sign is a NaN loss updates later
-        raise _non_finite_reward(env_name(envs), rewards)
+        raise non_finite_reward(env_name(envs), rewards)
 
     state.obs, state.autoreset = obs[T].copy(), autoreset.copy()
     flat = (T * N, *dist.action_shape)
@@ -292,7 +292,7 @@ def collect_rollout(
     )
 
 
-def _non_finite_reward(env_id: str, rewards: np.ndarray) -> EnvFailed:
+def non_finite_reward(env_id: str, rewards: np.ndarray) -> EnvFailed:
     """The EnvFailed of the first reward of a rollout's [T, N] `rewards` that is NaN or
     infinite (as the float32 stored), naming its step and env."""
     t, j = (int(i) for i in np.argwhere(~np.isfinite(rewards))[0])

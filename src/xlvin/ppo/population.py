@@ -51,12 +51,18 @@ from xlvin.accel.population import (
     unsupported,
 )
 from xlvin.accel.stacked_xlvin import StackedXLVIN, shared_executor
-from xlvin.envs.failures import PASSED_ON, env_failed
+from xlvin.envs.failures import PASSED_ON, EnvFailed, env_failed
 from xlvin.errors import TrainingDiverged
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.transe import negative_indices
 from xlvin.nn.policy import ActorCritic
-from xlvin.ppo.collect import EpisodeStatistics, RolloutState, env_name, make_actor
+from xlvin.ppo.collect import (
+    EpisodeStatistics,
+    RolloutState,
+    env_name,
+    make_actor,
+    non_finite_reward,
+)
 from xlvin.ppo.config import PPOConfig
 from xlvin.ppo.storage import Minibatch, Rollout
 from xlvin.ppo.update import (
@@ -114,14 +120,14 @@ class Population:
         dist = self.policies[0].action_distribution()
         first = states[0].obs
         obs = np.empty((T + 1, S, N, *first.shape[1:]), dtype=first.dtype)
-        actions = np.zeros((T, S, N), dtype=dist.action_dtype)
+        actions = np.zeros((T, S, N, *dist.action_shape), dtype=dist.action_dtype)
         logits = np.zeros((T, S, N, dist.num_params), dtype=np.float32)
         values = np.zeros((T + 1, S, N), dtype=np.float32)
         rewards = np.zeros((T, S, N), dtype=np.float32)
         terminated = np.zeros((T, S, N), dtype=bool)
         truncated = np.zeros((T, S, N), dtype=bool)
         valid = np.zeros((T, S, N), dtype=bool)
-        noise = np.stack([dist.noise((T, N), g).numpy() for g in generators], 1)  # [T, S, N]
+        noise = np.stack([dist.noise((T, N), g).numpy() for g in generators], 1)  # [T, S, N, ...]
         episodes: list[tuple[list[float], list[int], list[bool]]] = [([], [], []) for _ in envs]
 
         obs[0] = np.stack([state.obs for state in states])
@@ -131,7 +137,8 @@ class Population:
             valid[t] = ~autoreset
             logits[t], values[t] = actor(obs[t])
             actions[t] = sample_actions(dist, logits[t].reshape(S * N, -1),
-                                        noise[t].reshape(S * N)).reshape(S, N)
+                                        noise[t].reshape(S * N, *noise.shape[3:])
+                                        ).reshape(actions[t].shape)
             taken = env_actions(dist, actions[t])
             if arrays is not None:
                 stepped = arrays.step(taken.reshape(S * N))
@@ -149,6 +156,11 @@ class Population:
         if arrays is not None:
             arrays.store()
         values[T] = actor(obs[T])[1]
+        for s, env in enumerate(envs):
+            if not np.isfinite(rewards[:, s]).all():  # as `collect_rollout` refuses them
+                failed = non_finite_reward(env_name(env), rewards[:, s])
+                raise EnvFailed.of(failed.env_id, failed.call,
+                                   f"{failed.step} of {self.names[seeds[s]]}", failed.reason)
 
         rollouts = []
         for s, state in enumerate(states):
@@ -156,7 +168,7 @@ class Population:
             seed_logits = torch.from_numpy(np.ascontiguousarray(logits[:, s]))
             seed_actions = torch.from_numpy(np.ascontiguousarray(actions[:, s]))
             logprobs = dist.log_prob(seed_logits.flatten(0, 1),
-                                     seed_actions.reshape(T * N)).view(T, N)
+                                     seed_actions.reshape(T * N, *dist.action_shape)).view(T, N)
             returns, lengths, successes = episodes[s]
             rollouts.append(Rollout(
                 obs=torch.from_numpy(np.ascontiguousarray(obs[:, s])),
@@ -184,7 +196,7 @@ class Population:
         if actor_verdict(policies[0]):
             if isinstance(policies[0], XLVINAgent):
                 return StackedXLVINActor(policies)
-            return StackedActor(self.weights, seeds)
+            return StackedActor(self.weights, seeds, policies[0])  # type: ignore[arg-type]
         actors = [make_actor(policy) for policy in policies]
 
         def one_by_one(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
