@@ -125,13 +125,23 @@ def test_each_seed_of_a_population_writes_its_solo_run(tmp_path: Path, options: 
     (BUTTONS, []),  # MultiDiscrete([3, 2])
     (TARGET, ["--norm-obs", "false"]),  # a 1-D Box: a diagonal Gaussian, rewards normalised
     ("Pendulum-v1", ["--norm-obs", "false", "--action-bins", "5"]),  # a Box binned
-], ids=["multi-discrete", "box-gaussian", "box-binned"])
-def test_each_seed_of_other_action_spaces_writes_its_solo_run(
+    (TARGET, []),  # observations normalised too: each seed acts alone
+    ("CartPole-v1", ["--separate-critic", "true"]),
+    ("CartPole-v1", ["--ppo-transe", "true"]),  # a transition model: updates seed by seed
+    ("CartPole-v1", ["--agent", "xlvin-r", "--prune", "2", "--depth", "2"]),
+    ("CartPole-v1", ["--agent", "xlvin-r", "--zero-chi", "true"]),
+    (BUTTONS, ["--agent", "xlvin-r", "--expansion", "uniform", "--expand", "3"]),  # sampled
+], ids=["multi-discrete", "box-gaussian", "box-binned", "box-normalised", "separate-critic",
+        "ppo-transe", "xlvin-pruned", "xlvin-zero-chi", "xlvin-sampled-expansion"])
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_each_seed_of_any_agent_writes_its_solo_run(
     tmp_path: Path, env: str, options: list[str]
 ) -> None:
-    """PPO on MultiDiscrete and Box actions: the stacked actor acts (a Gaussian's log std
-    beside its means), each seed's update runs as alone."""
-    run = [*RUN, "--env", env, *options]
+    """PPO on MultiDiscrete and Box actions (the stacked actor gives a Gaussian's log std
+    beside its means), and the agents whose acting or update the stacked kernels do not compute:
+    those parts run seed by seed, with the seed's own generators (a sampled expansion draws
+    from them while acting), as alone."""
+    run = [*RUN, "--env", env, "--pretrain-transe", "false", *options]
     for seed in SEEDS:
         assert main(["train", *run, "--seed", str(seed),
                      "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
@@ -139,16 +149,6 @@ def test_each_seed_of_other_action_spaces_writes_its_solo_run(
     assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
     for seed in SEEDS:
         assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
-
-
-def test_box_actions_with_observation_normalisation_are_refused_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["train", *RUN, "--env", TARGET, "--seeds", "0-2", "--out",
-                 str(tmp_path / "pop")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "observation normalisation" in err and len(err.splitlines()) == 1
-    assert not (tmp_path / "pop").exists()
 
 
 @pytest.mark.parametrize("options", [
@@ -438,7 +438,7 @@ def test_stacked_kernels_compute_each_seeds_own_bits_with_the_libraries_own_kern
 @pytest.mark.parametrize("args, said", [
     (["--seeds", "0,3", "--seed", "1"], "give --seeds or --seed, not both"),
     (["--seeds", "0,3", "--agent", "atreec"], "not agent atreec"),
-    (["--seeds", "0,3", "--agent", "xlvin-r", "--prune", "1"], "not a tree other than the full"),
+    (["--seeds", "0,3", "--env", "Pendulum-v1", "--use-sde", "true"], "not gSDE's actions"),
     (["--seeds", "0,3", "--env", MAZE_ID, "--protocol", "curriculum", "--anneal-lr", "false"],
      "not protocol curriculum"),
     (["--seeds", "0-x"], "--seeds takes seeds as 0-63"),
@@ -562,7 +562,8 @@ def test_a_flat_adam_that_differs_refuses_the_population_before_anything_is_made
     monkeypatch.setattr(FlatAdam, "step", off)
     assert main(["train", *RUN, "--seeds", "0-2", "--out", str(tmp_path / "pop")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("xlvin: error: --seeds trains together only") and "Adam" in err
+    assert err.startswith("xlvin: error: --seeds trains together runs of the PPO baseline and "
+                          "XLVIN on the CPU, not Adam as written")
     assert len(err.splitlines()) == 1 and not (tmp_path / "pop").exists()
 
 
@@ -592,7 +593,7 @@ def test_a_large_learning_rate_keeps_the_flat_adam(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize("protocol, agent, together", [
     ("ours", "ppo", 3), ("paper", "xlvin-r", 3),
-    ("paper", "ppo", 0),  # the authors' PPO: a separate critic encoder, each cell alone
+    ("paper", "ppo", 3),  # the authors' PPO: a separate critic encoder, acting seed by seed
 ])
 def test_reproduce_trains_the_cells_of_one_config_together(
     protocol: str, agent: str, together: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

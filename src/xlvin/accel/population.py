@@ -38,11 +38,14 @@ OpenBLAS). XLVIN's update is stacked too where `stacks_updates` says
 (`xlvin.accel.stacked_xlvin`: the one-seed forward with a seed axis, autograd's backward, the
 same conditions as above); any other XLVIN updates seed by seed.
 
-Supported (`unsupported` says why not): the PPO baseline with an MLP encoder of ReLU activations
-(no observation normalisation, shared by actor and critic, no transition model) on Discrete,
-MultiDiscrete and Box actions (binned, or a diagonal Gaussian; its update stacked on Discrete
-actions only, the others' seed by seed), and XLVIN with the full tree over such an encoder (no
-world model, chi not zeroed) on Discrete actions; float32 on the CPU.
+Supported (`unsupported` says why not): the PPO baseline and XLVIN, float32 on the CPU, on
+Discrete, MultiDiscrete and Box actions (binned, or a diagonal Gaussian). Stacked where the
+kernels above compute them: acting for the PPO baseline with one ReLU MLP encoder shared by
+actor and critic (no observation normalisation; any of those actions) and for XLVIN with the
+full tree over one (Discrete actions; no world model, chi not zeroed): `stacks_actor`; the
+update where `stacks_updates` says. The rest runs seed by seed, each seed's readable code as in
+a run of its own (any planner, chi = 0, a separate critic, a transition model, observation
+normalisation, Tanh).
 """
 
 import copy
@@ -57,7 +60,7 @@ from xlvin.accel.numpy_actor import LayerNorm, Linear, XLVINActor, relu_
 from xlvin.nn.agent import XLVINAgent
 from xlvin.nn.auxiliary import TransE
 from xlvin.nn.baselines.ppo import PPOAgent
-from xlvin.nn.distributions import BinnedCategorical, Categorical, DiagGaussian, MultiCategorical
+from xlvin.nn.distributions import Categorical, StateDependentGaussian
 from xlvin.nn.encoders import MLPEncoder
 from xlvin.nn.planners import FullTree
 
@@ -75,39 +78,56 @@ MIN_STACKED_ROWS = 8
 
 
 def unsupported(policy: torch.nn.Module) -> str | None:
-    """Why the population's kernels cannot compute `policy`, or None where they can."""
+    """Why a population cannot train `policy` (its seeds' weights in the rows of one
+    `StackedWeights`), or None where it can: the parts its stacked kernels do not compute
+    (`stacks_actor`, `stacks_updates`) run seed by seed, each seed's own readable code."""
     if type(policy) not in (PPOAgent, XLVINAgent):
         return (f"agent {type(policy).__name__} (the population trains the PPO baseline and "
                 "XLVIN)")
-    if type(policy.encoder) is not MLPEncoder or not isinstance(policy.encoder.net[1],
-                                                                 torch.nn.ReLU):
-        return ("an encoder other than the ReLU MLP of flat observations (observation "
-                "normalisation, say)")
-    if type(policy) is PPOAgent and (policy.critic_encoder is not None
-                                     or policy.transition is not None):
-        return "a separate critic encoder or a transition model"
-    if type(policy) is XLVINAgent and (type(policy.planner) is not FullTree or policy.zero_chi
-                                       or policy.world_model is not None):
-        return "a tree other than the full one, chi = 0 or a world model"
-    dist = policy.action_distribution()
-    if type(dist) not in (Categorical, MultiCategorical, BinnedCategorical, DiagGaussian):
+    if type(policy.action_distribution()) is StateDependentGaussian:
         return "gSDE's actions (--use-sde)"
-    if type(policy) is XLVINAgent and type(dist) is not Categorical:
-        return "XLVIN with actions other than Discrete"
-    if any(p.device.type != "cpu" or p.dtype != torch.float32
-           for p in (*policy.parameters(), *policy.buffers())):
+    if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in policy.parameters()) or \
+            any(b.device.type != "cpu" for b in policy.buffers()):
         return "weights other than float32 on the CPU"
     return None
 
 
+def _relu_mlp(policy: torch.nn.Module) -> bool:
+    """Whether `policy` reads flat observations through one ReLU MLP encoder, shared by actor
+    and critic (no observation normalisation), and acts on Discrete actions."""
+    return (type(policy.encoder) is MLPEncoder
+            and isinstance(policy.encoder.net[1], torch.nn.ReLU)
+            and getattr(policy, "critic_encoder", None) is None
+            and type(policy.action_distribution()) is Categorical)
+
+
+def _full_tree(policy: torch.nn.Module) -> bool:
+    """Whether `policy` is XLVIN planning the full tree into its heads (no world model)."""
+    return (type(policy) is XLVINAgent and type(policy.planner) is FullTree
+            and not policy.zero_chi and policy.world_model is None)
+
+
+def stacks_actor(policy: torch.nn.Module) -> bool:
+    """Whether the seeds of `policy` (an agent `unsupported` accepts) act as one stacked NumPy
+    actor (`StackedActor`: the PPO baseline's ReLU MLP on Discrete, MultiDiscrete or Box
+    actions; `StackedXLVINActor`: XLVIN's full tree over one on Discrete actions); the others
+    act seed by seed, each as alone (`xlvin.ppo.collect.make_actor`)."""
+    if type(policy) is PPOAgent:
+        return (type(policy.encoder) is MLPEncoder
+                and isinstance(policy.encoder.net[1], torch.nn.ReLU)
+                and policy.critic_encoder is None)
+    return _full_tree(policy) and _relu_mlp(policy)
+
+
 def stacks_updates(policy: torch.nn.Module) -> bool:
     """Whether the update of `policy` (an agent `unsupported` accepts) is stacked: the PPO
-    baseline's (`StackedPPO`), and XLVIN's (`xlvin.accel.stacked_xlvin.StackedXLVIN`) without
-    node or chi projection, executor LayerNorm or rollout policy, over Discrete actions, with
-    TransE; any other XLVIN updates seed by seed."""
+    baseline's over a ReLU MLP on Discrete actions, with no transition model (`StackedPPO`),
+    and XLVIN's full tree over one (`xlvin.accel.stacked_xlvin.StackedXLVIN`) without node or
+    chi projection, executor LayerNorm or rollout policy, with TransE; any other updates seed
+    by seed (`xlvin.ppo.update.minibatch_step`)."""
     if type(policy) is PPOAgent:
-        return type(policy.action_distribution()) is Categorical  # the stacked loss's only one
-    return (type(policy) is XLVINAgent and policy.node_projection is None
+        return _relu_mlp(policy) and policy.transition is None
+    return (_full_tree(policy) and _relu_mlp(policy) and policy.node_projection is None
             and policy.chi_projection is None and policy.rollout_policy is None
             and policy.processor.norm is None and not policy.transition.nvec
             and isinstance(policy.auxiliary, TransE)

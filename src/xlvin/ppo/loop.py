@@ -516,7 +516,8 @@ def _collect(rounds: list[tuple[Trainer, int]], population: Population | None,
         rollouts = population.collect(
             [trainers.index(trainer) for trainer, _ in rounds], [d.envs for d in data],
             [d.state for d in data], data[0].num_steps,
-            [trainer.generator for trainer, _ in rounds])
+            [trainer.generator for trainer, _ in rounds],
+            [partial(own, trainer) for trainer, _ in rounds])
     except EnvFailed as err:
         raise rounds[0][0].failed(err) from err.__cause__
     return {trainer: d.prepared(rollout, trainer.policy)

@@ -47,6 +47,7 @@ from xlvin.accel.population import (
     StackedPPO,
     StackedWeights,
     StackedXLVINActor,
+    stacks_actor,
     stacks_updates,
     unsupported,
 )
@@ -111,12 +112,14 @@ class Population:
     def collect(
         self, seeds: list[int], envs: list[VectorEnv], states: list[RolloutState],
         num_steps: int, generators: list[torch.Generator],
+        own: list[Callable[[], AbstractContextManager[None]]],
     ) -> list[Rollout]:
         """`xlvin.ppo.collect.collect_rollout` of seeds `seeds` (rows of the stack; envs,
         state and generator: each seed's, the same number of envs each), T = `num_steps` steps,
-        advancing each state."""
+        advancing each state. `own[i]()`: a block in which the global generators are seed i's
+        (a seed acting alone draws from them: a planner's sampled expansions)."""
         T, S, N = num_steps, len(envs), envs[0].num_envs
-        actor = self._actor(seeds, np.stack([state.obs for state in states]))
+        actor = self._actor(seeds, np.stack([state.obs for state in states]), own)
         dist = self.policies[0].action_distribution()
         first = states[0].obs
         obs = np.empty((T + 1, S, N, *first.shape[1:]), dtype=first.dtype)
@@ -183,24 +186,30 @@ class Population:
             ))
         return rollouts
 
-    def _actor(self, seeds: list[int], obs: np.ndarray
+    def _actor(self, seeds: list[int], obs: np.ndarray,
+               own: list[Callable[[], AbstractContextManager[None]]]
                ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """The seeds' policies acting on observations [S, N, ...] -> (logits [S, N, A], values
-        [S, N]): one stacked NumPy actor where the NumPy actor proved itself against the
-        policy's forward (`xlvin.accel.proof.checked_actor`; on the first seed's observations
-        `obs[0]`, where this process has not proved it yet), else, as each seed's own rollout
-        then acts, each seed's forward, one after another."""
+        [S, N]): one stacked NumPy actor where the policy's kind stacks (`stacks_actor`) and the
+        NumPy actor proved itself against the policy's forward (`xlvin.accel.proof.
+        checked_actor`; on the first seed's observations `obs[0]`, where this process has not
+        proved it yet), else, as each seed's own rollout then acts (`make_actor`), each seed
+        one after another with its own global generators."""
         policies = [self.policies[s] for s in seeds]
-        if actor_verdict(policies[0]) is None:
+        if stacks_actor(policies[0]) and actor_verdict(policies[0]) is None:
             make_actor(policies[0])(obs[0])  # the proof, on its first batch
-        if actor_verdict(policies[0]):
+        if stacks_actor(policies[0]) and actor_verdict(policies[0]):
             if isinstance(policies[0], XLVINAgent):
                 return StackedXLVINActor(policies)
             return StackedActor(self.weights, seeds, policies[0])  # type: ignore[arg-type]
         actors = [make_actor(policy) for policy in policies]
 
         def one_by_one(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            logits, values = zip(*(act(seed_obs) for act, seed_obs in zip(actors, x)))
+            acted = []
+            for act, seed_obs, mine in zip(actors, x, own):
+                with mine():
+                    acted.append(act(seed_obs))
+            logits, values = zip(*acted)
             return np.stack(logits), np.stack(values)
 
         return one_by_one

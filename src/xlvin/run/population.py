@@ -103,8 +103,9 @@ def check_population(cfg: RunConfig, seeds: list[int], dirs: dict[int, Path],
     spaces, arch = check_run(cfg)
     reason = population_refusal(cfg, spaces, arch)
     if reason is not None:
-        raise FieldError("{seeds} trains together only what its stacked kernels compute, not "
-                         "{}; train the seeds one by one ({seed})", reason, seeds=None, seed=None)
+        raise FieldError("{seeds} trains together runs of the PPO baseline and XLVIN on the "
+                         "CPU, not {}; train the seeds one by one ({seed})", reason, seeds=None,
+                         seed=None)
     need = len(seeds) * sum(size for _, size in memory_parts(cfg, spaces, arch))
     total = machine_memory()
     if need > total:
