@@ -34,6 +34,7 @@ from xlvin.accel.population import (
 from xlvin.accel.stacked_xlvin import StackedXLVIN
 from xlvin.cli import main
 from tests.test_continuous import BUTTONS, TARGET
+from tests.test_curriculum import curriculum_args
 from xlvin.envs.maze import MAZE_ID
 from xlvin.errors import UserError
 from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
@@ -100,6 +101,9 @@ def assert_same_run(alone: Path, together: Path) -> None:
         body = json.loads(meta["xlvin"])
         result = body["loop"]["result"]
         del result["wall_time_s"], result["last_metrics"]["charts/sps"]
+        curriculum = body["loop"]["data"].get("curriculum")
+        for timed in [curriculum, *curriculum["history"]] if curriculum else []:
+            del timed["seconds"]  # a level's training time
         return {k: v for k, v in body.items() if k != "extra"}
 
     assert loop(meta_pop) == loop(meta)
@@ -191,6 +195,29 @@ def test_each_low_data_seed_of_a_population_writes_its_solo_run(tmp_path: Path,
     assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
     for seed in SEEDS:
         assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+
+
+@pytest.mark.parametrize("options", [
+    [], ["--agent", "xlvin", "--executor", "maze", "--depth", "2", "--prune", "2"],
+], ids=["ppo-cnn", "xlvin-maze"])
+def test_each_seed_of_a_maze_curriculum_writes_its_solo_run(
+    tmp_path: Path, options: list[str]
+) -> None:
+    """The continual maze: each seed's curriculum (its levels, windows, held-out evaluations,
+    the policies of its passed levels) collects as alone, the CNN agents update seed by seed."""
+    for seed in (0, 3):
+        args = curriculum_args(tmp_path / "alone" / f"seed-{seed}")
+        assert main(["train", *args, "--seed", str(seed), *options]) == 0
+    assert main(["train", *curriculum_args(tmp_path / "pop"), "--seeds", "0,3", *options]) == 0
+    for seed in (0, 3):
+        alone, together = tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}"
+        assert_same_run(alone, together)
+        levels = sorted(p.name for p in (alone / "levels").iterdir())
+        assert levels and levels == sorted(p.name for p in (together / "levels").iterdir())
+        for name in levels:
+            mine, theirs = load_file(alone / "levels" / name), load_file(together / "levels" / name)
+            assert mine.keys() == theirs.keys()
+            assert all(torch.equal(mine[k], theirs[k]) for k in mine)
 
 
 def compare_runs(root: str, options: list[str]) -> None:
@@ -439,8 +466,6 @@ def test_stacked_kernels_compute_each_seeds_own_bits_with_the_libraries_own_kern
     (["--seeds", "0,3", "--seed", "1"], "give --seeds or --seed, not both"),
     (["--seeds", "0,3", "--agent", "atreec"], "not agent atreec"),
     (["--seeds", "0,3", "--env", "Pendulum-v1", "--use-sde", "true"], "not gSDE's actions"),
-    (["--seeds", "0,3", "--env", MAZE_ID, "--protocol", "curriculum", "--anneal-lr", "false"],
-     "not protocol curriculum"),
     (["--seeds", "0-x"], "--seeds takes seeds as 0-63"),
     (["--seeds", "3-1"], "a range goes up"),
     (["--seeds", "0,1,1"], "names seed 1 twice"),

@@ -210,9 +210,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--seeds", metavar="SEEDS",
         help="train these seeds of one configuration together in this process (0-63, 0,5,9 or "
         "both: 0-9,20-29), each into OUT/seed-S: the run directory --seed S writes, the same "
-        "numbers bit for bit on this machine; for the PPO baseline and XLVIN, online or "
-        "low-data, on the CPU, in a fraction of the time where its stacked kernels compute "
-        "them (an MLP encoder: docs/architecture.md, Populations)",
+        "numbers bit for bit on this machine; for the PPO baseline and XLVIN on the CPU, in a "
+        "fraction of the time where its stacked kernels compute them (an MLP encoder: "
+        "docs/architecture.md, Populations)",
     )
     train.add_argument(
         "--quiet", action="store_true",

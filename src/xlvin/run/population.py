@@ -80,7 +80,7 @@ def population_refusal(cfg: RunConfig, spaces: Spaces, arch: Architecture) -> st
     """Why seeds of `cfg` cannot train as a population, or None."""
     t = cfg.train
     if not protocol_of(cfg).population:
-        return f"protocol {t.protocol} (a population trains online or low-data)"
+        return f"protocol {t.protocol} (registered with population=False)"
     if t.agent not in ("ppo", "xlvin"):
         return (f"agent {agent_name(t.agent, t.executor)} (a population trains the PPO baseline "
                 "and XLVIN)")

@@ -188,6 +188,7 @@ for _protocol in (
                                                if cfg.low_data.strict_transe else 0)),
     Protocol("curriculum", "the continual maze (curriculum options; maze envs)", _curriculum,
              saves_levels=True, check=_check_curriculum, record=_curriculum_record,
+             population=True,
              transe_env_kwargs=lambda cfg: cfg.curriculum.train_env_kwargs()),
 ):
     register_protocol(_protocol)
