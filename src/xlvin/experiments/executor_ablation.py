@@ -30,7 +30,7 @@ from xlvin.experiments import table1
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.final_eval import is_finished
 from xlvin.experiments.results import kept, others, write_files
-from xlvin.experiments.shapes import IMPROVEMENT, Optional, interval, one_of
+from xlvin.experiments.shapes import IMPROVEMENT, Holds, Optional, interval, one_of
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
@@ -195,9 +195,20 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 #: What the table and figure read of an arm's row (`aggregate`) kept from an earlier file.
 _STATISTIC = interval({"per_seed": [float]})
-ROW = {"protocol": one_of(table1.PROTOCOLS), "init": one_of(INITS), "env": one_of(table1.ENVS),
-       "arm": one_of(ARMS), "seeds": list, **dict.fromkeys(STATISTICS, _STATISTIC),
-       **{f"{name}_over_ppo": Optional(IMPROVEMENT) for name in STATISTICS}}
+def _one_value_a_seed(row: dict[str, Any]) -> None:
+    """A check that each statistic holds one value for each of the row's seeds (a kept row's
+    seeds are read back one by one: `kept_records`)."""
+    for name in STATISTICS:
+        if len(row[name]["per_seed"]) != len(row["seeds"]):
+            raise ValueError(f"{name}: {len(row[name]['per_seed'])} values for "
+                             f"{len(row['seeds'])} seeds")
+
+
+ROW = Holds({"protocol": one_of(table1.PROTOCOLS), "init": one_of(INITS),
+             "env": one_of(table1.ENVS), "arm": one_of(ARMS), "agent": str, "variant": str,
+             "seeds": [int], **dict.fromkeys(STATISTICS, _STATISTIC),
+             **{f"{name}_over_ppo": Optional(IMPROVEMENT) for name in STATISTICS}},
+            _one_value_a_seed)
 
 
 def read_earlier(results: Path) -> None:
