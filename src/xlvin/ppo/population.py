@@ -6,7 +6,9 @@ collection and update of all of them to a `Population` (of policies its kernels 
 `xlvin.accel.population`:
 
 - `collect`: `collect_rollout` of every seed in one loop over the T steps: the S policies act
-  as one stacked NumPy actor on [S, N] observations (`StackedActor`, `StackedXLVINActor`),
+  as one stacked NumPy actor on [S, N] observations (`StackedActor`, `StackedXLVINActor`;
+  where the policy's kind does not stack, `stacks_actor`, each seed acts as alone, with its
+  own global generators),
   actions are sampled from each seed's own noise (drawn from its generator as the seed's own
   rollout draws it), and every seed's vector env steps as it would alone: all on arrays at
   once where they are CartPole's (`xlvin.accel.classic_control.CartPoleVectors`), else one
@@ -21,8 +23,8 @@ collection and update of all of them to a `Population` (of policies its kernels 
   `xlvin.ppo.update.minibatch_step` (with the seed's own global generators), and so does
   every minibatch of a policy whose update is not stacked (`stacks_updates`).
 
-The low-data protocol's episodes are collected seed by seed (`xlvin.ppo.loop`), its updates
-here.
+The low-data protocol's episodes and the continual maze's rollouts (each seed's curriculum) are
+collected seed by seed (`xlvin.ppo.loop`), their updates here.
 
 tests/test_population.py checks that a seed trained in a population writes the run directory
 of the same seed trained alone, bit for bit.
