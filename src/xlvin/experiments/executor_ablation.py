@@ -108,13 +108,12 @@ def _init(record: dict[str, Any]) -> str:
 
 def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
-    for r in records:
+    for r in sorted(records, key=lambda r: r["seed"]):  # P's bootstrap reads them in order
         groups.setdefault((r["protocol"], _init(r), r["env"], r["arm"]), []).append(r)
     rows = []
     for (protocol, init, env, arm), group in sorted(
             groups.items(), key=lambda kv: (kv[0][0], kv[0][2], INITS.index(kv[0][1]),
                                             list(ARMS).index(kv[0][3]))):
-        group = sorted(group, key=lambda r: r["seed"])
         ppo = groups.get((protocol, init, env, BASELINE[protocol]))
         row: dict[str, Any] = {"protocol": protocol, "init": init, "env": env, "arm": arm,
                                "agent": group[0]["agent"], "variant": group[0]["variant"],
