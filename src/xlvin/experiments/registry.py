@@ -264,7 +264,7 @@ def _measured_report(module: Any) -> Report:
         assert trained is not None
         return (module.write_results(trained, args.results)
                 + f"\nwrote {args.results}/{module.STEM}.md, .json, .png from {len(trained)} "
-                f"cells; runs under {args.runs}")
+                f"cell{'s' * (len(trained) != 1)}; runs under {args.runs}")
     return report
 
 
