@@ -205,11 +205,12 @@ def test_each_seed_of_a_maze_curriculum_writes_its_solo_run(
 ) -> None:
     """The continual maze: each seed's curriculum (its levels, windows, held-out evaluations,
     the policies of its passed levels) collects as alone, the CNN agents update seed by seed."""
-    for seed in (0, 3):
+    for seed in SEEDS:
         args = curriculum_args(tmp_path / "alone" / f"seed-{seed}")
         assert main(["train", *args, "--seed", str(seed), *options]) == 0
-    assert main(["train", *curriculum_args(tmp_path / "pop"), "--seeds", "0,3", *options]) == 0
-    for seed in (0, 3):
+    seeds = ",".join(map(str, SEEDS))
+    assert main(["train", *curriculum_args(tmp_path / "pop"), "--seeds", seeds, *options]) == 0
+    for seed in SEEDS:
         alone, together = tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}"
         assert_same_run(alone, together)
         levels = sorted(p.name for p in (alone / "levels").iterdir())
