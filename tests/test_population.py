@@ -109,20 +109,26 @@ def assert_same_run(alone: Path, together: Path) -> None:
     assert loop(meta_pop) == loop(meta)
 
 
+def train_alone_and_together(tmp_path: Path, run: list[str]) -> None:
+    """`xlvin train` of `run` for each of SEEDS alone (tmp_path/alone/seed-S) and together
+    (tmp_path/pop), each seed's two runs the same (`assert_same_run`)."""
+    for seed in SEEDS:
+        assert main(["train", *run, "--seed", str(seed),
+                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
+    seeds = ",".join(map(str, SEEDS))
+    assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    for seed in SEEDS:
+        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+
+
 @pytest.mark.parametrize("options", [
     [],
     ["--num-minibatches", "16", "--update-epochs", "1"],  # of 7 rows (alone) and 8 (stacked)
     ["--minibatch-size", "24"],  # seeds cut different numbers of minibatches
 ], ids=["default", "tiny-minibatches", "minibatch-size"])
 def test_each_seed_of_a_population_writes_its_solo_run(tmp_path: Path, options: list[str]) -> None:
-    for seed in SEEDS:
-        assert main(["train", *RUN, *options, "--seed", str(seed),
-                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
-    seeds = ",".join(map(str, SEEDS))
-    assert main(["train", *RUN, *options, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
+    train_alone_and_together(tmp_path, [*RUN, *options])
     assert sorted(p.name for p in (tmp_path / "pop").iterdir()) == [f"seed-{s}" for s in SEEDS]
-    for seed in SEEDS:
-        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
 
 
 @pytest.mark.parametrize("env, options", [
@@ -146,13 +152,7 @@ def test_each_seed_of_any_agent_writes_its_solo_run(
     those parts run seed by seed, with the seed's own generators (a sampled expansion draws
     from them while acting), as alone."""
     run = [*RUN, "--env", env, "--pretrain-transe", "false", *options]
-    for seed in SEEDS:
-        assert main(["train", *run, "--seed", str(seed),
-                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
-    seeds = ",".join(map(str, SEEDS))
-    assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
-    for seed in SEEDS:
-        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+    train_alone_and_together(tmp_path, run)
 
 
 @pytest.mark.parametrize("options", [
@@ -167,13 +167,7 @@ def test_each_xlvin_seed_of_a_population_writes_its_solo_run(tmp_path: Path, exe
     run = [*XLVIN_RUN, *(str(executor_path) if o == "EXECUTOR" else o for o in options)]
     if options:
         run[run.index("xlvin-r")] = "xlvin"
-    for seed in SEEDS:
-        assert main(["train", *run, "--seed", str(seed),
-                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
-    seeds = ",".join(map(str, SEEDS))
-    assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
-    for seed in SEEDS:
-        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+    train_alone_and_together(tmp_path, run)
     assert "losses/transe" in rows(tmp_path / "pop" / f"seed-{SEEDS[-1]}")[-1]
 
 
@@ -188,13 +182,7 @@ def test_each_low_data_seed_of_a_population_writes_its_solo_run(tmp_path: Path,
            "--low-data-average-last", "2", "--low-data-eval-points", "1",
            "--low-data-eval-episodes", "2", "--pretrain-transe", "false",
            "--checkpoint-every", "4", "--quiet"]
-    for seed in SEEDS:
-        assert main(["train", *run, "--seed", str(seed),
-                     "--out", str(tmp_path / "alone" / f"seed-{seed}")]) == 0
-    seeds = ",".join(map(str, SEEDS))
-    assert main(["train", *run, "--seeds", seeds, "--out", str(tmp_path / "pop")]) == 0
-    for seed in SEEDS:
-        assert_same_run(tmp_path / "alone" / f"seed-{seed}", tmp_path / "pop" / f"seed-{seed}")
+    train_alone_and_together(tmp_path, run)
 
 
 @pytest.mark.parametrize("options", [
