@@ -1,10 +1,13 @@
 """Seeds trained together against seeds trained alone: `python -m benchmarks.suite.population
-[--sizes 1 8 32 64 128] [--steps N] [--rounds R] [--agent ppo|xlvin-r]`.
+[--sizes 1 8 32 64 128] [--steps N] [--rounds R] [--agent ppo|xlvin-r|xlvin-maze]`.
 
 PPO or XLVIN-R on CartPole-v1 with the default configuration (4 envs x 128 steps, 4 epochs of 4
 minibatches, a checkpoint every 10 updates, metrics and TensorBoard; XLVIN-R: a tree of depth 2,
-TransE pre-trained in every run, 1,540 steps, and learned during PPO: what `xlvin train` runs),
-`--steps` env steps per seed. Measured, each in a fresh process started with the `xlvin`
+TransE pre-trained in every run, 1,540 steps, and learned during PPO: what `xlvin train` runs);
+or `xlvin-maze`, the maze study's XLVIN (`xlvin-32-b2` of `xlvin.experiments.maze`: its CNN
+encoder, pruned depth-4 tree, the shipped maze executor, PPO 32 envs x 32 steps) on the 8x8 maze
+at its first level, trained online rather than by curriculum so that every seed takes the same
+steps. `--steps` env steps per seed. Measured, each in a fresh process started with the `xlvin`
 command's process set-up, rounds interleaved:
 
 - alone: one process training one seed (`train_run`), and two such processes at once (the
@@ -31,6 +34,28 @@ from pathlib import Path
 from typing import Any
 
 
+#: --agent -> the environment it trains on.
+ENVS = {"ppo": "CartPole-v1", "xlvin-r": "CartPole-v1", "xlvin-maze": "xlvin/Maze-v0"}
+
+
+def config(agent: str, steps: int) -> Any:
+    """The run configuration `agent` trains under (module docstring), `steps` env steps a seed."""
+    import dataclasses
+
+    from xlvin.experiments import maze
+    from xlvin.ppo.config import PPOConfig
+    from xlvin.run.config import RunConfig, TrainConfig
+
+    if agent != "xlvin-maze":
+        return RunConfig(train=TrainConfig(env=ENVS[agent], agent=agent),
+                         ppo=PPOConfig(total_steps=steps))
+    cell = maze.Cell("maze", "xlvin-32-b2", 0)
+    maze.prepare([cell])  # the shipped executor's file, before any clock starts
+    cfg = cell.config()
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, protocol="online"),
+                               ppo=dataclasses.replace(cfg.ppo, total_steps=steps))
+
+
 def worker(kind: str, seeds: list[int], steps: int, agent: str, out: Path) -> dict[str, Any]:
     """One measurement in this process: `kind` alone (one seed) or together (the seeds)."""
     from xlvin.process import prepare_process, set_threads
@@ -39,13 +64,10 @@ def worker(kind: str, seeds: list[int], steps: int, agent: str, out: Path) -> di
     set_threads(1)
     import torch._dynamo  # noqa: F401  (the first optimizer imports it: not a cost of either)
 
-    from xlvin.run.config import RunConfig, TrainConfig
-    from xlvin.ppo.config import PPOConfig
     from xlvin.run.population import train_population, with_seed
     from xlvin.run.training import train_run
 
-    cfg = RunConfig(train=TrainConfig(env="CartPole-v1", agent=agent),
-                    ppo=PPOConfig(total_steps=steps))
+    cfg = config(agent, steps)
     start, cpu = time.perf_counter(), time.process_time()
     if kind == "alone":
         (seed,) = seeds
@@ -99,7 +121,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 32, 64, 128])
     parser.add_argument("--steps", type=int, default=20_480, help="env steps per seed")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--agent", default="ppo")
+    parser.add_argument("--agent", default="ppo", choices=sorted(ENVS))
     parser.add_argument("--json", type=Path, help="also write every measurement here")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -121,7 +143,7 @@ def main() -> None:
     from xlvin.experiments.benchmark_pages import population_table
     from xlvin.io.files import write_json
 
-    data = {"agent": args.agent, "env": "CartPole-v1", "steps": args.steps,
+    data = {"agent": args.agent, "env": ENVS[args.agent], "steps": args.steps,
             "rounds": args.rounds, "cpu": machine(), "commit": commit(), "runs": runs}
     if args.json:
         write_json(args.json, data)
