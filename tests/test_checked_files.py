@@ -48,10 +48,10 @@ def test_a_2gb_metrics_file_is_refused_on_resume_fast_and_small(
 def test_reading_a_2gb_file_takes_no_time_and_no_memory(tmp_path: Path) -> None:
     sparse(tmp_path / "eval.json")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the refusal's own cost, whatever else the machine runs
     with pytest.raises(UserError, match="refused unread"):
         read_checked(tmp_path / "eval.json")
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 * 1024
 
 
@@ -60,9 +60,9 @@ def test_reproduce_refuses_a_2gb_result_file_in_one_line(tmp_path: Path, capsys,
     run_dir = finished_cell(tmp_path / "runs")
     sparse(run_dir / name)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
+    start = time.process_time()
     assert reproduce(tmp_path / "runs", tmp_path / "results") == 2
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 * 1024
     lines = capsys.readouterr().err.strip().splitlines()  # the legacy cell's notice aside
     err = [line for line in lines if not line.startswith("xlvin: note: ")]
