@@ -33,8 +33,8 @@ def learn_seeds(
     models, in the order of `seeds`. `resume=True` continues every seed's run in `out`;
     `deadline_minutes` stops every seed as `learn`'s does.
     `total_timesteps=` and `progress_bar=` are taken as in `learn`. What trains together is
-    `xlvin train --seeds`' (the PPO baseline or XLVIN with an MLP encoder, online or low-data,
-    on the CPU); anything else is refused before anything is written."""
+    `xlvin train --seeds`' (the PPO baseline or XLVIN on the CPU, online, low-data or the
+    continual maze; gSDE is not); anything else is refused before anything is written."""
     if model.run_dir is not None:
         raise UserError("learn_seeds(): the model has trained a run already; give a new model "
                         "(its configuration is what every seed trains)")
