@@ -1,6 +1,7 @@
 """results/bench.md's maze section is rendered from the finished curricula's own records."""
 
 import json
+from dataclasses import replace
 
 from benchmarks.suite.report import _maze_section
 
@@ -48,3 +49,17 @@ def test_a_partial_planning_run_keeps_the_other_cases_with_their_own_dates():
     assert "0.60x (met)" in rows["| Enduro"] and "| >= 0.5x |" in rows["| Enduro"]
     assert "0.80x (met)" in rows["| Freeway"] and "| >= 0.7x |" in rows["| Freeway"]
     assert "- Enduro: measured 2026-01-01T00:00:00" in text and "on AMD EPYC" in text
+
+
+def test_the_population_benchmark_trains_the_maze_studys_xlvin_online():
+    """`--agent xlvin-maze` is the maze ablation's XLVIN cell, the same network and PPO, but
+    online for a fixed number of steps, so that every seed of a population takes the same."""
+    from benchmarks.suite.population import config
+    from xlvin.envs.maze import MAZE_ID
+    from xlvin.experiments import maze
+
+    cfg, cell = config("xlvin-maze", 2048), maze.Cell("maze", "xlvin-32-b2", 0).config()
+    assert (cfg.train.env, cfg.train.protocol, cfg.ppo.total_steps) == (MAZE_ID, "online", 2048)
+    for field, value in maze.AGENTS["xlvin-32-b2"].items():
+        assert getattr(cfg.train, field) == value
+    assert replace(cfg.ppo, total_steps=1) == replace(cell.ppo, total_steps=1)
