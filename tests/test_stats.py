@@ -9,6 +9,7 @@ import pytest
 from xlvin.stats import (
     fisher_exact,
     iqm,
+    iqm_text,
     probability_of_improvement,
     probability_of_improvement_ci,
     stratified_bootstrap_ci,
@@ -271,3 +272,13 @@ def test_fisher_exact_matches_known_tables():
 def test_fisher_exact_refuses_impossible_counts():
     with pytest.raises(ValueError, match="between 0 and the runs"):
         fisher_exact(8, 7, 2, 7)
+
+
+def test_one_run_is_printed_without_an_interval():
+    """A bootstrap over one run is the run itself: printing '14.0 [14.0, 14.0]' would claim a
+    certainty one seed cannot give, so one run prints its value alone."""
+    assert iqm_text(summarize([0.14]), 1, scale=100) == "14.0"
+    two = summarize([0.1, 0.3])
+    assert iqm_text(two, 1, scale=100) == (
+        f"{100 * two['iqm']:.1f} [{100 * two['iqm_low']:.1f}, {100 * two['iqm_high']:.1f}]")
+    assert two["iqm_low"] < two["iqm_high"]

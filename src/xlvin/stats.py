@@ -196,6 +196,15 @@ def interval_text(point: float, low: float, high: float, digits: int) -> str:
     return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def iqm_text(summary: dict[str, float], digits: int, scale: float = 1.0) -> str:
+    """A `summarize` result (scaled) as 'iqm [low, high]'; of one run 'iqm' alone, since one
+    run has no interval (a bootstrap over it is the point itself)."""
+    if summary.get("n") == 1:
+        return f"{scale * summary['iqm']:.{digits}f}"
+    return interval_text(scale * summary["iqm"], scale * summary["iqm_low"],
+                         scale * summary["iqm_high"], digits)
+
+
 def improvement_text(improvement: dict[str, float] | None) -> str:
     """An `improvement_over` result as 'p [low, high]', or '-' without one."""
     if improvement is None:

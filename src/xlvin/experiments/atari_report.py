@@ -19,7 +19,7 @@ from xlvin.experiments.results import kept, write_files
 from xlvin.experiments.shapes import Nullable, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.run.agents import resolve_agent
-from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+from xlvin.stats import improvement_over, improvement_text, iqm_text, summarize
 from xlvin.wording import compare, seed_count
 
 
@@ -88,9 +88,7 @@ def budget_note(rows: list[dict[str, Any]]) -> str:
 
 def _iqm(summary: dict[str, float], digits: int) -> str:
     """'IQM [low, high]', or the one seed's value."""
-    if summary.get("n", 1) == 1:
-        return f"{summary['iqm']:.{digits}f}"
-    return interval_text(summary["iqm"], summary["iqm_low"], summary["iqm_high"], digits)
+    return iqm_text(summary, digits)
 
 
 def markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:

@@ -57,7 +57,7 @@ from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import CONFIG, SUMMARY, reading_results
 from xlvin.kernels import cpu_name
 from xlvin.pretrain.transe import TransEConfig
-from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+from xlvin.stats import improvement_over, improvement_text, iqm_text, summarize
 from xlvin.ppo.update import PPOConfig
 from xlvin.run.saved import CELL_IDENTITY, check_holds_run, fields_apart
 from xlvin.run.config import MAX_FULL_EXPANSION, RunConfig, TrainConfig
@@ -280,7 +280,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                   "|---|---|---|---|---|---|---|"]
         for r in (r for r in rows if (r["env"], r["steps"]) == (env, steps)):
             s = r["final"]
-            stat = "-" if s is None else f"**{interval_text(s['iqm'], s['iqm_low'], s['iqm_high'], 1)}**"
+            stat = "-" if s is None else f"**{iqm_text(s, 1)}**"
             spread = "-" if s is None else f"{s['mean']:.1f} +- {s['std']:.1f}"
             minutes = "-" if r["wall_seconds_mean"] is None else f"{r['wall_seconds_mean'] / 60:.1f}"
             lines.append(f"| {r['agent']} | {len(r['seeds'])} | {stat} | {spread} | "
@@ -476,7 +476,7 @@ def page_blocks(results: Path) -> dict[str, str]:
             f"{'-'.join(map(str, seeds))} seeds, each env's best expansion (final return IQM): "
             + "; ".join(f"{env}: {_versus_ppo(best[env], ppo[env])}" for env in envs)),
         "continuous-page": "\n".join(
-            f"- **{env}** (PPO's final return {interval_text(ppo[env]['final']['iqm'], ppo[env]['final']['iqm_low'], ppo[env]['final']['iqm_high'], 1)}): "  # noqa: E501
+            f"- **{env}** (PPO's final return {iqm_text(ppo[env]['final'], 1)}): "  # noqa: E501
             + "; ".join(_versus_ppo(r, ppo[env]) for r in xlvin[env]) + "."
             for env in envs),
     }

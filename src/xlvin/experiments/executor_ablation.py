@@ -33,7 +33,7 @@ from xlvin.experiments.results import kept, others, write_files
 from xlvin.experiments.shapes import IMPROVEMENT, Holds, Optional, interval, one_of
 from xlvin.experiments.table1 import PROTOCOL_LABELS, Cell
 from xlvin.io.files import atomic_savefig, read_json
-from xlvin.stats import improvement_over, improvement_text, interval_text, summarize
+from xlvin.stats import improvement_over, improvement_text, iqm_text, summarize
 from xlvin.wording import compare
 
 #: arm -> protocol -> (Table-1 agent, variant).
@@ -142,9 +142,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             own = " (protocol's)" if r["init"] == PROTOCOL_INIT[protocol] else ""
             lines.append(
                 f"| {r['env']} | {r['init']}{own} | {r['arm']} | {len(r['seeds'])} | "
-                f"**{interval_text(final['iqm'], final['iqm_low'], final['iqm_high'], 1)}** | "
+                f"**{iqm_text(final, 1)}** | "
                 f"{improvement_text(r.get('final_over_ppo'))} | "
-                f"{interval_text(best['iqm'], best['iqm_low'], best['iqm_high'], 1)} | "
+                f"{iqm_text(best, 1)} | "
                 f"{improvement_text(r.get('max_eval_over_ppo'))} |")
         lines.append("")
     lines.append(
@@ -286,7 +286,7 @@ def _arm_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]],
             r = cell[protocol, init, by_protocol.get(protocol, by_protocol.get("*"))]
             values.append(improvement_text(r.get(f"{stat[:-9]}_over_ppo"))
                           if stat.endswith("_over_ppo") else
-                          interval_text(r[stat]["iqm"], r[stat]["iqm_low"], r[stat]["iqm_high"], 1))
+                          iqm_text(r[stat], 1))
         lines.append(f"| {label} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 

@@ -14,7 +14,7 @@ from xlvin.experiments.maze_ablation import ARMS, COMMITTED, EXECUTOR_ARMS
 from xlvin.experiments.results import kept_records, write_files
 from xlvin.experiments.shapes import one_of
 from xlvin.io.files import atomic_savefig, read_json
-from xlvin.stats import interval_text, summarize
+from xlvin.stats import iqm_text, summarize
 from xlvin.wording import compare_seeds, seed_count
 
 STEM = "latent-trees"
@@ -65,8 +65,7 @@ def setup(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _estimate(summary: dict[str, Any], key: str) -> str:
     scale, digits = (100, 1) if key in PERCENT else (1, 3)
-    return interval_text(scale * summary["iqm"], scale * summary["iqm_low"],
-                         scale * summary["iqm_high"], digits)
+    return iqm_text(summary, digits, scale)
 
 
 def markdown(data: dict[str, Any]) -> str:

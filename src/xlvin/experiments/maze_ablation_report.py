@@ -35,7 +35,7 @@ from xlvin.experiments.results import others, write_files
 from xlvin.experiments.shapes import Each, Holds, Optional, check, check_entries, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
-from xlvin.stats import improvement_over, improvement_text, interval_text
+from xlvin.stats import improvement_over, improvement_text, iqm_text
 from xlvin.wording import compare
 
 
@@ -86,8 +86,7 @@ def _update_text(seen: list[dict[str, float]]) -> str:
 def _stat_text(stat: dict[str, Any] | None, scale: float, digits: int) -> str:
     if stat is None:
         return "-"
-    return interval_text(stat["iqm"] * scale, stat["iqm_low"] * scale, stat["iqm_high"] * scale,
-                         digits)
+    return iqm_text(stat, digits, scale)
 
 
 def markdown(rows: list[dict[str, Any]], levels: dict[str, Any], budget: int) -> str:

@@ -25,7 +25,7 @@ from xlvin.experiments.table1 import (
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
 from xlvin.kernels import check_one_mode
-from xlvin.stats import improvement_over, improvement_text, interval_text, iqm, summarize
+from xlvin.stats import improvement_over, improvement_text, iqm, iqm_text, summarize
 from xlvin.wording import compare
 STATISTICS = {
     "final": ("final_return", "final policy (100 fresh episodes)"),
@@ -76,7 +76,7 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _ci(s: dict[str, float]) -> str:
-    return interval_text(s["iqm"], s["iqm_low"], s["iqm_high"], 1)
+    return iqm_text(s, 1)
 
 
 def _stat(row: dict[str, Any] | None, name: str) -> str:
