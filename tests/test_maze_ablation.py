@@ -227,7 +227,7 @@ def test_results_of_cells_run_elsewhere_are_kept(tmp_path: Path) -> None:
     assert chi["rho"]["per_seed"] == {"100": -0.4} and chi["value_r2"]["iqm"] == pytest.approx(0.3)
     assert data["geometry"]["transe_only"] == {"rho": 0.2, "value_r2": 0.05}
     md = (tmp_path / "maze.md").read_text()
-    assert "| XLVIN, chi = 0 | - | -0.40 [-0.40, -0.40] (1) | - |" in md
+    assert "| XLVIN, chi = 0 | - | -0.40 (1) | - |" in md  # one cell: its value, no interval
 
 
 def test_corrupt_earlier_results_are_one_clear_error(tmp_path: Path) -> None:
@@ -270,3 +270,32 @@ def test_the_cells_a_results_file_holds_are_recorded(tmp_path: Path) -> None:
     assert [(c.agent, c.seed) for c in cells if not held(c)] == [first] + [
         (agent, 102) for agent in ARMS.values()]
     assert not maze_ablation_report.recorded(tmp_path / "none")(cells[0])
+
+
+@pytest.mark.parametrize("seeds, chi_steps, said", [
+    (9, 1000, "The study reads its verdicts once every arm has 10 seeds or more"),
+    (10, 1000, "So what separates XLVIN from PPO-32 on mazes comes with its network"),
+    (10, 8000, "XLVIN is ahead of PPO-32; of the executor arms, XLVIN is ahead of chi = 0 and "
+               "behind none; chi = 0 is not ahead of PPO-32."),
+])
+def test_the_pages_reading_of_the_study_says_only_what_its_verdicts_allow(
+    seeds: int, chi_steps: int, said: str, tmp_path: Path
+) -> None:
+    """The sentence after the verdicts is rendered from them: nothing before every arm has 10
+    seeds (an interim look), the network-not-executor reading only where XLVIN and chi = 0 are
+    both ahead of PPO-32 and no executor arm is separated from XLVIN, else what each says."""
+    records = []
+    for seed in range(seeds):
+        for agent in ("xlvin-32-b2", "xlvin-32-b2-untrained", "xlvin-32-b2-random"):
+            records.append(record(agent, seed, [1000, 1000, 1000 + seed]))
+        records.append(record("xlvin-32-b2-zero-chi", seed, [chi_steps, 1000, 1000 + seed]))
+        records.append(record("ppo-32", seed, [3000, 3000, 3000 + seed]))
+        records.append(record("ppo-32-transe", seed, [1000, 5000], failed=True))
+    rows = aggregate(records)
+    data = {"rows": rows, "baseline": "PPO-32", "runs": records,
+            "executor_contribution": maze_ablation.executor_contribution(rows)}
+    (tmp_path / "ablation").mkdir()
+    (tmp_path / "ablation/maze.json").write_text(json.dumps(data))
+    reading = maze_ablation_report.page_blocks(tmp_path)["maze-ablation-reading"]
+    assert reading.startswith(said), reading
+    assert reading.endswith(f"failed a level in {seeds} of {seeds} cells (level 2).")

@@ -4,7 +4,7 @@ the protocol, the seeds and the numbers."""
 
 import pytest
 
-from xlvin.wording import compare, compare_seeds, seed_count
+from xlvin.wording import compare, compare_seeds, seed_count, separated
 
 
 def test_an_interval_above_one_half_is_ahead() -> None:
@@ -50,3 +50,18 @@ def test_seeds_are_compared_only_from_ten_on_and_their_counts_said() -> None:
     assert compare_seeds("A", "B", low, low, protocol="p").startswith(
         "A and B are not separated (p, 10 seeds each:")
     assert seed_count(1) == "1 seed" and seed_count(1234) == "1,234 seeds"
+
+
+def test_given_the_counts_fewer_than_ten_seeds_are_not_compared_whatever_the_interval() -> None:
+    """An interim look at a study of fixed seeds: 9 and 8 seeds are not compared, even with an
+    interval far above one half; 10 and 10 are, and the verdict is the interval's."""
+    clear = {"p": 0.94, "low": 0.83, "high": 1.0}
+    text = compare("XLVIN", "PPO-32", protocol="9 and 8 seeds", seeds="env steps", iqms=(740, 1017),
+                   improvement=clear, digits=0, counts=(9, 8))
+    assert text == ("XLVIN and PPO-32 are not compared (9 and 8 seeds, env steps, fewer than 10: "
+                    "IQM XLVIN 740, PPO-32 1,017)")
+    assert compare("XLVIN", "PPO-32", protocol="10 seeds", seeds="env steps", iqms=(740, 1017),
+                   improvement=clear, digits=0, counts=(10, 10)).startswith(
+        "XLVIN is ahead of PPO-32 (10 seeds, env steps: ")
+    assert separated(clear) is True and separated({"p": 0.5, "low": 0.3, "high": 0.7}) is None
+    assert separated({"p": 0.1, "low": 0.0, "high": 0.4}) is False

@@ -36,7 +36,7 @@ from xlvin.experiments.shapes import Each, Holds, Optional, check, check_entries
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
 from xlvin.stats import improvement_over, improvement_text, iqm_text
-from xlvin.wording import compare
+from xlvin.wording import MIN_SEEDS, compare, separated
 
 
 def contribution_markdown(contribution: dict[str, dict[str, Any]]) -> list[str]:
@@ -322,17 +322,21 @@ def page_blocks(results: Path) -> dict[str, str]:
         n, m = a[measure]["n"], b[measure]["n"]
         return f"{n} seeds" if n == m else f"{n} and {m} seeds"
 
+    def counts(a: dict[str, Any], b: dict[str, Any], measure: str) -> tuple[int, int]:
+        return a[measure]["n"], b[measure]["n"]
+
     def steps(x: str, y: str, a: dict[str, Any], b: dict[str, Any], better: dict) -> str:
         return compare(x, y, protocol=seeds(a, b, "steps_to_last"),
                        seeds="env steps to pass level 10",
                        iqms=(a["steps_to_last"]["iqm"] / 1e3, b["steps_to_last"]["iqm"] / 1e3),
-                       improvement=better, digits=0, measure="IQM k steps (fewer is better)")
+                       improvement=better, digits=0, measure="IQM k steps (fewer is better)",
+                       counts=counts(a, b, "steps_to_last"))
 
     def held(x: str, y: str, a: dict[str, Any], b: dict[str, Any], better: dict) -> str:
         return compare(x, y, protocol=seeds(a, b, "held_out_8"),
                        seeds="held-out 8x8 after level 10",
                        iqms=(100 * a["held_out_8"]["iqm"], 100 * b["held_out_8"]["iqm"]),
-                       improvement=better, measure="IQM %")
+                       improvement=better, measure="IQM %", counts=counts(a, b, "held_out_8"))
 
     chi = rows["XLVIN, chi = 0"]
     arms = list(data["executor_contribution"])
@@ -347,7 +351,45 @@ def page_blocks(results: Path) -> dict[str, str]:
             "maze-ablation-page": headline + " Held out: " + "; ".join(
                 [held("XLVIN", "PPO-32", xlvin, ppo, xlvin["held_out_8_over_ppo"])]
                 + [held("XLVIN", arm.removeprefix("XLVIN, "), xlvin, rows[arm],
-                        contribution[arm]["held_out_8"]) for arm in arms]) + "."}
+                        contribution[arm]["held_out_8"]) for arm in arms]) + ".",
+            "maze-ablation-reading": _reading(rows, contribution, data["runs"])}
+
+
+def _reading(rows: dict[str, dict[str, Any]], contribution: dict[str, Any],
+             runs: list[dict[str, Any]]) -> str:
+    """What the verdicts on env steps say together, only as far as they go (XLVIN and chi = 0
+    against PPO-32, XLVIN against each executor arm; nothing before every arm has `MIN_SEEDS`
+    seeds), and what the TransE term alone did to PPO-32."""
+    fewest = min(r["steps_to_last"]["n"] for r in rows.values())
+    transe = [r for r in runs if r["agent"] == ARMS["PPO-32 + TransE term"]
+              and r.get("in_progress") is None]
+    failed = sorted({r["failed_level"] for r in transe if r.get("failed_level") is not None})
+    alone = (f" The TransE term alone, on PPO-32's network, failed a level in "
+             f"{sum(r.get('failed_level') is not None for r in transe)} of {len(transe)} cells"
+             + (f" (level {', '.join(map(str, failed))})." if failed else "."))
+    if fewest < MIN_SEEDS:
+        return (f"The study reads its verdicts once every arm has {MIN_SEEDS} seeds or more (its "
+                f"seeds were fixed before they ran; the arm with fewest has {fewest} now); "
+                "`results/ablation/maze.md` gives every P(X > Y) with its interval as it "
+                "stands." + alone)
+    xlvin, chi = rows[COMMITTED], rows["XLVIN, chi = 0"]
+    over_ppo = separated(xlvin["steps_to_last_over_ppo"])
+    chi_over_ppo = separated(chi["steps_to_last_over_ppo"])
+    executor = {arm.removeprefix("XLVIN, "): separated(c["steps_to_last"])
+                for arm, c in contribution.items()}  # True: XLVIN ahead of the arm
+    if over_ppo is not True:
+        return "XLVIN is not ahead of PPO-32 on the env steps to pass level 10." + alone
+    if chi_over_ppo is True and all(v is None for v in executor.values()):
+        return ("So what separates XLVIN from PPO-32 on mazes comes with its network, not with "
+                "what its pre-trained executor computes: zeroing the executor's output keeps "
+                "it, and no executor arm is separated from XLVIN. Which part of the network "
+                "carries it these arms do not say (the tree's transition model and encoder "
+                "trained by the TransE term, the heads' width, their initial weights)." + alone)
+    beats = [arm for arm, v in executor.items() if v is True]
+    beaten_by = [arm for arm, v in executor.items() if v is False]
+    return (f"XLVIN is ahead of PPO-32; of the executor arms, XLVIN is ahead of "
+            f"{', '.join(beats) or 'none'} and behind {', '.join(beaten_by) or 'none'}; chi = 0 "
+            f"is {'' if chi_over_ppo else 'not '}ahead of PPO-32." + alone)
 
 
 def geometry_blocks(results: Path) -> dict[str, str]:
