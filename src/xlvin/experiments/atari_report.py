@@ -239,7 +239,8 @@ def _freeway(cells: list[dict[str, Any]], budget: str) -> tuple[str, str]:
                   seeds=f"{len(x)} seeds each", measure="AUC IQM", digits=2,
                   iqms=(over_seeds([r["auc"] for r in x])["iqm"],
                         over_seeds([r["auc"] for r in y])["iqm"]),
-                  improvement=_over_ppo([r["auc"] for r in x], [r["auc"] for r in y]))
+                  improvement=_over_ppo([r["auc"] for r in x], [r["auc"] for r in y]),
+                  counts=(len(x), len(y)))
     rate = compare("XLVIN-R", "PPO", protocol=f"Freeway, {budget} transitions",
                    seeds="seeds that learned", rates=(sum(map(learned, x)), len(x),
                                                       sum(map(learned, y)), len(y)))

@@ -19,7 +19,7 @@ def _parity_compare(run: dict, label: str) -> str:
     return compare("ours", "SB3", protocol=f"{label}, {run['steps']:,} steps",
                    seeds=f"{len(finals[0])} seeds each, final return",
                    iqms=(ours["final_return"]["iqm"], sb3["final_return"]["iqm"]),
-                   improvement=improvement_over(*finals))
+                   improvement=improvement_over(*finals), counts=(len(finals[0]), len(finals[1])))
 
 
 def _load(run: dict) -> str:

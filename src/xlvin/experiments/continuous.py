@@ -459,7 +459,8 @@ def _versus_ppo(row: dict[str, Any], ppo: dict[str, Any]) -> str:
     """`xlvin.wording.compare` of an expansion's final return with PPO's on its env."""
     return compare(row["agent"], "PPO", protocol=f"{row['steps']:,} steps",
                    seeds=f"{len(row['seeds'])} seeds each, final return",
-                   iqms=(row["final"]["iqm"], ppo["final"]["iqm"]), improvement=row["over_ppo"])
+                   iqms=(row["final"]["iqm"], ppo["final"]["iqm"]), improvement=row["over_ppo"],
+                   counts=(len(row["seeds"]), len(ppo["seeds"])))
 
 
 def page_blocks(results: Path) -> dict[str, str]:

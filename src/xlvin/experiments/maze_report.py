@@ -409,7 +409,8 @@ def findings_blocks(results: Path) -> dict[str, str]:
                        protocol=f"held-out {size}x{size} after level {level}",
                        seeds=f"{len(values[0])} and {len(values[1])} seeds",
                        iqms=(100 * iqm(values[0]), 100 * iqm(values[1])),
-                       improvement=improvement_over(*values), measure="IQM %")
+                       improvement=improvement_over(*values), measure="IQM %",
+                       counts=(len(values[0]), len(values[1])))
 
     every = [PAGE_AGENTS[a].split(",")[0] for a in ("gvin", "ppo-32", "xlvin-32-b2")
              if all(not r["failed_level"] and r["in_progress"] is None for r in cells(a))]
@@ -594,7 +595,7 @@ def depth_blocks(results: Path) -> dict[str, str]:
                             iqms=(iqm(steps[agent][1]) / 1000, iqm(ppo) / 1000),
                             improvement=improvement_over([-s for s in steps[agent][1]],
                                                          [-s for s in ppo]),
-                            measure="IQM k steps")
+                            measure="IQM k steps", counts=(len(steps[agent][1]), len(ppo)))
                     for agent, short in trees)
         + ". Depth buys no clear speed: the medians of the trees span "
         + _range([float(np.median(steps[a][1])) / 1000 for a, _ in trees])

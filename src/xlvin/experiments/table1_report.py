@@ -354,7 +354,8 @@ def _over_ppo(x: str, row: dict[str, Any], ppo: dict[str, Any], protocol: str) -
     return compare(x, "PPO", protocol=f"protocol `{protocol}`",
                    seeds=f"{len(row['seeds'])} seeds each, final policy",
                    iqms=(row["final"]["iqm"], ppo["final"]["iqm"]),
-                   improvement=row["p_better_than_ppo"])
+                   improvement=row["p_better_than_ppo"],
+                   counts=(len(row["seeds"]), len(ppo["seeds"])))
 
 
 def _tables(md: str) -> str:
