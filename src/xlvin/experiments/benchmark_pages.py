@@ -284,9 +284,10 @@ def _population_targets(ppo: dict, xlvin: dict, maze: dict | None, seeds: int = 
     if maze is None:
         return text
     maze_cpu, maze_wall = at(maze)
+    where = "" if maze["cpu"] == ppo["cpu"] else f" (measured on an {maze['cpu'].split(',')[0]})"
     return (f"{text} The maze's XLVIN, which trains seed by seed, runs {maze_cpu:.2f} times a "
             f"solo process's steps per CPU second at {seeds} seeds, and {maze_wall:.2f} times two "
-            "solo processes' seed-steps per second.")
+            f"solo processes' seed-steps per second{where}.")
 
 
 def _wilson(k: int, n: int) -> str:
