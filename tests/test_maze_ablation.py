@@ -299,3 +299,24 @@ def test_the_pages_reading_of_the_study_says_only_what_its_verdicts_allow(
     reading = maze_ablation_report.page_blocks(tmp_path)["maze-ablation-reading"]
     assert reading.startswith(said), reading
     assert reading.endswith(f"failed a level in {seeds} of {seeds} cells (level 2).")
+
+
+def test_the_geometry_prose_compares_only_arms_with_10_cells_or_more(tmp_path: Path) -> None:
+    """An arm with 9 cells after the last level is 'not compared' with XLVIN, whatever its
+    interval; arms with 10 are compared."""
+    def per_seed(n: int, value: float) -> dict[str, float]:
+        return {str(100 + i): value + 0.01 * i for i in range(n)}
+
+    cells = {arm: 10 for arm in maze_ablation.ARMS}
+    cells["XLVIN, untrained executor"] = 9
+    geo = {"mazes": 56, "levels": [1, 2, 9], "transe_only": {"rho": 0.2, "value_r2": 0.05},
+           "arms": {arm: {level: {"rho": {"per_seed": per_seed(n, -0.5)},
+                                  "value_r2": {"per_seed": per_seed(n, 0.3)}}
+                          for level in ("1", "2", "9")} for arm, n in cells.items()}}
+    (tmp_path / "ablation").mkdir()
+    (tmp_path / "ablation/maze.json").write_text(
+        json.dumps({"geometry": maze_ablation.summarize_geometry(geo)}))
+    prose = maze_ablation_report.geometry_blocks(tmp_path)["ablation-geometry-prose"]
+    assert ("untrained executor and XLVIN are not compared (value R^2 after level 9, 9 and 10 "
+            "cells, fewer than 10") in prose
+    assert "chi = 0 and XLVIN are not separated (value R^2 after level 9, 10 and 10 cells" in prose

@@ -482,7 +482,8 @@ def expansion_blocks(results: Path) -> dict[str, str]:
                         protocol=f"{data['game']}, {data['transitions']:,} transitions",
                         seeds=f"{len(row['seeds'])} seeds each", measure="area IQM",
                         iqms=(row["auc"]["iqm"], k1["auc"]["iqm"]),
-                        improvement=row["auc_over_k1"])
+                        improvement=row["auc_over_k1"],
+                        counts=(len(row["seeds"]), len(k1["seeds"])))
                 for key, row in learning.items() if key != "xlvin-r K=1 all"]
     learned = "\n".join(rows) + "\n\n" + "; ".join(verdicts) + "."
     return {"expansion-cost": costs, "expansion-learning": learned}

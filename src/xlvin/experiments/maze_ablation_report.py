@@ -424,7 +424,8 @@ def geometry_blocks(results: Path) -> dict[str, str]:
                         seeds=f"{len(r2(arm))} and {len(r2(xlvin))} cells", digits=2,
                         iqms=(arms[arm][last]["value_r2"]["iqm"],
                               arms[xlvin][last]["value_r2"]["iqm"]),
-                        improvement=improvement_over(r2(arm), r2(xlvin)))
+                        improvement=improvement_over(r2(arm), r2(xlvin)),
+                        counts=(len(r2(arm)), len(r2(xlvin))))
                 for arm in [*ARMS][1:4] + ["PPO-32"]]
     ppo = arms["PPO-32"]
     prose = (
