@@ -275,15 +275,19 @@ def test_the_cells_a_results_file_holds_are_recorded(tmp_path: Path) -> None:
 @pytest.mark.parametrize("seeds, chi_steps, said", [
     (9, 1000, "The study reads its verdicts once every arm has 10 seeds or more"),
     (10, 1000, "So what separates XLVIN from PPO-32 on mazes comes with its network"),
-    (10, 8000, "XLVIN is ahead of PPO-32; of the executor arms, XLVIN is ahead of chi = 0 and "
-               "behind none; chi = 0 is not ahead of PPO-32."),
+    (10, 8000, "XLVIN is ahead of PPO-32 on the env steps to pass level 10; chi = 0 is not "
+               "ahead of PPO-32. Against each executor arm, on the statistics with 10 cells or "
+               "more a side (the others are not compared): untrained executor: not separated on "
+               "the env steps to pass level 10, the area under the level curve, held-out 8x8 "
+               "success and held-out 16x16 success;"),
 ])
 def test_the_pages_reading_of_the_study_says_only_what_its_verdicts_allow(
     seeds: int, chi_steps: int, said: str, tmp_path: Path
 ) -> None:
     """The sentence after the verdicts is rendered from them: nothing before every arm has 10
     seeds (an interim look), the network-not-executor reading only where XLVIN and chi = 0 are
-    both ahead of PPO-32 and no executor arm is separated from XLVIN, else what each says."""
+    both ahead of PPO-32 and no arm with an executor's output is separated from XLVIN on any
+    statistic compared, else what each says."""
     records = []
     for seed in range(seeds):
         for agent in ("xlvin-32-b2", "xlvin-32-b2-untrained", "xlvin-32-b2-random"):
@@ -297,7 +301,9 @@ def test_the_pages_reading_of_the_study_says_only_what_its_verdicts_allow(
     (tmp_path / "ablation").mkdir()
     (tmp_path / "ablation/maze.json").write_text(json.dumps(data))
     reading = maze_ablation_report.page_blocks(tmp_path)["maze-ablation-reading"]
-    assert reading.startswith(said), reading
+    assert said in reading, reading
+    if chi_steps > 3000:  # chi = 0 slower than PPO-32: XLVIN is ahead of it on env steps
+        assert "chi = 0: XLVIN ahead on the env steps to pass level 10" in reading
     assert reading.endswith(f"failed a level in {seeds} of {seeds} cells (level 2).")
 
 

@@ -328,7 +328,7 @@ def sb3_freeway_blocks(results: Path) -> dict[str, str]:
         auc = compare("SB3", "ours", protocol=f"Freeway, {budget} transitions",
                       seeds=f"{n} seeds each", measure="AUC IQM", digits=2,
                       iqms=(rows["SB3 PPO"]["auc"]["iqm"], rows["xlvin PPO"]["auc"]["iqm"]),
-                      improvement=data["sb3_auc_over_ours"])
+                      improvement=data["sb3_auc_over_ours"], counts=(n, len(data["ours"])))
         rate = compare("SB3", "ours", protocol=f"Freeway, {budget} transitions",
                        seeds="seeds that learned",
                        rates=(rows["SB3 PPO"]["seeds_learned"], n,
@@ -423,7 +423,8 @@ def sb3_freeway_blocks(results: Path) -> dict[str, str]:
                    seeds=f"SB3's {len(rows['SB3 PPO']['seeds'])} seeds, our fresh "
                    f"{len(f_row['seeds'])}", measure="AUC IQM", digits=2,
                    iqms=(rows["SB3 PPO"]["auc"]["iqm"], f_row["auc"]["iqm"]),
-                   improvement=fresh["sb3_vs_fresh"]["auc_over"])
+                   improvement=fresh["sb3_vs_fresh"]["auc_over"],
+                   counts=(len(rows["SB3 PPO"]["seeds"]), len(f_row["seeds"])))
            + "; " + compare("SB3", "ours", protocol="Freeway, 1,000,000 transitions",
                             seeds="seeds that learned, fresh seeds",
                             rates=tuple(fresh["sb3_vs_fresh"]["learned"]))
