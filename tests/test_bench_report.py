@@ -1,9 +1,11 @@
-"""results/bench.md's maze section is rendered from the finished curricula's own records."""
+"""results/bench.md's sections are rendered from their own results files: the maze curricula's
+records, the population benchmark's runs."""
 
 import json
+from pathlib import Path
 from dataclasses import replace
 
-from benchmarks.suite.report import _maze_section
+from benchmarks.suite.report import _maze_section, _population_section
 
 
 def test_maze_section_averages_each_agents_curricula(tmp_path):
@@ -63,3 +65,16 @@ def test_the_population_benchmark_trains_the_maze_studys_xlvin_online():
     for field, value in maze.AGENTS["xlvin-32-b2"].items():
         assert getattr(cfg.train, field) == value
     assert replace(cfg.ppo, total_steps=1) == replace(cell.ppo, total_steps=1)
+
+
+def test_the_population_section_holds_each_population_run_under_its_title(tmp_path):
+    """Section 6 is the population benchmark's runs, rendered from results/population/*.json
+    (what benchmarks/notes.md and docs/benchmarks.md show too); no run, no section."""
+    assert _population_section(tmp_path) == []
+    (tmp_path / "population").mkdir()
+    committed = Path(__file__).parents[1] / "results/population/ppo.json"
+    (tmp_path / "population/ppo.json").write_bytes(committed.read_bytes())
+    text = "\n".join(_population_section(tmp_path))
+    assert "### PPO on CartPole-v1 (`results/population/ppo.json`)" in text
+    together = [line for line in text.splitlines() if line.startswith("| together | 64 |")]
+    assert len(together) == 1 and "x |" in together[0]

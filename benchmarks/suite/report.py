@@ -1,5 +1,6 @@
-"""results/bench.md from results/bench.json (see benchmarks/suite/run.py), with
-benchmarks/notes.md as its closing note.
+"""results/bench.md from results/bench.json (see benchmarks/suite/run.py), with the maze
+curricula's and the population benchmark's figures from their own results files; the profiles
+and the before / after of each change are benchmarks/notes.md, linked at its end.
 
     python -m benchmarks.suite.report    # re-render results/bench.md without measuring anything
 
@@ -12,6 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from xlvin.experiments.benchmark_pages import population_blocks
 from xlvin.nn.tree import node_count
 
 
@@ -272,11 +274,43 @@ def render(data: dict[str, Any]) -> str:
                 ("Not measured in this invocation: `python -m benchmarks.suite.run --only end_to_end` "
                 "(~40 min; executor pre-training, `xlvin quickstart` with a cold and a warm cache, "
                 "`xlvin reproduce classic` with its default seeds)."), ""]
-    out += _maze_section(Path(__file__).parents[2] / "results")
-    notes = Path(__file__).parents[1] / "notes.md"
-    if notes.exists():  # the hand-written closing note (profiles, before / after per change)
-        out.append(notes.read_text().rstrip())
+    results = Path(__file__).parents[2] / "results"
+    out += _maze_section(results)
+    if data["machine"].get("device", "cpu") == "cpu":
+        out += _population_section(results)
+    out += ["## Notes", "", "The profiles, the arithmetic floors, what each change bought and "
+            "what was tried and dropped: [benchmarks/notes.md](../benchmarks/notes.md)."]
     return "\n".join(out) + "\n"
+
+
+def _population_section(results: Path) -> list[str]:
+    """Many seeds in one process (`python -m benchmarks.suite.population`): its targets and
+    every run results/population/*.json holds, as docs/benchmarks.md renders them."""
+    blocks = population_blocks(results)
+    if not blocks:
+        return []
+    out = ["## 6. Many seeds in one process: S seeds together against solo processes", "",
+           "`python -m benchmarks.suite.population` (`--agent`, `--sizes`, `--json`): every seed "
+           "of a population trains bit for bit as alone (tests/test_population.py).", ""]
+    if "population-targets" in blocks:
+        out += [blocks.pop("population-targets"), ""]
+    stems = [name.removeprefix("population-") for name in blocks]
+    for stem in [*(s for s in POPULATION_TITLES if s in stems),
+                 *(s for s in stems if s not in POPULATION_TITLES)]:
+        title = POPULATION_TITLES.get(stem, stem)
+        out += [f"### {title} (`results/population/{stem}.json`)", "",
+                blocks[f"population-{stem}"], ""]
+    return out
+
+
+#: The population benchmark's results files (results/population/STEM.json) -> their heading.
+POPULATION_TITLES = {
+    "ppo": "PPO on CartPole-v1",
+    "xlvin-r": "XLVIN-R on CartPole-v1, its update stacked",
+    "xlvin-r-per-seed-update": "XLVIN-R on CartPole-v1, its update seed by seed (the code before)",
+    "xlvin-maze": "XLVIN on the 8x8 maze (the maze study's `xlvin-32-b2`), seed by seed",
+    "grouped-conv": "The maze CNN's convolutions grouped over seeds, against each seed's own call",
+}
 
 
 if __name__ == "__main__":
