@@ -18,6 +18,7 @@ from xlvin.experiments import (
     executor_latent_trees_report,
     executor_probes_report,
     executor_true_trees_report,
+    executor_why_report,
     maze_ablation_report,
     maze_embeddings,
     maze_report,
@@ -37,7 +38,7 @@ SOURCES: tuple[Callable[[Path], dict[str, str]], ...] = (
     atari_report.page_blocks,
     atari_vae_report.page_blocks, continuous.page_blocks, continuous.mujoco_blocks,
     executor_true_trees_report.page_blocks, executor_latent_trees_report.page_blocks,
-    executor_probes_report.page_blocks,
+    executor_probes_report.page_blocks, executor_why_report.page_blocks,
     benchmark_pages.page_blocks)
 
 #: The README's results table: (experiment, command, page) around each report's headline.
