@@ -416,8 +416,8 @@ def _reading(rows: dict[str, dict[str, Any]], contribution: dict[str, Any],
     moved = [n for n, v in zero.items() if v is not None]
     return (f"{against} So what separates XLVIN from PPO-32 on mazes comes with its network, "
             "not with the value iteration its executor was pre-trained to compute: an "
-            "untrained executor, or one pre-trained on random graphs, does as well on every "
-            "statistic compared, and "
+            "untrained executor, or one pre-trained on random graphs, is separated from it on "
+            "no statistic compared, and "
             "zeroing the executor's output keeps XLVIN's lead over PPO-32."
             + (" Zeroing it does change the agent (on " + " and ".join(
                 _STATISTIC_NAMES[n] for n in moved) + "): what the heads read of chi_s is not "
