@@ -89,3 +89,16 @@ if __name__ == "__main__":  # python tests/test_pages.py: the counts, page by pa
         totals[0], totals[1] = totals[0] + inside, totals[1] + outside
         print(f"{page.relative_to(ROOT)}: {inside} rendered, {outside} in prose")
     print(f"all pages: {totals[0]} rendered, {totals[1]} in prose")
+
+
+def test_reproduce_rewrites_the_pages_beside_the_results_it_wrote(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """The pages `xlvin reproduce` re-writes are those beside the results/ folder holding
+    --results, wherever the command runs from; results written elsewhere touch no page."""
+    from xlvin.commands.reproduce import pages_root
+
+    assert pages_root(tmp_path / "results") == tmp_path.resolve()
+    assert pages_root(tmp_path / "results" / "ablation") == tmp_path.resolve()
+    assert pages_root(tmp_path / "out") is None
+    monkeypatch.chdir(tmp_path)
+    assert pages_root(Path("results/why-executor")) == tmp_path.resolve()

@@ -2,8 +2,9 @@
 continuous`: the paper's Table 1 (and an ablation of its executor), its maze figures (and an
 ablation of the maze executor), its Atari figures 4, 6 and 10, and XLVIN against PPO on
 continuous actions, every cell, resumable, into results/; then the result blocks of the pages
-(README.md, docs/) in the current folder are re-written from results/. One handler for every
-entry of `xlvin.experiments.registry.EXPERIMENTS`."""
+(README.md, docs/) beside the results/ folder that holds --results are re-written from it (none
+where --results is in no results/ folder). One handler for every entry of
+`xlvin.experiments.registry.EXPERIMENTS`."""
 
 import argparse
 from pathlib import Path
@@ -81,9 +82,19 @@ def _reproduce(args: argparse.Namespace) -> None:
             raise UserError(f"the deadline passed before any of the {len(cells)} cells started; "
                             "nothing to report")
     print(experiment.report(cells, trained, wall, args))
-    changed = pages.rewrite(Path.cwd())
+    root = pages_root(args.results)
+    changed = [] if root is None else pages.rewrite(root)
     if changed:
-        print(f"re-wrote the result blocks {', '.join(changed)} of the pages from results/")
+        print(f"re-wrote the result blocks {', '.join(changed)} of the pages from "
+              f"{root / 'results'}")
+
+
+def pages_root(results: Path) -> Path | None:
+    """The folder whose results/ holds `results` (results/ itself or a folder in it): the pages
+    there show what was just written. None where no results/ folder holds it."""
+    results = results.resolve()
+    return next((folder.parent for folder in (results, *results.parents)
+                 if folder.name == "results"), None)
 
 
 def add_parser(which: argparse._SubParsersAction, name: str, experiment: Experiment) -> None:
