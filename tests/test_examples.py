@@ -22,9 +22,10 @@ def run_example(name: str, *args: str, monkeypatch: pytest.MonkeyPatch) -> None:
     runpy.run_path(str(EXAMPLES / name), run_name="__main__")
 
 
-def test_examples_folder_holds_the_four_examples() -> None:
+def test_examples_folder_holds_the_five_examples() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == [
-        "cartpole_api.py", "corridor.py", "own_executor.py", "xlvin_single_file.py"]
+        "cartpole_api.py", "corridor.py", "many_seeds.py", "own_executor.py",
+        "xlvin_single_file.py"]
 
 
 def test_single_file_example_from_the_command_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -76,6 +77,22 @@ def test_own_executor_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
     run_example("own_executor.py", "--tiny", "--executor", str(executor),
                 "--out", str(tmp_path / "file"), monkeypatch=monkeypatch)
     assert "held-out" not in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("tiny_default_executors")
+def test_many_seeds_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Three seeds of each agent together, each a solo run's directory; the comparison says
+    'not compared' at three seeds."""
+    run_example("many_seeds.py", "--tiny", "--out", str(tmp_path / "many"),
+                monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert "PPO, 3 seeds: final return IQM" in out and "XLVIN-R, 3 seeds" in out
+    assert "XLVIN-R and PPO are not compared (CartPole-v1, final policy, 3 seeds each" in out
+    for agent in ("PPO", "XLVIN-R"):
+        assert sorted(p.name for p in (tmp_path / "many" / agent).iterdir()) == [
+            "seed-0", "seed-1", "seed-2"]
+    assert main(["evaluate", str(tmp_path / "many" / "XLVIN-R" / "seed-2"), "--episodes",
+                 "2"]) == 0
 
 
 def readme_python_block() -> str:
