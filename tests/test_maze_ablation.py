@@ -326,3 +326,20 @@ def test_the_geometry_prose_compares_only_arms_with_10_cells_or_more(tmp_path: P
     assert ("untrained executor and XLVIN are not compared (value R^2 after level 9, 9 and 10 "
             "cells, fewer than 10") in prose
     assert "chi = 0 and XLVIN are not separated (value R^2 after level 9, 10 and 10 cells" in prose
+
+
+def test_the_reading_says_which_executor_arms_neither_side_separates() -> None:
+    """An executor arm not separated from PPO-32 (with 10 cells) is named: not separated from
+    XLVIN is not equal to it."""
+    def row(n: int, p: float, low: float, high: float) -> dict:
+        return {"steps_to_last": {"n": n},
+                "steps_to_last_over_ppo": {"p": p, "low": low, "high": high}}
+
+    rows = {"XLVIN, untrained executor": row(10, 0.57, 0.31, 0.81),
+            "XLVIN, executor of random graphs": row(10, 0.8, 0.6, 0.95),
+            "XLVIN, chi = 0": row(9, 0.5, 0.2, 0.8)}
+    said = maze_ablation_report._behind_xlvin_and_ppo(rows)
+    assert said == (" Not separated is not equal: the untrained executor is not separated from "
+                    "PPO-32 on the env steps to pass level 10 either.")
+    rows["XLVIN, untrained executor"] = row(10, 0.9, 0.7, 1.0)
+    assert maze_ablation_report._behind_xlvin_and_ppo(rows) == ""

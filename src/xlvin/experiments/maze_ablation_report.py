@@ -16,6 +16,7 @@ from xlvin.experiments.maze_ablation import (
     ARMS,
     BASELINE,
     COMMITTED,
+    EXECUTOR_ARMS,
     GEOMETRY,
     HORIZON,
     STATISTICS,
@@ -424,7 +425,20 @@ def _reading(rows: dict[str, dict[str, Any]], contribution: dict[str, Any],
                "inert, but it need not be value iteration." if moved else "")
             + " Which part of the network carries the lead these arms do not say (the tree's "
             "transition model and encoder trained by the TransE term, the heads' width, their "
-            "initial weights)." + alone)
+            "initial weights)." + _behind_xlvin_and_ppo(rows) + alone)
+
+
+def _behind_xlvin_and_ppo(rows: dict[str, dict[str, Any]]) -> str:
+    """' The untrained executor ... is not separated from PPO-32 either': the executor arms that
+    neither XLVIN nor PPO-32 is separated from on env steps (not separated is not equal)."""
+    between = [arm.removeprefix("XLVIN, ") for arm in EXECUTOR_ARMS
+               if arm in rows and rows[arm]["steps_to_last"]["n"] >= MIN_SEEDS
+               and separated(rows[arm]["steps_to_last_over_ppo"]) is None]
+    if not between:
+        return ""
+    return (f" Not separated is not equal: the {' and the '.join(between)} "
+            f"{'is' if len(between) == 1 else 'are'} not separated from PPO-32 on the env steps "
+            "to pass level 10 either.")
 
 
 def geometry_blocks(results: Path) -> dict[str, str]:
