@@ -370,15 +370,16 @@ def _against_xlvin(rows: dict[str, dict[str, Any]], arm: str,
             and min(rows[COMMITTED][name]["n"], rows[arm][name]["n"]) >= MIN_SEEDS}
 
 
+def _listed(names: list[str]) -> str:
+    """'A', 'A and B', 'A, B and C'."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
 def _verdicts_text(arm: str, verdicts: dict[str, bool | None]) -> str:
     """'ARM: XLVIN ahead on A, behind on B, not separated on C', naming the statistics."""
     said = {True: "XLVIN ahead on", False: "XLVIN behind on", None: "not separated on"}
-
-    def listed(names: list[str]) -> str:
-        return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-
     return f"{arm}: " + ", ".join(
-        f"{words} {listed([_STATISTIC_NAMES[n] for n, v in verdicts.items() if v is w])}"
+        f"{words} {_listed([_STATISTIC_NAMES[n] for n, v in verdicts.items() if v is w])}"
         for w, words in said.items() if w in verdicts.values())
 
 
@@ -420,8 +421,8 @@ def _reading(rows: dict[str, dict[str, Any]], contribution: dict[str, Any],
             "untrained executor, or one pre-trained on random graphs, is separated from it on "
             "no statistic compared, and "
             "zeroing the executor's output keeps XLVIN's lead over PPO-32."
-            + (" Zeroing it does change the agent (on " + " and ".join(
-                _STATISTIC_NAMES[n] for n in moved) + "): what the heads read of chi_s is not "
+            + (" Zeroing it does change the agent (on " + _listed(
+                [_STATISTIC_NAMES[n] for n in moved]) + "): what the heads read of chi_s is not "
                "inert, but it need not be value iteration." if moved else "")
             + " Which part of the network carries the lead these arms do not say (the tree's "
             "transition model and encoder trained by the TransE term, the heads' width, their "
