@@ -111,7 +111,7 @@ def rendered(results: Path) -> dict[str, str]:
 
 def pages(root: Path) -> list[Path]:
     """The pages that may hold result blocks: README.md, docs/*.md and benchmarks/notes.md
-    (which results/bench.md includes) under `root`."""
+    (whose result blocks docs/benchmarks.md shares) under `root`."""
     return [p for p in [root / "README.md", *sorted((root / "docs").glob("*.md")),
                         root / "benchmarks" / "notes.md"] if p.is_file()]
 
