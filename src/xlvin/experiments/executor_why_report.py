@@ -3,11 +3,13 @@ measurements break so far, and at what power. (a) from the true trees
 (`executor_true_trees_report`), (b) and (c) from the trained cells' latent trees and probes
 (`executor_latent_trees_report`, `executor_probes_report`), compared only from `MIN_SEEDS`
 seeds an arm; and how many cells the oracle arm has (`xlvin.experiments.maze`'s
-`xlvin-32-b2-oracle*`, results/oracle/maze.json)."""
+`xlvin-32-b2-oracle*`, results/oracle/maze.json), with its verdict (`oracle_report`) once it has
+10 an arm."""
 
 from pathlib import Path
 from typing import Any
 
+from xlvin.experiments import oracle_report
 from xlvin.experiments.maze import AGENTS
 from xlvin.io.files import read_json
 from xlvin.stats import improvement_text
@@ -66,7 +68,9 @@ def page_blocks(results: Path) -> dict[str, str]:
                    "sentences above")
     oracle = _oracle_cells(results)
     done = ", ".join(f"`{agent}` {n} of {ORACLE_SEEDS}" for agent, n in oracle.items())
+    scores = oracle_report.read_scores(results)
+    said = None if scores is None else oracle_report.verdict(scores)
     return {"why-reading": (
         f"Which link breaks, as far as the measurements go: {_link_a(trees)}; {trained}. The "
         f"oracle arm, which would tell a broken latent tree (b) from the rest, has these cells "
-        f"ended: {done}.")}
+        f"ended: {done}" + (f"; it says that {said}." if said else "."))}

@@ -22,6 +22,7 @@ from xlvin.experiments import (
     maze_ablation_report,
     maze_embeddings,
     maze_report,
+    oracle_report,
     table1_report,
 )
 from xlvin.io.files import atomic_write_text
@@ -39,6 +40,7 @@ SOURCES: tuple[Callable[[Path], dict[str, str]], ...] = (
     atari_vae_report.page_blocks, continuous.page_blocks, continuous.mujoco_blocks,
     executor_true_trees_report.page_blocks, executor_latent_trees_report.page_blocks,
     executor_probes_report.page_blocks, executor_why_report.page_blocks,
+    oracle_report.page_blocks,
     benchmark_pages.page_blocks)
 
 #: The README's results table: (experiment, command, page) around each report's headline.
