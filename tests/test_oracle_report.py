@@ -68,6 +68,8 @@ def test_no_verdict_from_fewer_than_10_cells_an_arm(tmp_path: Path) -> None:
     assert ("oracle, maze executor and oracle, untrained executor are not compared (9 seeds "
             "each") in block
     assert "oracle, maze executor 9 cells (seeds 105-113)" in block
+    assert oracle.page_blocks(tmp_path)["why-oracle-headline"].endswith(
+        "chi = 0: 9, 9, 9 of 10 cells): too few cells to read yet.")
     assert oracle.page_blocks(tmp_path / "nothing") == {}
     (tmp_path / "oracle/maze.json").unlink()
     block = oracle.page_blocks(tmp_path)["why-oracle"]

@@ -121,7 +121,11 @@ def page_blocks(results: Path) -> dict[str, str]:
     said = verdict(scores)
     reading = (f" What it says: {said}." if said else
                f" The oracle arm is read from {MIN_SEEDS} cells an arm, which it has not yet.")
-    return {"why-oracle": (
+    counts = ", ".join(str(len(scores[arm]["steps"])) for arm in ORACLE)
+    headline = (f"(d) On the true tree (the oracle arm, levels 1-{LEVEL}, pre-trained, untrained "
+                f"and chi = 0: {counts} of {MIN_SEEDS} cells): "
+                + (f"{said}." if said else "too few cells to read yet."))
+    return {"why-oracle-headline": headline, "why-oracle": (
         f"On levels 1-{LEVEL} (cells that passed level {LEVEL} or failed before it: {cells}"
         + (f"; no cell yet of {', '.join(none)}" if none else "") + f"): {steps}."
         + (f" Held out: {held}." if held else "") + reading)}

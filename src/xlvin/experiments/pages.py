@@ -53,8 +53,10 @@ README_ROWS = (
      "[table1.md](docs/table1.md#does-the-planner-matter-an-executor-ablation-beyond-the-paper), "
      "[mazes.md](docs/mazes.md#does-the-executor-matter-on-mazes-an-ablation-beyond-the-paper)"),
     ("Why the executor does not help on the maze (beyond the paper)", "`xlvin reproduce "
-     "executor-true-trees`, `executor-latent-trees`, `executor-probes`",
-     ("why-true-trees-headline", "why-latent-trees-headline", "why-probes-headline"),
+     "executor-true-trees`, `executor-latent-trees`, `executor-probes`, `maze --agents "
+     "xlvin-32-b2-oracle,...`",
+     ("why-true-trees-headline", "why-latent-trees-headline", "why-probes-headline",
+      "why-oracle-headline"),
      "[mazes.md](docs/mazes.md#why-the-executor-does-not-help-and-where-it-might)"),
     ("Figure 2 (and 7): the continual maze, held-out 8x8 and 16x16", "`xlvin reproduce maze`",
      "maze-headline", "[mazes.md](docs/mazes.md)"),
