@@ -196,6 +196,11 @@ def interval_text(point: float, low: float, high: float, digits: int) -> str:
     return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def share_text(summary: dict[str, float], percent: bool) -> str:
+    """`iqm_text` of a share in % to 1 digit where `percent`, else of a ratio or an R^2 to 3."""
+    return iqm_text(summary, 1, 100.0) if percent else iqm_text(summary, 3)
+
+
 def iqm_text(summary: dict[str, float], digits: int, scale: float = 1.0) -> str:
     """A `summarize` result (scaled) as 'iqm [low, high]'; of one run 'iqm' alone, since one
     run has no interval (a bootstrap over it is the point itself)."""

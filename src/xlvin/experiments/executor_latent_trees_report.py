@@ -14,7 +14,7 @@ from xlvin.experiments.maze_ablation import ARMS, COMMITTED, EXECUTOR_ARMS
 from xlvin.experiments.results import kept_records, write_files
 from xlvin.experiments.shapes import one_of
 from xlvin.io.files import atomic_savefig, read_json
-from xlvin.stats import iqm_text, summarize
+from xlvin.stats import share_text, summarize
 from xlvin.wording import compare_seeds, seed_count
 
 STEM = "latent-trees"
@@ -63,11 +63,6 @@ def setup(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _estimate(summary: dict[str, Any], key: str) -> str:
-    scale, digits = (100, 1) if key in PERCENT else (1, 3)
-    return iqm_text(summary, digits, scale)
-
-
 def markdown(data: dict[str, Any]) -> str:
     """The page of RESULTS/latent-trees.json."""
     setup = data["setup"]
@@ -87,7 +82,7 @@ def markdown(data: dict[str, Any]) -> str:
     ]
     for row in data["rows"]:
         lines.append(f"| {row['arm']} | {row['depth']} | {len(row['seeds'])} | "
-                     + " | ".join(_estimate(row[key], key) for key in MEASURES) + " |")
+                     + " | ".join(share_text(row[key], key in PERCENT) for key in MEASURES) + " |")
     lines += ["", "Runs: " + "; ".join(f"{r['arm']} seed {r['seed']} ({r['policy']})"
                                        for r in data["runs"]) + "."]
     return "\n".join(lines) + "\n"
@@ -162,9 +157,9 @@ def page_blocks(results: Path) -> dict[str, str]:
     def said(row: dict[str, Any]) -> str:
         seeds = len(row["seeds"])
         return (f"{row['arm']} ({seed_count(seeds)}) at depth {row['depth']}: hits@1 "
-                f"{_estimate(row['hit'], 'hit')} % (no move: {_estimate(row['stay_hit'], 'hit')} "
-                f"%), where the agent moves {_estimate(row['moved_hit'], 'moved_hit')} %, "
-                f"distance / spread {_estimate(row['relative'], 'relative')}")
+                f"{share_text(row['hit'], 'hit' in PERCENT)} % (no move: {share_text(row['stay_hit'], 'hit' in PERCENT)} "
+                f"%), where the agent moves {share_text(row['moved_hit'], 'moved_hit' in PERCENT)} %, "
+                f"distance / spread {share_text(row['relative'], 'relative' in PERCENT)}")
 
     first = {row["agent"]: row for row in data["rows"] if row["depth"] == 1}
     alone = first.get(ARMS[TRANSE_ALONE])  # its tree unread by the heads: TransE alone trains it
@@ -192,6 +187,6 @@ def page_blocks(results: Path) -> dict[str, str]:
         "why-latent-trees-headline": "" if xlvin is None else (
             "(b) Is the latent tree the MDP's? Where the agent moves, the prediction of XLVIN's "
             "transition model is nearest its own move's true successor (hits@1) on "
-            f"{_estimate(xlvin['moved_hit'], 'moved_hit')} % of depth-1 moves "
+            f"{share_text(xlvin['moved_hit'], 'moved_hit' in PERCENT)} % of depth-1 moves "
             f"({seed_count(len(xlvin['seeds']))})"
             + ("." if alone is None else "; " + versus(xlvin) + "."))}

@@ -16,7 +16,7 @@ from xlvin.experiments.maze_ablation import ARMS, COMMITTED
 from xlvin.experiments.results import kept_records, write_files
 from xlvin.experiments.shapes import Each, Nullable, one_of
 from xlvin.io.files import atomic_savefig, read_json
-from xlvin.stats import iqm_text, summarize
+from xlvin.stats import share_text, summarize
 from xlvin.wording import compare_seeds, seed_count
 
 STEM = "probes"
@@ -72,11 +72,6 @@ def setup(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _estimate(summary: dict[str, Any], key: str) -> str:
-    scale, digits = (100, 1) if key in PERCENT else (1, 3)
-    return iqm_text(summary, digits, scale)
-
-
 def markdown(data: dict[str, Any]) -> str:
     """The page of RESULTS/probes.json."""
     setup = data["setup"]
@@ -93,7 +88,7 @@ def markdown(data: dict[str, Any]) -> str:
     for row in data["rows"]:
         for name in (n for n in FEATURES if n in row["probes"]):  # the JSON sorts its keys
             lines.append(f"| {row['arm']} | {len(row['seeds'])} | {FEATURES[name]} | "
-                         + " | ".join(_estimate(row["probes"][name][k], k) for k in PROBES)
+                         + " | ".join(share_text(row["probes"][name][k], k in PERCENT) for k in PROBES)
                          + " |")
     lines += ["", f"How far the policy moves when the heads read another state's input "
               f"({setup['swap']}):", "",
@@ -102,7 +97,7 @@ def markdown(data: dict[str, Any]) -> str:
     for row in (r for r in data["rows"] if r["moves"] is not None):
         for swap, replaced in SWAPS.items():
             lines.append(f"| {row['arm']} | {len(row['seeds'])} | {replaced} | "
-                         + " | ".join(_estimate(row["moves"][swap][k], k) for k in MOVES) + " |")
+                         + " | ".join(share_text(row["moves"][swap][k], k in PERCENT) for k in MOVES) + " |")
     lines += ["", "Runs: " + "; ".join(f"{r['arm']} seed {r['seed']} ({r['policy']})"
                                        for r in data["runs"]) + "."]
     return "\n".join(lines) + "\n"
@@ -181,13 +176,13 @@ def page_blocks(results: Path) -> dict[str, str]:
     def said(row: dict[str, Any]) -> str:
         probes, seeds = row["probes"], len(row["seeds"])
         text = (f"{row['arm']} ({seed_count(seeds)}): V* R^2 from h_s "
-                f"{_estimate(probes['h']['value_r2'], 'value_r2')}")
+                f"{share_text(probes['h']['value_r2'], 'value_r2' in PERCENT)}")
         if "h+chi" in probes:
             chi = row["moves"]["chi"]
-            text += (f", from [h_s, chi_s] {_estimate(probes['h+chi']['value_r2'], 'value_r2')}"
+            text += (f", from [h_s, chi_s] {share_text(probes['h+chi']['value_r2'], 'value_r2' in PERCENT)}"
                      f"; another state's chi_s moves the policy by "
-                     f"{_estimate(chi['tv'], 'tv')} in total variation and changes the greedy "
-                     f"action on {_estimate(chi['greedy_changed'], 'greedy_changed')} % of states")
+                     f"{share_text(chi['tv'], 'tv' in PERCENT)} in total variation and changes the greedy "
+                     f"action on {share_text(chi['greedy_changed'], 'greedy_changed' in PERCENT)} % of states")
         return text
 
     def adds(row: dict[str, Any]) -> str:
@@ -205,5 +200,5 @@ def page_blocks(results: Path) -> dict[str, str]:
                                               "zero_chi")) + "."),
         "why-probes-headline": "" if xlvin is None else (
             "(c) Do the heads read chi_s? Another state's chi_s changes XLVIN's greedy action "
-            f"on {_estimate(xlvin['moves']['chi']['greedy_changed'], 'greedy_changed')} % of "
+            f"on {share_text(xlvin['moves']['chi']['greedy_changed'], 'greedy_changed' in PERCENT)} % of "
             f"states ({seed_count(len(xlvin['seeds']))}); " + adds(xlvin) + ".")}
