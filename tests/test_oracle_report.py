@@ -89,3 +89,26 @@ def test_the_reading_of_docs_says_the_oracle_verdict(tmp_path: Path) -> None:
     reading = why.page_blocks(tmp_path)["why-reading"]
     assert "`xlvin-32-b2-oracle` 10 of 10" in reading
     assert "it says that on the true tree the pre-trained executor is ahead of both" in reading
+
+
+def test_the_reproduce_entry_runs_the_declared_protocol_seed_by_seed(tmp_path: Path) -> None:
+    """`xlvin reproduce executor-oracle`: seeds 105-114, levels 1-4, held-out 8x8 only, the
+    three agents of a seed together; the same cells (directories and configs) as `reproduce
+    maze` with the protocol's flags, so runs of either resume under the other."""
+    from xlvin.cli import build_parser
+    from xlvin.experiments import maze
+    from xlvin.experiments.registry import EXPERIMENTS
+
+    args = build_parser().parse_args(["reproduce", "executor-oracle", "--seeds", "2"])
+    assert args.first_seed == 105
+    cells = EXPERIMENTS["executor-oracle"].cells(2, args)
+    assert [(c.agent, c.seed) for c in cells] == [
+        (agent, seed) for seed in (105, 106) for agent in oracle.ORACLE.values()]
+    curriculum = cells[0].config().curriculum
+    assert (curriculum.last_level, curriculum.ood_size, curriculum.budget) == (4, 0, 200_000)
+    flags = build_parser().parse_args(
+        ["reproduce", "maze", "--agents", ",".join(oracle.ORACLE.values()), "--budget",
+         "200000", "--last-level", "4", "--ood-size", "0", "--seeds", "2", "--first-seed", "105"])
+    same = maze.cells_from_options("maze", 2, flags, 105)
+    assert sorted((c.run_dir(tmp_path), c.config().to_json().__repr__()) for c in cells) == sorted(
+        (c.run_dir(tmp_path), c.config().to_json().__repr__()) for c in same)

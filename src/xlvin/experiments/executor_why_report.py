@@ -68,7 +68,8 @@ def page_blocks(results: Path) -> dict[str, str]:
                    "sentences above")
     oracle = _oracle_cells(results)
     done = ", ".join(f"`{agent}` {n} of {ORACLE_SEEDS}" for agent, n in oracle.items())
-    scores = oracle_report.read_scores(results)
+    scores = oracle_report.read_scores(results / "oracle/maze.json",
+                                       results / "ablation/maze.json")
     said = None if scores is None else oracle_report.verdict(scores)
     return {"why-reading": (
         f"Which link breaks, as far as the measurements go: {_link_a(trees)}; {trained}. The "

@@ -53,8 +53,7 @@ README_ROWS = (
      "[table1.md](docs/table1.md#does-the-planner-matter-an-executor-ablation-beyond-the-paper), "
      "[mazes.md](docs/mazes.md#does-the-executor-matter-on-mazes-an-ablation-beyond-the-paper)"),
     ("Why the executor does not help on the maze (beyond the paper)", "`xlvin reproduce "
-     "executor-true-trees`, `executor-latent-trees`, `executor-probes`, `maze --agents "
-     "xlvin-32-b2-oracle,...`",
+     "executor-true-trees`, `executor-latent-trees`, `executor-probes`, `executor-oracle`",
      ("why-true-trees-headline", "why-latent-trees-headline", "why-probes-headline",
       "why-oracle-headline"),
      "[mazes.md](docs/mazes.md#why-the-executor-does-not-help-and-where-it-might)"),

@@ -26,6 +26,7 @@ from xlvin.experiments import (
     maze_ablation,
     maze_ablation_report,
     maze_report,
+    oracle_report,
     table1,
     table1_report,
 )
@@ -239,6 +240,46 @@ MAZE_ABLATION = Experiment(
     progress=lambda args: "maze ablation curricula", postfix=_curriculum_postfix,
 )
 
+def _oracle_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
+    add_options(parser, CurriculumConfig, skip=("budget", "last_level", "ood_size"))
+    parser.add_argument("--budget", type=int, default=None,
+                        help=f"episodes allowed a level before it is failed (default "
+                        f"{maze_ablation.BUDGET:,}: the maze study's)")
+
+
+def _oracle_cells(seeds: int, args: argparse.Namespace) -> Cells:
+    check_device(args.device)
+    curriculum = from_args(CurriculumConfig, args, oracle_report.CURRICULUM)
+    cells = oracle_report.cells(list(range(args.first_seed, args.first_seed + seeds)),
+                                curriculum, args.device)
+    curriculum.levels()  # mazes with the levels asked for, before anything runs
+    return cells
+
+
+def _oracle_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
+    # after training, the cells a deadline stopped are reported with their progress
+    records = _curricula_so_far(cells, args.runs, trained is not None or args.include_running)
+    ended = sum(r["in_progress"] is None for r in records)
+    return (oracle_report.write_results(records, args.results)
+            + f"\nwrote {args.results}/oracle.md, .json, .png and maze.md, .json: {ended} of "
+            f"{len(cells)} cells ended, {len(records) - ended} still training; runs under "
+            f"{args.runs}")
+
+
+EXECUTOR_ORACLE = Experiment(
+    help="beyond the paper: XLVIN on the maze's true tree (the oracle arm), levels 1-4",
+    description=oracle_report.__doc__ or "",
+    cells=_oracle_cells, run_cell=maze.run_cell, runs=Path("runs/maze"),
+    results=Path("results/oracle"), seeds=oracle_report.SEEDS,
+    first_seed=oracle_report.FIRST_SEED,
+    first_seed_note=": the oracle arm's seeds, chosen before its first run",
+    add_options=_oracle_options, prepare=_maze_prepare, deadline=MAZE_DEADLINE,
+    include_running=MAZE_RUNNING, report=_oracle_report, read_earlier=maze_report.read_earlier,
+    progress=lambda args: "oracle curricula", postfix=_curriculum_postfix,
+)
+
+
 def _true_trees_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
     assert trained is not None  # nothing is trained: every call measures
     return (executor_true_trees_report.write_results(trained, args.results)
@@ -412,6 +453,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "executor-true-trees": EXECUTOR_TRUE_TREES,
     "executor-latent-trees": EXECUTOR_LATENT_TREES,
     "executor-probes": EXECUTOR_PROBES,
+    "executor-oracle": EXECUTOR_ORACLE,
     "atari": ATARI,
     "atari-vae": ATARI_VAE,
     "continuous": continuous.EXPERIMENT,
