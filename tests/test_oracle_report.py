@@ -18,11 +18,11 @@ CURRICULUM = {"budget": 200000, "dataset": "generated", "dataset_seed": 0, "eval
 def _record(agent: str, seed: int, steps: list[int], passed: bool = True,
             held_out: float = 0.9) -> dict:
     """A cell that passed a level every `steps` entry (the last failed unless `passed`)."""
-    levels = [{"level": i + 1, "env_steps": s, "passed": True,
+    levels = [{"level": i + 1, "env_steps": s, "episodes": s // 4, "passed": True,
                "held_out": {"8": {str(d): held_out for d in range(1, 9)}}}
               for i, s in enumerate(steps)]
     if not passed:
-        levels[-1] = {"level": len(steps), "env_steps": steps[-1], "passed": False}
+        levels[-1] = {"level": len(steps), "env_steps": steps[-1], "episodes": 1, "passed": False}
     return {"agent": agent, "seed": seed, "curriculum": CURRICULUM, "levels": levels,
             "in_progress": None, "failed_level": None if passed else len(steps)}
 
@@ -112,3 +112,24 @@ def test_the_reproduce_entry_runs_the_declared_protocol_seed_by_seed(tmp_path: P
     same = maze.cells_from_options("maze", 2, flags, 105)
     assert sorted((c.run_dir(tmp_path), c.config().to_json().__repr__()) for c in cells) == sorted(
         (c.run_dir(tmp_path), c.config().to_json().__repr__()) for c in same)
+
+
+def test_skip_recorded_leaves_the_cells_the_results_hold(tmp_path: Path) -> None:
+    """`--skip-recorded`: a cell whose ended record results/oracle/maze.json holds (trained on
+    another machine) is not trained again; one still training there is."""
+    from xlvin.cli import build_parser
+    from xlvin.experiments import maze_report
+    from xlvin.experiments.registry import EXPERIMENTS
+
+    args = build_parser().parse_args(["reproduce", "executor-oracle", "--seeds", "1"])
+    cells = EXPERIMENTS["executor-oracle"].cells(1, args)
+    runs = [_record(cells[0].agent, 105, [1000] * 4),
+            {**_record(cells[1].agent, 105, [1000] * 2),
+             "in_progress": {"level": 3, "episodes": 5, "window_success": 0.5}}]
+    for run in runs:
+        run.update({"experiment": "maze", "levels_passed": [h["level"] for h in run["levels"]],
+                    "env_steps": sum(h["env_steps"] for h in run["levels"]),
+                    "steps_per_second": 100.0, "episodes": 10, "wall_seconds": 40.0})
+    (tmp_path / "maze.json").write_text(json.dumps({"runs": runs}))
+    held = maze_report.recorded(tmp_path)
+    assert [held(c) for c in cells] == [True, False, False]

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +195,16 @@ RECORD_FIELDS = {
 RECORD = Holds(RECORD_FIELDS, check_consistent)
 
 
-def read_earlier(results: Path) -> None:
-    """Read what RESULTS/maze.json keeps (one UserError if it is corrupt: `RECORD`)."""
-    kept(results / "maze.json", "runs", [], _cell_key, RECORD, _canonical)
+def read_earlier(results: Path) -> list[dict[str, Any]]:
+    """What RESULTS/maze.json keeps: its records (one UserError if it is corrupt: `RECORD`)."""
+    return kept(results / "maze.json", "runs", [], _cell_key, RECORD, _canonical)
+
+
+def recorded(results: Path) -> Callable[[Any], bool]:
+    """Whether RESULTS/maze.json already holds a cell's (experiment, agent, seed), ended (a
+    cell it holds still training, `--include-running`, trains on)."""
+    held = {_cell_key(r) for r in read_earlier(results) if r["in_progress"] is None}
+    return lambda cell: (cell.experiment, cell.agent, cell.seed) in held
 
 
 def write_results(records: list[dict[str, Any]], results: Path, wall_seconds: float | None) -> str:

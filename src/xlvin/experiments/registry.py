@@ -276,6 +276,7 @@ EXECUTOR_ORACLE = Experiment(
     first_seed_note=": the oracle arm's seeds, chosen before its first run",
     add_options=_oracle_options, prepare=_maze_prepare, deadline=MAZE_DEADLINE,
     include_running=MAZE_RUNNING, report=_oracle_report, read_earlier=maze_report.read_earlier,
+    recorded=maze_report.recorded,
     progress=lambda args: "oracle curricula", postfix=_curriculum_postfix,
 )
 
