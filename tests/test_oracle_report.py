@@ -35,6 +35,19 @@ def test_a_cell_is_read_at_level_4_whatever_came_after() -> None:
     assert oracle.level_scores(_record("xlvin-32-b2", 100, [100, 200, 300])) is None
 
 
+def test_only_cells_of_the_protocol_are_read() -> None:
+    """A cell of another curriculum (a --quick one, another budget, one that ends before level
+    4) is not read beside the oracle's; the study's full curriculum is."""
+    ours = _record("xlvin-32-b2", 100, [100] * 4)
+    full = {**ours, "curriculum": {**CURRICULUM, "last_level": 0, "ood_size": 16}}
+    others = [{**ours, "curriculum": {**CURRICULUM, "budget": 20000}},
+              {**ours, "curriculum": {**CURRICULUM, "threshold": 0.8}},
+              {**ours, "curriculum": {**CURRICULUM, "last_level": 3}}]
+    assert oracle.on_protocol(ours) and oracle.on_protocol(full)
+    assert not any(oracle.on_protocol(r) for r in others)
+    assert oracle.arm_scores([full, *others], {"XLVIN": "xlvin-32-b2"})["XLVIN"]["seeds"] == [100]
+
+
 def _write(results: Path, oracle_steps: dict[str, int], seeds: int) -> None:
     (results / "oracle").mkdir(parents=True)
     (results / "ablation").mkdir()

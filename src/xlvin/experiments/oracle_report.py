@@ -10,6 +10,7 @@ it. If the pre-trained executor separates from the untrained one and from chi = 
 tree, the learned latent tree is what breaks XLVIN's mechanism; if not, the executor's inputs or
 the heads are. Seeds 105-114 (`FIRST_SEED`, `SEEDS`), fixed before any oracle run."""
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +69,28 @@ def level_scores(record: dict[str, Any], level: int = LEVEL) -> dict[str, Any] |
     return None
 
 
+#: The curriculum fields a cell read beside the oracle's shares with `CURRICULUM`: all but
+#: where it ends and its 16x16 evaluations.
+SHARED = {k: v for k, v in dataclasses.asdict(CURRICULUM).items()
+          if k not in ("last_level", "ood_size")}
+
+
+def on_protocol(record: dict[str, Any]) -> bool:
+    """Whether a cell trained on the oracle protocol's levels 1 to `LEVEL` as the oracle's do:
+    the same curriculum but where it ends (at `LEVEL` or later) and its 16x16 evaluations."""
+    curriculum = record["curriculum"]
+    return (all(curriculum.get(k) == v for k, v in SHARED.items())
+            and (curriculum.get("last_level") == 0 or curriculum.get("last_level", 0) >= LEVEL))
+
+
 def arm_scores(records: list[dict[str, Any]], arms: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Arm -> its cells' seeds and per-seed steps and held-out success (`level_scores`), in seed
-    order, over the cells that have passed level `LEVEL` or failed before it."""
+    order, over the cells on the protocol (`on_protocol`) that have passed level `LEVEL` or
+    failed before it."""
     out = {}
     for arm, agent in arms.items():
         scored = sorted((r["seed"], s) for r in records if r["agent"] == agent
-                        for s in [level_scores(r)] if s is not None)
+                        and on_protocol(r) for s in [level_scores(r)] if s is not None)
         out[arm] = {"seeds": [seed for seed, _ in scored],
                     "steps": [s["steps"] for _, s in scored],
                     "held_out_8": [s["held_out_8"] for _, s in scored
