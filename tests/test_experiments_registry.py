@@ -67,6 +67,7 @@ def test_results_that_is_a_file_is_refused_before_any_cell(
 EARLIER = {"classic": "table1-paper.json", "executor-ablation": "executor.json",
            "maze-ablation": "maze.json", "atari": "atari.json", "continuous": "continuous.json",
            "executor-latent-trees": "latent-trees.json", "executor-probes": "probes.json",
+           "executor-oracle": "maze.json",
            **{name: "maze.json" for name in maze.EXPERIMENTS}}
 
 
