@@ -143,7 +143,8 @@ def read_scores(oracle_json: Path, study_json: Path) -> dict[str, dict[str, Any]
 
 def reading(scores: dict[str, dict[str, Any]]) -> str:
     """Each arm's cells and `PAIRS` worded by their intervals, then the verdict (`verdict`)."""
-    cells = "; ".join(f"{arm} {len(s['steps'])} cells (seeds {_span(s['seeds'])})"
+    cells = "; ".join(f"{arm} {len(s['steps'])} cell{'s' * (len(s['steps']) != 1)} "
+                      f"(seed{'s' * (len(s['seeds']) != 1)} {_span(s['seeds'])})"
                       for arm, s in scores.items() if s["seeds"])
     none = [arm for arm, s in scores.items() if not s["seeds"]]
     pairs = [(x, y) for x, y in PAIRS if scores[x]["seeds"] and scores[y]["seeds"]]
