@@ -39,6 +39,7 @@ from xlvin.experiments import (
     executor_true_trees_report,
     maze_ablation_report,
     maze_report,
+    oracle_report,
     table1,
     table1_report,
 )
@@ -177,6 +178,17 @@ def _probes(folder: Path) -> dict[str, bytes]:
     executor_probes_report.write_results([], with_json(folder, "why-executor/probes.json",
                                                        "probes.json"))
     return outputs(folder, "why-executor/")
+
+
+@case("oracle", "oracle/maze.md", "oracle/maze_8x8.png", "oracle/maze_stats.png",
+      "oracle/oracle.md", "oracle/oracle.png")
+def _oracle(folder: Path) -> dict[str, bytes]:
+    """The oracle arm: its cells' curricula and its reading beside the study's XLVIN arms,
+    through its writer (which reads the study's maze.json beside its own folder)."""
+    with_json(folder / "ablation", "ablation/maze.json", "maze.json")
+    out = with_json(folder / "oracle", "oracle/maze.json", "maze.json")
+    oracle_report.write_results([], out)
+    return outputs(out, "oracle/")
 
 
 # Atari (xlvin.experiments.atari): the cells' records through the writer, their agents' older
