@@ -200,83 +200,81 @@ def maze_experiment(experiment: str) -> Experiment:
     )
 
 
-def _maze_ablation_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
-    add_options(parser, CurriculumConfig, skip=("budget",))
-    parser.add_argument("--budget", type=int, default=None,
-                        help=f"episodes allowed a level before it is failed (default "
-                        f"{maze_ablation.BUDGET:,}: the committed CPU preset's; the paper's "
-                        "1,000,000)")
+def _study_options(fixed: tuple[str, ...], budget: str) -> Callable[[argparse.ArgumentParser],
+                                                                    None]:
+    """A maze study's options: the device and the curriculum's fields but `fixed` (its
+    protocol's), and --budget with `budget` saying whose its default is."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--device", default="cpu",
+                            help="torch device: cpu (default) or cuda[:N]")
+        add_options(parser, CurriculumConfig, skip=("budget", *fixed))
+        parser.add_argument("--budget", type=int, default=None,
+                            help=f"episodes allowed a level before it is failed (default "
+                            f"{maze_ablation.BUDGET:,}: {budget})")
+    return add
 
 
-def _maze_ablation_cells(seeds: int, args: argparse.Namespace) -> Cells:
-    check_device(args.device)
-    curriculum = from_args(CurriculumConfig, args, CurriculumConfig(budget=maze_ablation.BUDGET))
-    cells = maze_ablation.cells(list(range(args.first_seed, args.first_seed + seeds)), curriculum,
-                                args.device)
-    curriculum.levels()  # mazes with the levels asked for, before anything runs
+def _study_cells(default: CurriculumConfig,
+                 make: Callable[[list[int], CurriculumConfig, str], Cells]) -> Callable[
+                     [int, argparse.Namespace], Cells]:
+    """A maze study's cells (`make`) of the options' seeds, on `default`'s curriculum but what
+    the options set; its mazes checked before anything runs."""
+
+    def cells(seeds: int, args: argparse.Namespace) -> Cells:
+        check_device(args.device)
+        curriculum = from_args(CurriculumConfig, args, default)
+        made = make(list(range(args.first_seed, args.first_seed + seeds)), curriculum,
+                    args.device)
+        curriculum.levels()  # mazes with the levels asked for, before anything runs
+        return made
     return cells
 
 
-def _maze_ablation_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
-    # after training, the cells a deadline stopped are reported with their progress
-    records = _curricula_so_far(cells, args.runs, trained is not None or args.include_running)
-    ended = sum(r["in_progress"] is None for r in records)
-    return (maze_ablation_report.write_results(records, args.results, args.runs)
-            + f"\nwrote {args.results}/maze.md, .json, .png: {ended} of {len(cells)} cells ended, "
-            f"{len(records) - ended} still training; runs under {args.runs}")
+def _study_report(write: Callable[[list[Record], Options], str], files: str) -> Report:
+    """A maze study's report: its ended cells (after training, those a deadline stopped with
+    their progress too) through `write`, then what was written (`files`) and how many ended."""
+
+    def report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
+        records = _curricula_so_far(cells, args.runs,
+                                    trained is not None or args.include_running)
+        ended = sum(r["in_progress"] is None for r in records)
+        return (write(records, args) + f"\nwrote {args.results}/{files}: {ended} of "
+                f"{len(cells)} cells ended, {len(records) - ended} still training; runs under "
+                f"{args.runs}")
+    return report
 
 
 MAZE_ABLATION = Experiment(
     help="beyond the paper: the continual maze with XLVIN's executor taken apart",
     description=maze_ablation.__doc__ or "",
-    cells=_maze_ablation_cells, run_cell=maze.run_cell, runs=Path("runs/maze"),
+    cells=_study_cells(CurriculumConfig(budget=maze_ablation.BUDGET), maze_ablation.cells),
+    run_cell=maze.run_cell, runs=Path("runs/maze"),
     results=Path("results/ablation"), seeds=maze_ablation.SEEDS,
     first_seed=maze_ablation.FIRST_SEED,
     first_seed_note=": the committed results' seeds, chosen before their first run",
-    add_options=_maze_ablation_options, prepare=_maze_prepare, deadline=MAZE_DEADLINE,
-    include_running=MAZE_RUNNING, report=_maze_ablation_report,
+    add_options=_study_options((), "the committed CPU preset's; the paper's 1,000,000"),
+    prepare=_maze_prepare, deadline=MAZE_DEADLINE, include_running=MAZE_RUNNING,
+    report=_study_report(lambda records, args: maze_ablation_report.write_results(
+        records, args.results, args.runs), "maze.md, .json, .png"),
     read_earlier=maze_ablation_report.read_earlier, recorded=maze_ablation_report.recorded,
     progress=lambda args: "maze ablation curricula", postfix=_curriculum_postfix,
 )
-
-def _oracle_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
-    add_options(parser, CurriculumConfig, skip=("budget", "last_level", "ood_size"))
-    parser.add_argument("--budget", type=int, default=None,
-                        help=f"episodes allowed a level before it is failed (default "
-                        f"{maze_ablation.BUDGET:,}: the maze study's)")
-
-
-def _oracle_cells(seeds: int, args: argparse.Namespace) -> Cells:
-    check_device(args.device)
-    curriculum = from_args(CurriculumConfig, args, oracle_report.CURRICULUM)
-    cells = oracle_report.cells(list(range(args.first_seed, args.first_seed + seeds)),
-                                curriculum, args.device)
-    curriculum.levels()  # mazes with the levels asked for, before anything runs
-    return cells
-
-
-def _oracle_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
-    # after training, the cells a deadline stopped are reported with their progress
-    records = _curricula_so_far(cells, args.runs, trained is not None or args.include_running)
-    ended = sum(r["in_progress"] is None for r in records)
-    return (oracle_report.write_results(records, args.results)
-            + f"\nwrote {args.results}/oracle.md, .json, .png and maze.md, .json: {ended} of "
-            f"{len(cells)} cells ended, {len(records) - ended} still training; runs under "
-            f"{args.runs}")
 
 
 EXECUTOR_ORACLE = Experiment(
     help="beyond the paper: XLVIN on the maze's true tree (the oracle arm), levels 1-4",
     description=oracle_report.__doc__ or "",
-    cells=_oracle_cells, run_cell=maze.run_cell, runs=Path("runs/maze"),
+    cells=_study_cells(oracle_report.CURRICULUM, oracle_report.cells),
+    run_cell=maze.run_cell, runs=Path("runs/maze"),
     results=Path("results/oracle"), seeds=oracle_report.SEEDS,
     first_seed=oracle_report.FIRST_SEED,
     first_seed_note=": the oracle arm's seeds, chosen before its first run",
-    add_options=_oracle_options, prepare=_maze_prepare, deadline=MAZE_DEADLINE,
-    include_running=MAZE_RUNNING, report=_oracle_report, read_earlier=maze_report.read_earlier,
-    recorded=maze_report.recorded,
+    add_options=_study_options(("last_level", "ood_size"), "the maze study's"),
+    prepare=_maze_prepare, deadline=MAZE_DEADLINE, include_running=MAZE_RUNNING,
+    report=_study_report(lambda records, args: oracle_report.write_results(
+        records, args.results), "oracle.md, .json, .png and maze.md, .json"),
+    read_earlier=maze_report.read_earlier, recorded=maze_report.recorded,
     progress=lambda args: "oracle curricula", postfix=_curriculum_postfix,
 )
 
