@@ -138,7 +138,13 @@ def read_scores(oracle_json: Path, study_json: Path) -> dict[str, dict[str, Any]
     if not study_json.is_file():
         return None
     runs = read_json(oracle_json)["runs"] if oracle_json.is_file() else []
-    return {**arm_scores(runs, ORACLE), **arm_scores(read_json(study_json)["runs"], STUDY)}
+    return scores_of(runs, read_json(study_json)["runs"])
+
+
+def scores_of(oracle_runs: list[dict[str, Any]],
+              study_runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`arm_scores` of the oracle arms' records and of the study's XLVIN arms' records."""
+    return {**arm_scores(oracle_runs, ORACLE), **arm_scores(study_runs, STUDY)}
 
 
 def reading(scores: dict[str, dict[str, Any]]) -> str:
@@ -222,13 +228,13 @@ def write_results(records: list[dict[str, Any]], results: Path) -> str:
     of RESULTS/../ablation/maze.json (`reading`)."""
     maze_report.write_results(records, results, None)
     study_json = results.parent / "ablation/maze.json"
-    scores = read_scores(results / "maze.json", study_json)
-    if scores is None:
+    if not study_json.is_file():
         return f"no study results at {study_json}: only the oracle curricula were written"
-    study = read_json(study_json)["runs"]
+    oracle_runs, study = read_json(results / "maze.json")["runs"], read_json(study_json)["runs"]
+    scores = scores_of(oracle_runs, study)
     md = (f"# The oracle arm: XLVIN on the maze's true tree\n\n{reading(scores)}\n")
     write_files(results, "oracle", md, {"level": LEVEL, "horizon": HORIZON, "scores": scores})
-    plot(read_json(results / "maze.json")["runs"], study, results / "oracle.png")
+    plot(oracle_runs, study, results / "oracle.png")
     return md
 
 
