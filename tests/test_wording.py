@@ -4,7 +4,7 @@ the protocol, the seeds and the numbers."""
 
 import pytest
 
-from xlvin.wording import compare, compare_seeds, seed_count, separated
+from xlvin.wording import compare, compare_seeds, seed_count, seed_counts, separated
 
 
 def test_an_interval_above_one_half_is_ahead() -> None:
@@ -50,6 +50,8 @@ def test_seeds_are_compared_only_from_ten_on_and_their_counts_said() -> None:
     assert compare_seeds("A", "B", low, low, protocol="p").startswith(
         "A and B are not separated (p, 10 seeds each:")
     assert seed_count(1) == "1 seed" and seed_count(1234) == "1,234 seeds"
+    assert seed_counts(1, 1) == "1 seed each" and seed_counts(3, 1) == "3 and 1 seed"
+    assert seed_counts(7, 7) == "7 seeds each" and seed_counts(1, 13) == "1 and 13 seeds"
 
 
 def test_given_the_counts_fewer_than_ten_seeds_are_not_compared_whatever_the_interval() -> None:

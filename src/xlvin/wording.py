@@ -66,13 +66,17 @@ def seed_count(count: int) -> str:
     return f"{count:,} seed{'s' * (count != 1)}"
 
 
+def seed_counts(n: int, m: int) -> str:
+    """Two sides' seed counts: '7 seeds each', '1 seed each', '3 and 2 seeds'."""
+    return f"{seed_count(n)} each" if n == m else f"{n:,} and {seed_count(m)}"
+
+
 def compare_seeds(x: str, y: str, x_seeds: Sequence[float], y_seeds: Sequence[float], *,
                   protocol: str, digits: int = 1, measure: str = "IQM") -> str:
     """`compare` of X's and Y's per-seed values (larger is better), the seed counts said, where
     each side has `MIN_SEEDS` or more; else 'X and Y are not compared (PROTOCOL, 3 and 2 seeds,
     fewer than 10: IQM X a, Y b)'."""
-    counts = (f"{seed_count(len(x_seeds))} each" if len(x_seeds) == len(y_seeds)
-              else f"{len(x_seeds):,} and {seed_count(len(y_seeds))}")
+    counts = seed_counts(len(x_seeds), len(y_seeds))
     iqms = (float(iqm(x_seeds)), float(iqm(y_seeds)))
     return compare(x, y, protocol=protocol, seeds=counts, iqms=iqms,
                    improvement=improvement_over(x_seeds, y_seeds), digits=digits,

@@ -37,7 +37,7 @@ from xlvin.experiments.shapes import Each, Holds, Optional, check, check_entries
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
 from xlvin.stats import improvement_over, improvement_text, iqm_text
-from xlvin.wording import MIN_SEEDS, compare, separated
+from xlvin.wording import MIN_SEEDS, compare, seed_count, separated
 
 
 def contribution_markdown(contribution: dict[str, dict[str, Any]]) -> list[str]:
@@ -321,7 +321,7 @@ def page_blocks(results: Path) -> dict[str, str]:
         """How many seeds each side's measure has: 'n seeds', or 'n and m seeds' (a cell that
         failed a level has a capped step count and no held-out success)."""
         n, m = a[measure]["n"], b[measure]["n"]
-        return f"{n} seeds" if n == m else f"{n} and {m} seeds"
+        return seed_count(n) if n == m else f"{n} and {seed_count(m)}"
 
     def counts(a: dict[str, Any], b: dict[str, Any], measure: str) -> tuple[int, int]:
         return a[measure]["n"], b[measure]["n"]

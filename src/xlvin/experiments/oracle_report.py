@@ -23,7 +23,7 @@ from xlvin.experiments.results import write_files
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.ppo.curriculum import CurriculumConfig
 from xlvin.stats import improvement_over, iqm, summarize
-from xlvin.wording import MIN_SEEDS, compare, separated
+from xlvin.wording import MIN_SEEDS, compare, seed_counts, separated
 
 #: The oracle protocol's last level, fixed before its runs (docs/mazes.md).
 LEVEL = 4
@@ -103,9 +103,7 @@ def _compare(x: str, y: str, a: dict[str, Any], b: dict[str, Any], measure: str)
     mine, theirs = a[measure], b[measure]
     fewer = measure == "steps"
     sign, scale = (-1.0, 1e-3) if fewer else (1.0, 100.0)
-    seeds = (f"{len(mine)} seeds each" if len(mine) == len(theirs)
-             else f"{len(mine)} and {len(theirs)} seeds")
-    return compare(x, y, protocol=seeds,
+    return compare(x, y, protocol=seed_counts(len(mine), len(theirs)),
                    seeds=(f"env steps to pass level {LEVEL}" if fewer
                           else f"held-out 8x8 after level {LEVEL}"),
                    iqms=(scale * iqm(mine), scale * iqm(theirs)),
