@@ -90,6 +90,22 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
     assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "1",
                  "--mazes", "3"]) == 0
     assert json.loads((results / "latent-trees.json").read_text()) == data
+    # --skip-recorded measures only the policies the results do not hold measured (by their
+    # files' digests): none here, so nothing is measured or written
+    capsys.readouterr()
+    assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "3", "--mazes", "3",
+                 "--skip-recorded"]) == 0
+    out = capsys.readouterr()
+    assert "3 of the 3 cells are already in" in out.out and "latent trees" not in out.err
+    assert json.loads((results / "latent-trees.json").read_text()) == data
+    # a record of another policy file (its digest) is measured again, the others kept
+    other = json.loads(json.dumps(data))
+    other["runs"][1]["digest"], other["runs"][1]["states"] = "0" * 64, -1
+    (results / "latent-trees.json").write_text(json.dumps(other))
+    assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "3", "--mazes", "3",
+                 "--skip-recorded"]) == 0
+    assert "2 of the 3 cells are already in" in capsys.readouterr().out
+    assert json.loads((results / "latent-trees.json").read_text()) == data
     # --ended-only: the run still training (seed 101, after level 1) is left out
     assert main(["reproduce", "executor-latent-trees", *common, "--seeds", "3", "--mazes", "3",
                  "--ended-only", "--results", str(tmp_path / "ended")]) == 0

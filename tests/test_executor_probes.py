@@ -20,6 +20,7 @@ from xlvin.experiments.executor_probes import (
     probe_scores,
 )
 from xlvin.experiments.executor_probes_report import markdown, page_blocks
+from xlvin.io.saves import file_digest
 from xlvin.run.training import load_run
 
 
@@ -83,6 +84,8 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
     assert set(ppo["probes"]) == {"h", "none"} and ppo["moves"] is None
     for run in data["runs"]:
         assert run["states"] == data["setup"]["states"]
+        assert run["digest"] == file_digest(runs / run["run"] / (
+            "model.safetensors" if run["policy"] == "final" else "levels/level-01.safetensors"))
         for scores in run["probes"].values():
             assert scores["value_r2"] <= 1 and 0 <= scores["action_accuracy"] <= 1
     for swap in xlvin["moves"].values():

@@ -66,7 +66,7 @@ def _reproduce(args: argparse.Namespace) -> None:
         held = experiment.recorded(args.results)
         left = [cell for cell in cells if not held(cell)]
         print(f"{len(cells) - len(left)} of the {len(cells)} cells are already in "
-              f"{args.results}: training the other {len(left)}")
+              f"{args.results}: running the other {len(left)}")
         if not left:
             return
         cells = left
@@ -126,11 +126,7 @@ def add_parser(which: argparse._SubParsersAction, name: str, experiment: Experim
     if experiment.include_running is not None:
         p.add_argument("--include-running", action="store_true", help=experiment.include_running)
     if experiment.recorded is not None:
-        p.add_argument("--skip-recorded", action="store_true",
-                       help="train only the cells whose records --results does not already "
-                       "hold; those it holds (trained on another machine, their run "
-                       "directories gone) stay in the results as they are: a study goes on "
-                       "across machines")
+        p.add_argument("--skip-recorded", action="store_true", help=experiment.recorded_help)
     experiment.add_run_options(p)
     p.set_defaults(func=_reproduce, finished_only=False, include_running=False, population=1,
                    skip_recorded=False)

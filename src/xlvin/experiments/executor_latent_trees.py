@@ -40,7 +40,7 @@ Fixed before the first run:
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +56,14 @@ from xlvin.experiments.executor_true_trees import DEPTH, MAZE_SIZE, VI_TOLERANCE
 from xlvin.experiments.maze_ablation import ARMS
 from xlvin.experiments.maze_embeddings import passed_levels
 from xlvin.experiments.value_predictability import maze_observations
+from xlvin.io.run_dir import MODEL
+from xlvin.io.saves import file_digest
 from xlvin.mdp.maze_graphs import maze_mdp, maze_states
 from xlvin.mdp.value_iteration import value_iteration
 from xlvin.nn.policy import ActorCritic
 from xlvin.nn.true_tree import maze_cells, true_successors
 from xlvin.process import torch_threads
-from xlvin.run.training import load_run
+from xlvin.run.training import level_weights_file, load_run
 
 #: The arms with a transition model (agent names of `maze_ablation.ARMS`): all but PPO-32.
 TRANSITION_ARMS = tuple(agent for agent in ARMS.values() if agent != "ppo-32")
@@ -108,12 +110,14 @@ def held_out_count(mazes: int) -> int:
 @dataclass(frozen=True)
 class Cell:
     """One trained maze agent: the run of `arm` (a maze agent name) and `seed` under the runs
-    root, measured on the first `mazes` held-out mazes (0: all) to depth `depth`."""
+    root, measured on the first `mazes` held-out mazes (0: all) to depth `depth`; `policy`, the
+    SHA-256 of the policy file it measures (`trained_cells`)."""
 
     arm: str
     seed: int
     depth: int = DEPTH
     mazes: int = 0
+    policy: str = ""
 
     def run_dir(self, root: Path) -> Path:
         return maze.Cell("maze", self.arm, self.seed).run_dir(root)
@@ -132,27 +136,44 @@ def saved_policy(run_dir: Path) -> int | None:
     return passed[-1] if passed else None
 
 
+def policy_file(run_dir: Path, level: int) -> Path:
+    """The file of the policy `saved_policy` gave `level`: model.safetensors or a level's."""
+    return run_dir / MODEL if level == FINAL else level_weights_file(run_dir, level)
+
+
 def load_policy(cell: Any, root: Path) -> tuple[ActorCritic, dict[str, Any]]:
-    """The cell's policy (`saved_policy`) in evaluation mode and what the records say of it."""
+    """The cell's policy (`saved_policy`) in evaluation mode and what the records say of it:
+    which policy, its run and its file's SHA-256 (`digest`, which --skip-recorded compares)."""
     run_dir = cell.run_dir(root)
     level = saved_policy(run_dir)
     assert level is not None  # `trained_cells` keeps only cells with a policy
+    digest = file_digest(policy_file(run_dir, level))
     agent, _ = load_run(run_dir, level=None if level == FINAL else level)
     return agent.eval(), {"arm": cell.arm, "seed": cell.seed,
                           "policy": "final" if level == FINAL else f"after level {level}",
-                          "run": str(run_dir.relative_to(root))}
+                          "run": str(run_dir.relative_to(root)), "digest": digest}
 
 
 def trained_cells(cells: list[Any], root: Path, ended_only: bool = False) -> list[Any]:
     """The cells whose run under `root` has a policy to measure (`ended_only`: whose run has
-    ended, its final policy); one UserError when none has."""
+    ended, its final policy), each with its policy file's SHA-256; one UserError when none
+    has."""
     wanted = (FINAL,) if ended_only else None
-    kept = [c for c in cells if (level := saved_policy(c.run_dir(root))) is not None
+    kept = [replace(c, policy=file_digest(policy_file(c.run_dir(root), level))) for c in cells
+            if (level := saved_policy(c.run_dir(root))) is not None
             and (wanted is None or level in wanted)]
     if not kept:
         what = "a finished run" if ended_only else "a finished run or a passed level"
         raise UserError(f"none of the {len(cells)} cells has {what} under {root}")
     return kept
+
+
+def measured(earlier: list[dict[str, Any]]) -> Callable[[Any], bool]:
+    """--skip-recorded of a measurement: whether `earlier` (an earlier results file's records,
+    measured with the options of now) has the cell's arm and seed measured from the same
+    policy file (its SHA-256), so that measuring it again would give the same record."""
+    held = {(r["arm"], r["seed"], r["digest"]) for r in earlier if "digest" in r}
+    return lambda cell: (cell.arm, cell.seed, cell.policy) in held
 
 
 #: (h [n, k], actions [n] (long)) -> the predicted successors [n, k]

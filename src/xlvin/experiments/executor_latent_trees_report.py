@@ -12,7 +12,7 @@ import numpy as np
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.maze_ablation import ARMS, COMMITTED, EXECUTOR_ARMS
 from xlvin.experiments.results import kept_records, write_files
-from xlvin.experiments.shapes import one_of
+from xlvin.experiments.shapes import Optional, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import share_text, summarize
 from xlvin.wording import compare_seeds, seed_count
@@ -89,8 +89,9 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 #: A record `run_cell` writes, as a later call keeps it (`kept_records`).
-RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "depth": int, "mazes": int,
-          "states": int, "depths": [{"pairs": int, **dict.fromkeys(MEASURES, float)}]}
+RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "digest": Optional(str),
+          "depth": int, "mazes": int, "states": int,
+          "depths": [{"pairs": int, **dict.fromkeys(MEASURES, float)}]}
 
 
 def write_results(records: list[dict[str, Any]], results: Path) -> str:

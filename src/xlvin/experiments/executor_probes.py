@@ -66,12 +66,14 @@ BATCH = 1024
 @dataclass(frozen=True)
 class Cell:
     """One trained maze agent (`arm` a maze agent name, `seed`), probed on the first `mazes`
-    held-out mazes (0: all) and fitted on the first `train_mazes` training mazes."""
+    held-out mazes (0: all) and fitted on the first `train_mazes` training mazes; `policy`, the
+    SHA-256 of the policy file it measures (`trained_cells`)."""
 
     arm: str
     seed: int
     mazes: int = 0
     train_mazes: int = TRAIN_MAZES
+    policy: str = ""
 
     def run_dir(self, root: Path) -> Path:
         return maze.Cell("maze", self.arm, self.seed).run_dir(root)

@@ -14,7 +14,7 @@ from xlvin.experiments.figures import iqm_marks, pyplot
 from xlvin.experiments.maze import AGENTS
 from xlvin.experiments.maze_ablation import ARMS, COMMITTED
 from xlvin.experiments.results import kept_records, write_files
-from xlvin.experiments.shapes import Each, Nullable, one_of
+from xlvin.experiments.shapes import Each, Nullable, Optional, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.stats import share_text, summarize
 from xlvin.wording import compare_seeds, seed_count
@@ -104,8 +104,8 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 #: A record `run_cell` writes, as a later call keeps it (`kept_records`).
-RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "mazes": int,
-          "train_mazes": int, "states": {"train": int, "test": int},
+RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "digest": Optional(str),
+          "mazes": int, "train_mazes": int, "states": {"train": int, "test": int},
           "probes": Each(dict.fromkeys(PROBES, float)),
           "moves": Nullable(Each(dict.fromkeys(MOVES, float)))}
 

@@ -104,6 +104,11 @@ class Experiment:
     #: record (trained on another machine, whose run directories are gone): `reproduce
     #: --skip-recorded` trains the others only; None: no such option
     recorded: Callable[[Path], Callable[[Any], bool]] | None = None
+    #: the help of --skip-recorded
+    recorded_help: str = ("train only the cells whose records --results does not already hold; "
+                          "those it holds (trained on another machine, their run directories "
+                          "gone) stay in the results as they are: a study goes on across "
+                          "machines")
     run_options: Callable[[argparse.Namespace], dict[str, Any]] = _no_run_options  # to run_cell
     progress: Callable[[argparse.Namespace], str] = lambda args: "cells"  # the bar's title
     postfix: Callable[[Record], str] = lambda record: ""  # a record, beside the bar

@@ -314,6 +314,19 @@ def _measured_earlier(module: Any) -> Callable[[Path], Any]:
     return lambda results: kept_records(results / f"{module.STEM}.json", [], module.RECORD, ())
 
 
+def _measured_recorded(module: Any) -> Callable[[Path], Callable[[Any], bool]]:
+    """--skip-recorded of a measurement: the cells whose arm and seed an earlier
+    `module.STEM`.json holds measured from the same policy file
+    (`executor_latent_trees.measured`)."""
+    return lambda results: executor_latent_trees.measured(_measured_earlier(module)(results))
+
+
+#: --skip-recorded's help for the measurements of trained runs.
+MEASURED_HELP = ("measure only the cells whose policy file --results does not already hold "
+                 "measured (by the file's SHA-256): a harvest as a study's runs end measures the "
+                 "new ones; after a change to the measurement, leave it out")
+
+
 def _measured_setup(module: Any, options: tuple[str, ...]) -> Callable[[Options], None]:
     """Refuse, before anything is measured, options (`--depth` say) other than those the cells
     an earlier `module.STEM`.json keeps were measured with (`check_setup`)."""
@@ -334,6 +347,7 @@ EXECUTOR_LATENT_TREES = Experiment(
     first_seed_note=": the maze ablation's", add_options=executor_latent_trees.add_options,
     finished_help=None, report=_measured_report(executor_latent_trees_report),
     read_earlier=_measured_earlier(executor_latent_trees_report),
+    recorded=_measured_recorded(executor_latent_trees_report), recorded_help=MEASURED_HELP,
     check=_measured_setup(executor_latent_trees_report, ("depth", "mazes")),
     progress=lambda args: "latent trees of trained agents",
     postfix=lambda r: f"{r['arm']} seed {r['seed']}",
@@ -350,6 +364,7 @@ EXECUTOR_PROBES = Experiment(
     first_seed_note=": the maze ablation's", add_options=executor_probes.add_options,
     finished_help=None, report=_measured_report(executor_probes_report),
     read_earlier=_measured_earlier(executor_probes_report),
+    recorded=_measured_recorded(executor_probes_report), recorded_help=MEASURED_HELP,
     check=_measured_setup(executor_probes_report, ("mazes", "train_mazes")),
     progress=lambda args: "probes of trained agents",
     postfix=lambda r: f"{r['arm']} seed {r['seed']}",
