@@ -100,3 +100,33 @@ def test_learn_seeds_stops_every_seed_and_returns_their_checkpoints(
     assert_same_run(tmp_path / "alone", tmp_path / "pop" / "seed-3")
     own, held = alone.get_parameters()["policy"], done[1].get_parameters()["policy"]
     assert all(torch.equal(own[k], held[k]) for k in own)
+
+
+def test_a_stopped_run_loads_as_learn_left_it_and_learn_continues_it_exactly(
+    tmp_path: Path, clock: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`load` of a run stopped at its deadline (from the CLI: nothing in memory) gives the
+    model `learn` held when it stopped: its checkpoint's policy and env steps; `learn(n)`
+    continues it to the run that never stopped. A checkpoint of another run is refused."""
+    full = PPO("CartPole-v1", seed=3, **OPTIONS).learn(1024, out=tmp_path / "full")
+    held = PPO("CartPole-v1", seed=3, **OPTIONS)
+    held.learn(1024, out=tmp_path / "cut", deadline_minutes=0.1)
+    loaded = PPO.load(tmp_path / "cut")
+    assert loaded.run_dir == tmp_path / "cut" and 0 < loaded.num_timesteps < 1024
+    assert loaded.num_timesteps == held.num_timesteps
+    mine, theirs = held.get_parameters()["policy"], loaded.get_parameters()["policy"]
+    assert all(torch.equal(mine[k], theirs[k]) for k in mine)
+    loaded.learn(1024 - loaded.num_timesteps)
+    assert loaded.num_timesteps == 1024 and (tmp_path / "cut" / MODEL).is_file()
+    assert_same_run(tmp_path / "full", tmp_path / "cut")
+    own, again = full.get_parameters()["policy"], loaded.get_parameters()["policy"]
+    assert all(torch.equal(own[k], again[k]) for k in own)
+    # another run's checkpoint beside this run's config: refused, not loaded as this run
+    PPO("CartPole-v1", seed=4, **OPTIONS).learn(1024, out=tmp_path / "other",
+                                                deadline_minutes=0.1)
+    PPO("CartPole-v1", seed=5, **OPTIONS).learn(1024, out=tmp_path / "swapped",
+                                                deadline_minutes=0.1)
+    (tmp_path / "other" / "checkpoint.safetensors").replace(
+        tmp_path / "swapped" / "checkpoint.safetensors")
+    with pytest.raises(UserError, match="was saved by another run; refused"):
+        PPO.load(tmp_path / "swapped")

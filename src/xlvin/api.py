@@ -42,12 +42,13 @@ from xlvin.api_policy import (
     set_parameters,
     weights_digest,
 )
-from xlvin.api_runs import learn_run, on_env, stopped_steps
+from xlvin.api_runs import learn_run, on_env, stopped_run, stopped_steps
 from xlvin.callbacks import Callback, Hooks, Logger, as_callback
 from xlvin.envs.given import EnvLike, check_run_env, register_as
 from xlvin.envs.sb3_vec import SB3VecEnv
 from xlvin.envs.spaces import Spaces, recorded_spaces
-from xlvin.errors import FieldError, UserError
+from xlvin.errors import FieldError, UserError, one_line
+from xlvin.io.checkpoint import CHECKPOINT
 from xlvin.io.run_dir import MODEL, require_resumable
 from xlvin.io.saves import (
     forget_save,
@@ -459,24 +460,39 @@ class Model:
         gym_packages: Iterable[str] = (), env_wrappers: Iterable[str | Callable[..., gym.Env]] = (),
         **sb3: Any,
     ) -> "Model":
-        """The model of a finished run directory (`save`'s or `xlvin train`'s). Nothing in it is
-        imported or run, and `predict` needs no env (the run stores its spaces); `evaluate` and
-        `learn` make the run's env: its modules need `gym_packages=` (or importing first), an env
-        the API registered from a Python object in the training process `env=` (it, or a
-        callable that makes it), its wrappers `env_wrappers=` (never applied because a file names
-        them). `device`: cpu (the default), cuda, cuda:N or "auto"; Stable-Baselines3's
-        `custom_objects`, `print_system_info` and `force_reset` are taken and unused."""
+        """The model of a run directory (`save`'s or `xlvin train`'s): a finished run's, or one
+        stopped early (Ctrl-C, a deadline) as its checkpoint holds it, which `learn(n)` continues
+        exactly, as it continues a model `learn` stopped. Nothing in it is imported or run, and
+        `predict` needs no env for a finished run (it stores its spaces; a stopped run's spaces
+        are its env's); `evaluate` and `learn` make the run's env: its modules need
+        `gym_packages=` (or importing first), an env the API registered from a Python object in
+        the training process `env=` (it, or a callable that makes it), its wrappers
+        `env_wrappers=` (never applied because a file names them). `device`: cpu (the default),
+        cuda, cuda:N or "auto"; Stable-Baselines3's `custom_objects`, `print_system_info` and
+        `force_reset` are taken and unused."""
         device = load_arguments(device, gym_packages, env_wrappers, sb3)
         path = Path(path)
-        agent, cfg, spaces = read_run(path)
-        model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg), spaces)
+        stopped = stopped_run(path)
+        if stopped is None:
+            agent, cfg, spaces = read_run(path)
+            model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg), spaces)
+            model.policy = agent
+            model._executor_meta, model._num_timesteps, model.summary = read_progress(path)
+        else:
+            cfg, weights, model_steps = stopped
+            model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg))
+            try:
+                model.policy.load_state_dict(weights)
+            except RuntimeError as err:
+                raise UserError(f"checkpoint {path / CHECKPOINT} does not fit its run's "
+                                f"config: {one_line(err)}") from None
+            model._num_timesteps = model_steps
         if device != "cpu":
             model.config = dataclasses.replace(model.config, train=dataclasses.replace(
                 model.config.train, device=device))
-            agent = agent.to(device)
-        model.policy, model.run_dir = agent, path
-        model._held = weights_digest(agent)
-        model._executor_meta, model._num_timesteps, model.summary = read_progress(path)
+            model.policy = model.policy.to(device)
+        model.run_dir = path
+        model._held = weights_digest(model.policy)
         if env is not None:
             model._use_env(env)
         return model

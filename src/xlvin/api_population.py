@@ -17,8 +17,7 @@ from xlvin.api_options import learn_arguments
 from xlvin.api_runs import learn_run
 from xlvin.errors import UserError
 from xlvin.ppo.session import deadline_after
-from xlvin.run.config import RunConfig
-from xlvin.run.population import seed_dir, train_population, with_seed
+from xlvin.run.population import seed_dir, train_population
 
 
 @_python_errors
@@ -46,15 +45,8 @@ def learn_seeds(
         warnings.warn(f"total_steps {rounded}", stacklevel=3)
     summaries = train_population(cfg, seeds, out, progress=progress, resume=resume,
                                  deadline=deadline)
-    return [type(model).load(seed_dir(out, seed)) if not summary["stopped_at_deadline"]
-            else _stopped(type(model), with_seed(cfg, seed), seed_dir(out, seed), summary)
-            for seed, summary in zip(seeds, summaries)]
-
-
-def _stopped(kind: type[Model], cfg: RunConfig, run_dir: Path, summary: dict[str, Any]) -> Model:
-    """The model of a seed stopped at the deadline, as `learn` leaves it: the policy of its
-    checkpoint, `learn(out=run_dir, resume=True)` to continue."""
-    model = kind.from_config(cfg)
-    model._hold_stopped(cfg, run_dir, {})
-    model.summary = summary
-    return model
+    models = [type(model).load(seed_dir(out, seed)) for seed in seeds]
+    for stopped, summary in zip(models, summaries):
+        if summary["stopped_at_deadline"]:  # as `learn` leaves it: its checkpoint's policy
+            stopped.summary = summary
+    return models

@@ -5,20 +5,24 @@ stopped run's checkpoint left it.
 """
 
 import dataclasses
+import os
 import shutil
 import tempfile
 import weakref
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from xlvin.api_options import with_options
 from xlvin.envs.given import EnvLike, resolve_env
 from xlvin.envs.spaces import Spaces, require_spaces
 from xlvin.errors import UserError
-from xlvin.io.checkpoint import CHECKPOINT, read_loop_state
-from xlvin.io.run_dir import CONFIG, read_json_object
+from xlvin.io.checkpoint import CHECKPOINT, Checkpointer, read_loop_state
+from xlvin.io.run_dir import CONFIG, MODEL, PARTIAL, read_json_object
 from xlvin.run.config import RunConfig
 from xlvin.run.protocols import protocol_of, whole_rollouts
+from xlvin.run.saved import checkpoint_config
 
 
 def continued_config(run_dir: Path, trained: int, steps: int | None,
@@ -77,6 +81,21 @@ def temporary_run_dir(owner: Any) -> Path:
     folder = tempfile.mkdtemp(prefix="xlvin-")
     weakref.finalize(owner, shutil.rmtree, folder, ignore_errors=True)
     return Path(folder) / "run"
+
+
+def stopped_run(run_dir: Path) -> tuple[RunConfig, dict[str, torch.Tensor], int] | None:
+    """A run stopped before it finished (Ctrl-C, a deadline, a callback's error: a checkpoint
+    and no model.safetensors): its config (config.json, which the checkpoint must have been
+    saved by), the checkpoint's policy weights and env steps. None where `run_dir` holds no such
+    run (a save cut short before it was complete included: `read_run` refuses it)."""
+    if (os.path.lexists(run_dir / MODEL) or os.path.lexists(run_dir / PARTIAL)
+            or stopped_steps(run_dir) is None):
+        return None
+    cfg = RunConfig.from_saved(read_json_object(run_dir / CONFIG), str(run_dir / CONFIG))
+    checkpoint = Checkpointer(run_dir / CHECKPOINT, 0, run=cfg.to_json(),
+                              normalize=checkpoint_config(cfg))
+    weights, loop = checkpoint.saved_policy()
+    return cfg, weights, int(loop["result"]["env_steps"])
 
 
 def stopped_steps(out: Path) -> int | None:

@@ -118,6 +118,22 @@ class Checkpointer:
         }
         atomic_save_tensors(Path(self.path), out, meta)
 
+    def saved_policy(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The policy's weights (the `model/` section) and the loop's state in `path`, the file
+        and its run checked as `restore` checks them, nothing restored: what a stopped run
+        holds."""
+        check_regular(Path(self.path))
+        tensors, meta = load_weights(Path(self.path), what="checkpoint")
+        _check_format(Path(self.path), meta)
+        saved = meta.get("run")
+        if saved is not None and self.normalize is not None:
+            saved = self.normalize(saved)
+        if None not in (saved, self.run) and saved != self.run:
+            raise UserError(f"checkpoint {self.path} was saved by another run; refused")
+        if not isinstance(meta.get("loop"), dict):
+            raise UserError(f"checkpoint {self.path} has no loop state")
+        return section(tensors, "model/"), meta["loop"]
+
     def _check_finite(self, tensors: dict[str, torch.Tensor]) -> None:
         """Refuse to write a NaN or inf: the checkpoint already there stays the last good one."""
         for name, tensor in tensors.items():
