@@ -60,6 +60,11 @@ def test_the_cli_stops_at_the_deadline_and_resume_ends_as_uninterrupted(
         dirs = ([""] if not seeds else ["seed-0", "seed-3"])
         for d in dirs:
             assert not (tmp_path / "cut" / run / d / MODEL).exists()
+        if not seeds:  # `xlvin evaluate` of the stopped run: its checkpoint's policy, said
+            assert main(["evaluate", str(tmp_path / "cut" / run), "--episodes", "2"]) == 0
+            said = capsys.readouterr()
+            assert "stopped before it finished: the policy of its checkpoint" in said.err
+            assert said.out.startswith(f"{tmp_path / 'cut' / run}: return ")
         assert main(["train", *RUN, *seeds, "--out", str(tmp_path / "cut" / run), "--resume"]) == 0
         assert "stopped at the deadline" not in capsys.readouterr().out
         for d in dirs:

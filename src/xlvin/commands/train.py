@@ -151,12 +151,16 @@ def counts(ppo: dict[str, Any]) -> str:
 def _evaluate(args: argparse.Namespace) -> None:
     from xlvin.api import Model
     from xlvin.api_options import check_evaluation
+    from xlvin.io.run_dir import MODEL
 
     check_evaluation(args.episodes, args.seed)
-    result = Model.load(args.run_dir, gym_packages=args.gym_packages,
-                        env_wrappers=args.env_wrappers).evaluate(
-        episodes=args.episodes, seed=args.seed, env=args.env, deterministic=not args.stochastic
-    )
+    model = Model.load(args.run_dir, gym_packages=args.gym_packages,
+                       env_wrappers=args.env_wrappers)
+    if not (args.run_dir / MODEL).is_file():
+        print(f"xlvin: note: {args.run_dir} stopped before it finished: the policy of its "
+              f"checkpoint, at {model.num_timesteps:,} env steps, is evaluated", file=sys.stderr)
+    result = model.evaluate(episodes=args.episodes, seed=args.seed, env=args.env,
+                            deterministic=not args.stochastic)
     bad = sum(not math.isfinite(r) for r in result["returns"])
     if bad:
         print(f"xlvin: note: {bad} of {len(result['returns'])} returns are not finite (NaN or "
@@ -240,7 +244,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Load DIR/model.safetensors and report the mean and std return of the policy, "
         "greedy (default) or sampled (--stochastic).",
     )
-    evaluate.add_argument("run_dir", type=Path, help="run directory written by `xlvin train`")
+    evaluate.add_argument("run_dir", type=Path,
+                          help="run directory written by `xlvin train` (one stopped early: "
+                          "its checkpoint's policy)")
     evaluate.add_argument("--episodes", type=int, default=100, help="episodes to run (default 100)")
     evaluate.add_argument(
         "--seed", type=int, default=EVAL_SEED,
