@@ -343,3 +343,28 @@ def test_the_reading_says_which_executor_arms_neither_side_separates() -> None:
                     "PPO-32 on the env steps to pass level 10 either.")
     rows["XLVIN, untrained executor"] = row(10, 0.9, 0.7, 1.0)
     assert maze_ablation_report._behind_xlvin_and_ppo(rows) == ""
+
+
+def test_a_harvest_counts_the_cells_still_training_that_it_leaves_out(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A study's report (`--finished-only`) writes the ended cells and says how many are still
+    training, left out; with `--include-running` they are written and counted."""
+    from types import SimpleNamespace
+
+    from xlvin.experiments import registry
+
+    ended, running = {"in_progress": None}, {"in_progress": {"level": 3}}
+    monkeypatch.setattr(registry, "_curricula_so_far", lambda cells, runs, include: [
+        r for r in (ended, running) if include or r["in_progress"] is None])
+    written: list[list[dict]] = []
+    report = registry._study_report(lambda records, args: written.append(records) or "page",
+                                    "x.md")
+    args = SimpleNamespace(include_running=False, results=Path("r"), runs=Path("runs"))
+    assert report([1, 2, 3], None, None, args) == (
+        "page\nwrote r/x.md: 1 of 3 cells ended, 1 still training (left out); runs under runs")
+    assert written == [[ended]]
+    args.include_running = True
+    assert report([1, 2, 3], None, None, args).endswith(
+        "1 of 3 cells ended, 1 still training; runs under runs")
+    assert written[-1] == [ended, running]

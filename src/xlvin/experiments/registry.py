@@ -233,15 +233,21 @@ def _study_cells(default: CurriculumConfig,
 
 def _study_report(write: Callable[[list[Record], Options], str], files: str) -> Report:
     """A maze study's report: its ended cells (after training, those a deadline stopped with
-    their progress too) through `write`, then what was written (`files`) and how many ended."""
+    their progress too) through `write`, then what was written (`files`), how many ended and
+    how many are still training (in the results or, with --finished-only, left out)."""
 
     def report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
-        records = _curricula_so_far(cells, args.runs,
-                                    trained is not None or args.include_running)
+        running = trained is not None or args.include_running
+        so_far = _curricula_so_far(cells, args.runs, True)
+        records = [r for r in so_far if running or r["in_progress"] is None]
+        if not records:
+            raise UserError(f"none of the {len(cells)} cells has finished under {args.runs}")
         ended = sum(r["in_progress"] is None for r in records)
+        training = len(so_far) - ended
         return (write(records, args) + f"\nwrote {args.results}/{files}: {ended} of "
-                f"{len(cells)} cells ended, {len(records) - ended} still training; runs under "
-                f"{args.runs}")
+                f"{len(cells)} cells ended, {training} still training"
+                + ("" if running or not training else " (left out)")
+                + f"; runs under {args.runs}")
     return report
 
 
