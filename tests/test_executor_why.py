@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_oracle_report import CURRICULUM, _record
 from xlvin.experiments import executor_why_report as why
 
 
@@ -50,10 +51,15 @@ def test_link_a_is_not_claimed_where_an_executor_is_not_separated(tmp_path: Path
 
 
 def test_the_oracle_arms_ended_cells_are_counted(tmp_path: Path) -> None:
-    runs = [{"agent": "xlvin-32-b2-oracle", "seed": 105},
-            {"agent": "xlvin-32-b2-oracle", "seed": 106, "in_progress": {"level": 3}},
-            {"agent": "xlvin-32-b2-oracle-zero-chi", "seed": 105},
-            {"agent": "xlvin-32-b2", "seed": 105}]
+    """The cells of the oracle's protocol that ended (passed level 4 or failed before it), as
+    the oracle's own page counts them: not one still training, nor one of another curriculum."""
+    runs = [_record("xlvin-32-b2-oracle", 105, [100] * 4),
+            {**_record("xlvin-32-b2-oracle", 106, [100] * 2),
+             "in_progress": {"level": 3, "episodes": 5, "window_success": 0.5}},
+            {**_record("xlvin-32-b2-oracle-untrained", 105, [100] * 4),
+             "curriculum": {**CURRICULUM, "budget": 20000}},
+            _record("xlvin-32-b2-oracle-zero-chi", 105, [100] * 2, passed=False),
+            _record("xlvin-32-b2", 105, [100] * 4)]
     _write(tmp_path, 4, 0.82, runs)
     reading = why.page_blocks(tmp_path)["why-reading"]
     assert ("`xlvin-32-b2-oracle` 1 of 10, `xlvin-32-b2-oracle-untrained` 0 of 10, "

@@ -2,22 +2,16 @@
 measurements break so far, and at what power. (a) from the true trees
 (`executor_true_trees_report`), (b) and (c) from the trained cells' latent trees and probes
 (`executor_latent_trees_report`, `executor_probes_report`), compared only from `MIN_SEEDS`
-seeds an arm; and how many cells the oracle arm has (`xlvin.experiments.maze`'s
-`xlvin-32-b2-oracle*`, results/oracle/maze.json), with its verdict (`oracle_report`) once it has
-10 an arm."""
+seeds an arm; and how many cells of its protocol the oracle arm has (`oracle_report`'s,
+results/oracle/maze.json), with its verdict once it has 10 an arm."""
 
 from pathlib import Path
 from typing import Any
 
 from xlvin.experiments import oracle_report
-from xlvin.experiments.maze import AGENTS
 from xlvin.io.files import read_json
 from xlvin.stats import improvement_text
 from xlvin.wording import MIN_SEEDS, separated
-
-#: The oracle arm's agents, and the seeds fixed for it before any ran (docs/mazes.md).
-ORACLE_AGENTS = tuple(agent for agent in AGENTS if "oracle" in agent)
-ORACLE_SEEDS = 10
 
 
 def _link_a(trees: dict[str, Any]) -> str:
@@ -34,17 +28,6 @@ def _link_a(trees: dict[str, Any]) -> str:
                 f"than the untrained one and the one of random graphs ({evidence})")
     return ("(a) is not established: the pre-trained executor is not ahead of every other "
             f"({evidence})")
-
-
-def _oracle_cells(results: Path) -> dict[str, int]:
-    """Oracle agent -> its cells that ended, in results/oracle/maze.json (none: no file)."""
-    ended = dict.fromkeys(ORACLE_AGENTS, 0)
-    path = results / "oracle/maze.json"
-    if path.is_file():
-        for run in read_json(path)["runs"]:
-            if run.get("agent") in ended and run.get("in_progress") is None:
-                ended[run["agent"]] += 1
-    return ended
 
 
 def page_blocks(results: Path) -> dict[str, str]:
@@ -66,11 +49,14 @@ def page_blocks(results: Path) -> dict[str, str]:
     else:
         trained = (f"(b) and (c) have {fewest} seeds an arm or more: their verdicts are the "
                    "sentences above")
-    oracle = _oracle_cells(results)
-    done = ", ".join(f"`{agent}` {n} of {ORACLE_SEEDS}" for agent, n in oracle.items())
-    scores = oracle_report.read_scores(results / "oracle/maze.json",
-                                       results / "ablation/maze.json")
-    said = None if scores is None else oracle_report.verdict(scores)
+    oracle = results / "oracle/maze.json"
+    runs = read_json(oracle)["runs"] if oracle.is_file() else []
+    cells = oracle_report.arm_scores(runs, oracle_report.ORACLE)  # the cells read, per arm
+    done = ", ".join(f"`{agent}` {len(cells[arm]['seeds'])} of {oracle_report.SEEDS}"
+                     for arm, agent in oracle_report.ORACLE.items())
+    study = results / "ablation/maze.json"
+    said = (oracle_report.verdict(oracle_report.scores_of(runs, read_json(study)["runs"]))
+            if study.is_file() else None)
     return {"why-reading": (
         f"Which link breaks, as far as the measurements go: {_link_a(trees)}; {trained}. The "
         f"oracle arm, which would tell a broken latent tree (b) from the rest, has these cells "
