@@ -48,7 +48,6 @@ from xlvin.envs.given import EnvLike, check_run_env, register_as
 from xlvin.envs.sb3_vec import SB3VecEnv
 from xlvin.envs.spaces import Spaces, recorded_spaces
 from xlvin.errors import FieldError, UserError, one_line
-from xlvin.io.checkpoint import CHECKPOINT
 from xlvin.io.run_dir import MODEL, require_resumable
 from xlvin.io.saves import (
     forget_save,
@@ -479,14 +478,14 @@ class Model:
             model.policy = agent
             model._executor_meta, model._num_timesteps, model.summary = read_progress(path)
         else:
-            cfg, weights, model_steps = stopped
+            cfg, checkpoint = stopped
             model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg))
+            weights, model._num_timesteps = checkpoint.saved_policy(model.policy)
             try:
                 model.policy.load_state_dict(weights)
             except RuntimeError as err:
-                raise UserError(f"checkpoint {path / CHECKPOINT} does not fit its run's "
-                                f"config: {one_line(err)}") from None
-            model._num_timesteps = model_steps
+                raise UserError(f"checkpoint {checkpoint.path} does not fit its run's config: "
+                                f"{one_line(err)}") from None
         if device != "cpu":
             model.config = dataclasses.replace(model.config, train=dataclasses.replace(
                 model.config.train, device=device))

@@ -12,8 +12,6 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from xlvin.api_options import with_options
 from xlvin.envs.given import EnvLike, resolve_env
 from xlvin.envs.spaces import Spaces, require_spaces
@@ -83,19 +81,17 @@ def temporary_run_dir(owner: Any) -> Path:
     return Path(folder) / "run"
 
 
-def stopped_run(run_dir: Path) -> tuple[RunConfig, dict[str, torch.Tensor], int] | None:
+def stopped_run(run_dir: Path) -> tuple[RunConfig, Checkpointer] | None:
     """A run stopped before it finished (Ctrl-C, a deadline, a callback's error: a checkpoint
-    and no model.safetensors): its config (config.json, which the checkpoint must have been
-    saved by), the checkpoint's policy weights and env steps. None where `run_dir` holds no such
-    run (a save cut short before it was complete included: `read_run` refuses it)."""
+    and no model.safetensors): its config (config.json) and its checkpoint, which must have been
+    saved by that config (`Checkpointer.saved_policy`). None where `run_dir` holds no such run
+    (a save cut short before it was complete included: `read_run` refuses it)."""
     if (os.path.lexists(run_dir / MODEL) or os.path.lexists(run_dir / PARTIAL)
             or stopped_steps(run_dir) is None):
         return None
     cfg = RunConfig.from_saved(read_json_object(run_dir / CONFIG), str(run_dir / CONFIG))
-    checkpoint = Checkpointer(run_dir / CHECKPOINT, 0, run=cfg.to_json(),
-                              normalize=checkpoint_config(cfg))
-    weights, loop = checkpoint.saved_policy()
-    return cfg, weights, int(loop["result"]["env_steps"])
+    return cfg, Checkpointer(run_dir / CHECKPOINT, 0, run=cfg.to_json(),
+                             normalize=checkpoint_config(cfg))
 
 
 def stopped_steps(out: Path) -> int | None:

@@ -118,21 +118,32 @@ class Checkpointer:
         }
         atomic_save_tensors(Path(self.path), out, meta)
 
-    def saved_policy(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        """The policy's weights (the `model/` section) and the loop's state in `path`, the file
-        and its run checked as `restore` checks them, nothing restored: what a stopped run
-        holds."""
-        check_regular(Path(self.path))
+    def saved_policy(self, policy: torch.nn.Module) -> tuple[dict[str, torch.Tensor], int]:
+        """The weights `policy` would take from `path` (its `model/` section, checked as
+        `restore` checks them) and the env steps they trained, nothing restored: what a run
+        stopped early holds."""
+        tensors, meta = self._read("refused")
+        weights = section(tensors, "model/")
+        check_tensors(policy, weights, Path(self.path))
+        loop = meta.get("loop")
+        steps = loop.get("result", {}).get("env_steps") if isinstance(loop, dict) else None
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+            raise UserError(f"checkpoint {self.path} has no valid loop.result.env_steps")
+        return weights, steps
+
+    def _read(self, refusal: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The tensors and header of `path`, a regular file of this format saved by this run
+        (else one UserError ending in `refusal`)."""
+        if os.path.lexists(self.path):  # as in `exists`
+            check_regular(Path(self.path))
         tensors, meta = load_weights(Path(self.path), what="checkpoint")
         _check_format(Path(self.path), meta)
         saved = meta.get("run")
         if saved is not None and self.normalize is not None:
             saved = self.normalize(saved)
         if None not in (saved, self.run) and saved != self.run:
-            raise UserError(f"checkpoint {self.path} was saved by another run; refused")
-        if not isinstance(meta.get("loop"), dict):
-            raise UserError(f"checkpoint {self.path} has no loop state")
-        return section(tensors, "model/"), meta["loop"]
+            raise UserError(f"checkpoint {self.path} was saved by another run; {refusal}")
+        return tensors, meta
 
     def _check_finite(self, tensors: dict[str, torch.Tensor]) -> None:
         """Refuse to write a NaN or inf: the checkpoint already there stays the last good one."""
@@ -146,15 +157,7 @@ class Checkpointer:
         self, policy: torch.nn.Module, optimizer: Optimizer, sampler: torch.Generator
     ) -> Resumed:
         """Load weights, optimizer state and every RNG from `path`; return the loop's state."""
-        if os.path.lexists(self.path):  # as in `exists`
-            check_regular(Path(self.path))
-        tensors, meta = load_weights(Path(self.path), what="checkpoint")
-        _check_format(Path(self.path), meta)
-        saved = meta.get("run")
-        if saved is not None and self.normalize is not None:
-            saved = self.normalize(saved)
-        if None not in (saved, self.run) and saved != self.run:
-            raise UserError(f"checkpoint {self.path} was saved by another run; not resuming")
+        tensors, meta = self._read("not resuming")
         check_tensors(policy, section(tensors, "model/"), Path(self.path))
         check_optimizer_tensors(policy, section(tensors, "optim/"), Path(self.path))
         try:
