@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from xlvin import PPO, XLVIN
-from xlvin.api_policy import checkpoint_policy
 from xlvin.callbacks import Callback
 from xlvin.nn.policy import ActorCritic
 
@@ -95,7 +94,9 @@ def test_ctrl_c_leaves_the_last_update_which_saves_loads_and_continues_exactly(t
         model.learn(8 * ROLLOUT, progress=False, callback=Interrupt(3))
     assert model.num_timesteps == 3 * ROLLOUT
     held = weights(model)
-    assert all(torch.equal(held[k], v) for k, v in checkpoint_policy(model.run_dir).items())
+    stopped = PPO.load(model.run_dir)  # the run's checkpoint, read as a stopped run
+    assert stopped.num_timesteps == 3 * ROLLOUT
+    assert all(torch.equal(held[k], v) for k, v in weights(stopped).items())
     untrained = PPO("CartPole-v1", **options)
     obs = np.zeros(4, dtype=np.float32)
     assert model.predict_values(obs) != untrained.predict_values(obs)

@@ -36,7 +36,6 @@ from xlvin.api_options import (
 )
 from xlvin.api_policy import (
     act,
-    checkpoint_policy,
     executor_metadata,
     initial_policy,
     set_parameters,
@@ -330,10 +329,12 @@ class Model:
         update boundary it reached: Ctrl-C waits for one) and `num_timesteps` matching, so that
         `learn(n)` continues it exactly and `save` writes what `load` reads; without a
         checkpoint, the policy `learn` started from."""
+        steps = None
         try:
-            steps = stopped_steps(run_dir)
-            if steps is not None:
-                self.policy.load_state_dict(checkpoint_policy(run_dir))
+            stopped = stopped_run(run_dir)
+            if stopped is not None:
+                weights, steps = stopped[1].saved_policy(self.policy)
+                self.policy.load_state_dict(weights)
         except (UserError, RuntimeError):  # refused before training (a checkpoint of another run)
             steps = None
         if steps is None:

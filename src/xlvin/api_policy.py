@@ -16,9 +16,7 @@ import torch
 from xlvin.accel.numpy_sampling import env_actions, mode_actions, sample_actions
 from xlvin.envs.spaces import Spaces, flat_observation
 from xlvin.errors import UserError
-from xlvin.io.checkpoint import CHECKPOINT, section
 from xlvin.io.executor_file import read_executor_meta
-from xlvin.io.weights import load_weights
 from xlvin.nn.policy import ActorCritic
 from xlvin.ppo.collect import policy_device
 from xlvin.pretrain.files import executor_file, load_executor_processor
@@ -173,9 +171,3 @@ def weights_digest(policy: torch.nn.Module) -> str:
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
-
-
-def checkpoint_policy(run_dir: Path) -> dict[str, torch.Tensor]:
-    """The policy's weights in the checkpoint of the run in `run_dir`."""
-    tensors, _ = load_weights(run_dir / CHECKPOINT, what="checkpoint")
-    return section(tensors, "model/")
