@@ -355,8 +355,8 @@ def test_a_harvest_counts_the_cells_still_training_that_it_leaves_out(
     from xlvin.experiments import registry
 
     ended, running = {"in_progress": None}, {"in_progress": {"level": 3}}
-    monkeypatch.setattr(registry, "_curricula_so_far", lambda cells, runs, include: [
-        r for r in (ended, running) if include or r["in_progress"] is None])
+    monkeypatch.setattr(registry, "_curricula_so_far", lambda cells, runs, include: (
+        [ended, running], 0) if include else ([ended], 1))
     written: list[list[dict]] = []
     report = registry._study_report(lambda records, args: written.append(records) or "page",
                                     "x.md")

@@ -46,7 +46,7 @@ from xlvin.callbacks import Callback, Hooks, Logger, as_callback
 from xlvin.envs.given import EnvLike, check_run_env, register_as
 from xlvin.envs.sb3_vec import SB3VecEnv
 from xlvin.envs.spaces import Spaces, recorded_spaces
-from xlvin.errors import FieldError, UserError, one_line
+from xlvin.errors import FieldError, UserError
 from xlvin.io.run_dir import MODEL, require_resumable
 from xlvin.io.saves import (
     forget_save,
@@ -329,13 +329,10 @@ class Model:
         update boundary it reached: Ctrl-C waits for one) and `num_timesteps` matching, so that
         `learn(n)` continues it exactly and `save` writes what `load` reads; without a
         checkpoint, the policy `learn` started from."""
-        steps = None
         try:
             stopped = stopped_run(run_dir)
-            if stopped is not None:
-                weights, steps = stopped[1].saved_policy(self.policy)
-                self.policy.load_state_dict(weights)
-        except (UserError, RuntimeError):  # refused before training (a checkpoint of another run)
+            steps = None if stopped is None else stopped[1].load_policy(self.policy)
+        except UserError:  # refused before training (a checkpoint of another run)
             steps = None
         if steps is None:
             self.policy.load_state_dict(start)
@@ -481,12 +478,7 @@ class Model:
         else:
             cfg, checkpoint = stopped
             model = cls._class_for(cfg.train.agent, str(path)).from_config(on_cpu(cfg))
-            weights, model._num_timesteps = checkpoint.saved_policy(model.policy)
-            try:
-                model.policy.load_state_dict(weights)
-            except RuntimeError as err:
-                raise UserError(f"checkpoint {checkpoint.path} does not fit its run's config: "
-                                f"{one_line(err)}") from None
+            model._num_timesteps = checkpoint.load_policy(model.policy)
         if device != "cpu":
             model.config = dataclasses.replace(model.config, train=dataclasses.replace(
                 model.config.train, device=device))

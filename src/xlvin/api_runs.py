@@ -84,7 +84,7 @@ def temporary_run_dir(owner: Any) -> Path:
 def stopped_run(run_dir: Path) -> tuple[RunConfig, Checkpointer] | None:
     """A run stopped before it finished (Ctrl-C, a deadline, a callback's error: a checkpoint
     and no model.safetensors): its config (config.json) and its checkpoint, which must have been
-    saved by that config (`Checkpointer.saved_policy`). None where `run_dir` holds no such run
+    saved by that config (`Checkpointer.load_policy`). None where `run_dir` holds no such run
     (a save cut short before it was complete included: `read_run` refuses it)."""
     if (os.path.lexists(run_dir / MODEL) or os.path.lexists(run_dir / PARTIAL)
             or stopped_steps(run_dir) is None):

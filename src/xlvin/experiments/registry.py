@@ -139,20 +139,21 @@ MAZE_RUNNING = ("train nothing: write the results of finished cells and the prog
                 "still training (from their last checkpoint, marked so)")
 
 
-def _curricula_so_far(cells: Cells, runs: Path, include_running: bool) -> list[Record]:
+def _curricula_so_far(cells: Cells, runs: Path,
+                      include_running: bool) -> tuple[list[Record], int]:
     """The records of the cells that have finished under `runs`, and with `include_running`
-    the progress of those still training; one UserError when there is none."""
-    so_far = [maze.record_so_far(c, c.run_dir(runs)) for c in cells]
-    records = [r for r in so_far if r is not None
-               and (include_running or r["in_progress"] is None)]
+    the progress of those still training; and how many still training were left out. One
+    UserError when there is no record."""
+    so_far = [r for c in cells if (r := maze.record_so_far(c, c.run_dir(runs))) is not None]
+    records = [r for r in so_far if include_running or r["in_progress"] is None]
     if not records:
         raise UserError(f"none of the {len(cells)} cells has results under {runs}")
-    return records
+    return records, len(so_far) - len(records)
 
 
 def _maze_report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
     if trained is None:
-        records = _curricula_so_far(cells, args.runs, args.include_running)
+        records, _ = _curricula_so_far(cells, args.runs, args.include_running)
         finished = sum(r["in_progress"] is None for r in records)
         return (maze_report.write_results(records, args.results, None) + f"\n{finished} of {len(cells)} "
                 f"cells have finished; still training, reported with their progress so far: "
@@ -237,17 +238,12 @@ def _study_report(write: Callable[[list[Record], Options], str], files: str) -> 
     how many are still training (in the results or, with --finished-only, left out)."""
 
     def report(cells: Cells, trained: Trained, wall: Wall, args: Options) -> str:
-        running = trained is not None or args.include_running
-        so_far = _curricula_so_far(cells, args.runs, True)
-        records = [r for r in so_far if running or r["in_progress"] is None]
-        if not records:
-            raise UserError(f"none of the {len(cells)} cells has finished under {args.runs}")
+        records, left_out = _curricula_so_far(cells, args.runs,
+                                              trained is not None or args.include_running)
         ended = sum(r["in_progress"] is None for r in records)
-        training = len(so_far) - ended
         return (write(records, args) + f"\nwrote {args.results}/{files}: {ended} of "
-                f"{len(cells)} cells ended, {training} still training"
-                + ("" if running or not training else " (left out)")
-                + f"; runs under {args.runs}")
+                f"{len(cells)} cells ended, {len(records) - ended + left_out} still training"
+                + (" (left out)" if left_out else "") + f"; runs under {args.runs}")
     return report
 
 

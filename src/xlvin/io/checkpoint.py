@@ -118,9 +118,9 @@ class Checkpointer:
         }
         atomic_save_tensors(Path(self.path), out, meta)
 
-    def saved_policy(self, policy: torch.nn.Module) -> tuple[dict[str, torch.Tensor], int]:
-        """The weights `policy` would take from `path` (its `model/` section, checked as
-        `restore` checks them) and the env steps they trained, nothing restored: what a run
+    def load_policy(self, policy: torch.nn.Module) -> int:
+        """Load into `policy` the weights of `path` (its `model/` section, checked as `restore`
+        checks them) and return the env steps they trained; nothing else restored: what a run
         stopped early holds."""
         tensors, meta = self._read("refused")
         weights = section(tensors, "model/")
@@ -129,7 +129,12 @@ class Checkpointer:
         steps = loop.get("result", {}).get("env_steps") if isinstance(loop, dict) else None
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise UserError(f"checkpoint {self.path} has no valid loop.result.env_steps")
-        return weights, steps
+        try:
+            policy.load_state_dict(weights, strict=True)
+        except RuntimeError as err:
+            raise UserError(f"checkpoint {self.path} does not fit this run: {one_line(err)}"
+                            ) from None
+        return steps
 
     def _read(self, refusal: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """The tensors and header of `path`, a regular file of this format saved by this run
