@@ -97,8 +97,8 @@ def test_the_reading_of_docs_says_the_oracle_verdict(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "true-trees.json").write_text(json.dumps({"setup": {"mazes": 1}, "comparisons": []}))
     (folder / "latent-trees.json").write_text(json.dumps({"rows": [
-        {"arm": "XLVIN", "depth": 1, "seeds": list(range(10))}]}))
-    (folder / "probes.json").write_text(json.dumps({"rows": [{"seeds": list(range(10))}]}))
+        {"arm": "XLVIN", "depth": 1, "seeds": list(range(9))}]}))
+    (folder / "probes.json").write_text(json.dumps({"rows": [{"seeds": list(range(9))}]}))
     reading = why.page_blocks(tmp_path)["why-reading"]
     assert "`xlvin-32-b2-oracle` 10 of 10" in reading
     assert "it says that on the true tree the pre-trained executor is ahead of both" in reading

@@ -143,6 +143,20 @@ def plot(data: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def depth_one(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The rows of latent-trees.json at depth 1, by agent."""
+    return {row["agent"]: row for row in data["rows"] if row["depth"] == 1}
+
+
+def against_transe_alone(row: dict[str, Any], alone: dict[str, Any]) -> str:
+    """An arm's depth-1 row against `TRANSE_ALONE`'s on hits@1 where the agent moves: does the
+    policy's gradient through the tree move the transition model off the MDP?"""
+    return compare_seeds(
+        row["arm"], TRANSE_ALONE, [100 * v for v in row["moved_hit"]["per_seed"]],
+        [100 * v for v in alone["moved_hit"]["per_seed"]],
+        protocol="transition models' hits@1 at depth 1 where the agent moves", measure="IQM %")
+
+
 def page_blocks(results: Path) -> dict[str, str]:
     """The result blocks `why-latent-trees` (per arm, hits@1, where the agent moves too, and
     relative distance at depth 1 and at the deepest depth; each arm that plans against the one
@@ -158,20 +172,12 @@ def page_blocks(results: Path) -> dict[str, str]:
     def said(row: dict[str, Any]) -> str:
         seeds = len(row["seeds"])
         return (f"{row['arm']} ({seed_count(seeds)}) at depth {row['depth']}: hits@1 "
-                f"{share_text(row['hit'], 'hit' in PERCENT)} % (no move: {share_text(row['stay_hit'], 'hit' in PERCENT)} "
-                f"%), where the agent moves {share_text(row['moved_hit'], 'moved_hit' in PERCENT)} %, "
-                f"distance / spread {share_text(row['relative'], 'relative' in PERCENT)}")
+                f"{share_text(row['hit'], True)} % (no move: {share_text(row['stay_hit'], True)} "
+                f"%), where the agent moves {share_text(row['moved_hit'], True)} %, "
+                f"distance / spread {share_text(row['relative'], False)}")
 
-    first = {row["agent"]: row for row in data["rows"] if row["depth"] == 1}
+    first = depth_one(data)
     alone = first.get(ARMS[TRANSE_ALONE])  # its tree unread by the heads: TransE alone trains it
-
-    def versus(row: dict[str, Any]) -> str:
-        assert alone is not None
-        return compare_seeds(
-            row["arm"], TRANSE_ALONE, [100 * v for v in row["moved_hit"]["per_seed"]],
-            [100 * v for v in alone["moved_hit"]["per_seed"]],
-            protocol="transition models' hits@1 at depth 1 where the agent moves",
-            measure="IQM %")
 
     shown = [row for row in data["rows"] if row["depth"] in (1, deepest)]
     planned = [first[agent] for agent in (ARMS[COMMITTED], *(ARMS[a] for a in EXECUTOR_ARMS))
@@ -180,7 +186,7 @@ def page_blocks(results: Path) -> dict[str, str]:
     compared = "" if alone is None else (
         f" Does the policy's gradient through the tree move the transition model off the MDP "
         f"(against {TRANSE_ALONE}, whose heads read no tree)? "
-        + "; ".join(versus(row) for row in planned) + ".")
+        + "; ".join(against_transe_alone(row, alone) for row in planned) + ".")
     return {"why-latent-trees": (
         f"On {setup['states']:,} held-out 8x8 states, the trained agents' transition models "
         "against the encodings of the true successors (IQM over seeds [95 % interval]): "
@@ -188,6 +194,6 @@ def page_blocks(results: Path) -> dict[str, str]:
         "why-latent-trees-headline": "" if xlvin is None else (
             "(b) Is the latent tree the MDP's? Where the agent moves, the prediction of XLVIN's "
             "transition model is nearest its own move's true successor (hits@1) on "
-            f"{share_text(xlvin['moved_hit'], 'moved_hit' in PERCENT)} % of depth-1 moves "
+            f"{share_text(xlvin['moved_hit'], True)} % of depth-1 moves "
             f"({seed_count(len(xlvin['seeds']))})"
-            + ("." if alone is None else "; " + versus(xlvin) + "."))}
+            + ("." if alone is None else "; " + against_transe_alone(xlvin, alone) + "."))}

@@ -88,7 +88,8 @@ def markdown(data: dict[str, Any]) -> str:
     for row in data["rows"]:
         for name in (n for n in FEATURES if n in row["probes"]):  # the JSON sorts its keys
             lines.append(f"| {row['arm']} | {len(row['seeds'])} | {FEATURES[name]} | "
-                         + " | ".join(share_text(row["probes"][name][k], k in PERCENT) for k in PROBES)
+                         + " | ".join(share_text(row["probes"][name][k], k in PERCENT)
+                                      for k in PROBES)
                          + " |")
     lines += ["", f"How far the policy moves when the heads read another state's input "
               f"({setup['swap']}):", "",
@@ -97,7 +98,8 @@ def markdown(data: dict[str, Any]) -> str:
     for row in (r for r in data["rows"] if r["moves"] is not None):
         for swap, replaced in SWAPS.items():
             lines.append(f"| {row['arm']} | {len(row['seeds'])} | {replaced} | "
-                         + " | ".join(share_text(row["moves"][swap][k], k in PERCENT) for k in MOVES) + " |")
+                         + " | ".join(share_text(row["moves"][swap][k], k in PERCENT)
+                                      for k in MOVES) + " |")
     lines += ["", "Runs: " + "; ".join(f"{r['arm']} seed {r['seed']} ({r['policy']})"
                                        for r in data["runs"]) + "."]
     return "\n".join(lines) + "\n"
@@ -164,6 +166,15 @@ def plot(data: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def chi_adds(row: dict[str, Any]) -> str:
+    """Does chi_s add to h_s what V* needs? An arm's V* probe from [h_s, chi_s] against h_s
+    alone, on the held-out R^2 over its seeds."""
+    probes = row["probes"]
+    return compare_seeds("[h_s, chi_s]", "h_s", probes["h+chi"]["value_r2"]["per_seed"],
+                         probes["h"]["value_r2"]["per_seed"],
+                         protocol=f"{row['arm']}, V* probe's held-out R^2", digits=3)
+
+
 def page_blocks(results: Path) -> dict[str, str]:
     """The result block `why-probes` of docs/mazes.md: per arm, the probes' V* R^2 from h_s and
     from [h_s, chi_s], and the policy's move when chi_s is another state's, from
@@ -176,29 +187,23 @@ def page_blocks(results: Path) -> dict[str, str]:
     def said(row: dict[str, Any]) -> str:
         probes, seeds = row["probes"], len(row["seeds"])
         text = (f"{row['arm']} ({seed_count(seeds)}): V* R^2 from h_s "
-                f"{share_text(probes['h']['value_r2'], 'value_r2' in PERCENT)}")
+                f"{share_text(probes['h']['value_r2'], False)}")
         if "h+chi" in probes:
             chi = row["moves"]["chi"]
-            text += (f", from [h_s, chi_s] {share_text(probes['h+chi']['value_r2'], 'value_r2' in PERCENT)}"
-                     f"; another state's chi_s moves the policy by "
-                     f"{share_text(chi['tv'], 'tv' in PERCENT)} in total variation and changes the greedy "
-                     f"action on {share_text(chi['greedy_changed'], 'greedy_changed' in PERCENT)} % of states")
+            text += (f", from [h_s, chi_s] {share_text(probes['h+chi']['value_r2'], False)}; "
+                     f"another state's chi_s moves the policy by {share_text(chi['tv'], False)} "
+                     "in total variation and changes the greedy action on "
+                     f"{share_text(chi['greedy_changed'], True)} % of states")
         return text
-
-    def adds(row: dict[str, Any]) -> str:
-        probes = row["probes"]
-        return compare_seeds("[h_s, chi_s]", "h_s", probes["h+chi"]["value_r2"]["per_seed"],
-                             probes["h"]["value_r2"]["per_seed"],
-                             protocol=f"{row['arm']}, V* probe's held-out R^2", digits=3)
 
     xlvin = next((row for row in data["rows"] if row["agent"] == ARMS[COMMITTED]), None)
     return {"why-probes": (
         f"On {data['setup']['states']['test']:,} held-out 8x8 states (IQM over seeds [95 % "
         "interval]): " + "; ".join(said(row) for row in data["rows"]) + ". Does chi_s add to "
-        "h_s what V* needs? " + "; ".join(adds(row) for row in data["rows"] if "h+chi" in
+        "h_s what V* needs? " + "; ".join(chi_adds(row) for row in data["rows"] if "h+chi" in
                                           row["probes"] and not AGENTS[row["agent"]].get(
                                               "zero_chi")) + "."),
         "why-probes-headline": "" if xlvin is None else (
             "(c) Do the heads read chi_s? Another state's chi_s changes XLVIN's greedy action "
-            f"on {share_text(xlvin['moves']['chi']['greedy_changed'], 'greedy_changed' in PERCENT)} % of "
-            f"states ({seed_count(len(xlvin['seeds']))}); " + adds(xlvin) + ".")}
+            f"on {share_text(xlvin['moves']['chi']['greedy_changed'], True)} % of states "
+            f"({seed_count(len(xlvin['seeds']))}); " + chi_adds(xlvin) + ".")}

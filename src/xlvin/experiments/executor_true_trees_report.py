@@ -185,7 +185,8 @@ def markdown(data: dict[str, Any]) -> str:
         "# The maze executor on true trees", "",
         "Does the frozen executor compute value iteration on the trees XLVIN grows, given the "
         "inputs it was pre-trained on (`xlvin reproduce executor-true-trees`)? On "
-        f"{setup['mazes']} mazes of {setup['split']}: {setup['states']:,} root states ({setup['roots']}), each with its "
+        f"{setup['mazes']} mazes of {setup['split']}: {setup['states']:,} root states "
+        f"({setup['roots']}), each with its "
         f"full tree of depth K = {setup['depth']} from the maze's true transitions and rewards "
         f"({setup['tree']}); gamma {setup['gamma']}; inputs: {setup['inputs']}. Run as: "
         + "; ".join(f"{name}, {note}" for name, note in PROTOCOL_NOTES.items())
