@@ -70,6 +70,10 @@ def test_the_trained_links_are_read_only_from_10_seeds_an_arm(seeds: int, said: 
     assert said in reading
     assert "(a) does not break before learning" in reading
     assert "`xlvin-32-b2-oracle` 0 of 10" in reading
+    headline = why.page_blocks(tmp_path)["why-verdict-headline"]
+    assert headline.startswith("The link that breaks" if seeds >= 10 else
+                               "Which of (b) and (c) breaks is read from 10 seeds an arm; the "
+                               "measurements have 4 to 5 so far.")
 
 
 def test_link_a_is_not_claimed_where_an_executor_is_not_separated(tmp_path: Path) -> None:
@@ -109,6 +113,8 @@ def test_the_reading_says_which_trained_link_breaks_by_the_intervals(tmp_path: P
             "greedy action on 80.0 [79.5, 80.5] % of states (10 seeds))") in reading
     assert "[h_s, chi_s] is ahead of h_s (XLVIN (maze executor), V* probe's held-out R^2" in reading
     assert "So the link that breaks, at this power, is (b). The oracle arm" in reading
+    assert (why.page_blocks(tmp_path)["why-verdict-headline"]
+            == "The link that breaks, at this power: (b) (the reading on the page).")
     for straddles, said in ((0.5, "(b) is not shown to break or to hold"),
                             (0.7, "(b) holds at depth 1")):
         folder = tmp_path / str(straddles)

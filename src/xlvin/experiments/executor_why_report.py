@@ -73,16 +73,16 @@ def _link_c(probes: dict[str, Any]) -> tuple[str, bool | None]:
     return f"{said}; {chi_adds(xlvin)}", broken
 
 
-def _trained_links(latent: dict[str, Any], probes: dict[str, Any]) -> str:
+def _trained_links(latent: dict[str, Any], probes: dict[str, Any]) -> tuple[str, str]:
     """(b) and (c) once each arm has `MIN_SEEDS` seeds, and which of them break."""
     (b, b_breaks), (c, c_breaks) = _link_b(latent), _link_c(probes)
     broken = [link for link, breaks in (("(b)", b_breaks), ("(c)", c_breaks)) if breaks]
-    return (f"{b}; {c}. So the link that breaks, at this power, is "
-            + (" and ".join(broken) if broken else "none of (b) and (c)"))
+    return f"{b}; {c}", " and ".join(broken) if broken else "none of (b) and (c)"
 
 
 def page_blocks(results: Path) -> dict[str, str]:
-    """The block `why-reading` of docs/mazes.md, once the three measurements have results."""
+    """The blocks `why-reading` and `why-verdict-headline` of docs/mazes.md, once the three
+    measurements have results."""
     folder = results / "why-executor"
     paths = [folder / f"{stem}.json" for stem in ("true-trees", "latent-trees", "probes")]
     if not all(path.is_file() for path in paths):
@@ -92,13 +92,17 @@ def page_blocks(results: Path) -> dict[str, str]:
     seeds += [len(r["seeds"]) for r in probes["rows"]]
     fewest, most = min(seeds), max(seeds)
     if fewest < MIN_SEEDS:
+        measured = f"{fewest}" + ("" if most == fewest else f" to {most}")
         trained = (f"(b) and (c) are compared from {MIN_SEEDS} seeds an arm, and the maze "
-                   f"study's ended cells measured so far give {fewest}"
-                   + ("" if most == fewest else f" to {most}") + " an arm: at this power "
+                   f"study's ended cells measured so far give {measured} an arm: at this power "
                    "neither link is shown to break or to hold (their verdicts above say 'not "
                    "compared')")
+        headline = (f"Which of (b) and (c) breaks is read from {MIN_SEEDS} seeds an arm; "
+                    f"the measurements have {measured} so far.")
     else:
-        trained = _trained_links(latent, probes)
+        links, broken = _trained_links(latent, probes)
+        trained = f"{links}. So the link that breaks, at this power, is {broken}"
+        headline = f"The link that breaks, at this power: {broken} (the reading on the page)."
     oracle = results / "oracle/maze.json"
     runs = read_json(oracle)["runs"] if oracle.is_file() else []
     cells = oracle_report.arm_scores(runs, oracle_report.ORACLE)  # the cells read, per arm
@@ -107,7 +111,7 @@ def page_blocks(results: Path) -> dict[str, str]:
     study = results / "ablation/maze.json"
     said = (oracle_report.verdict(oracle_report.scores_of(runs, read_json(study)["runs"]))
             if study.is_file() else None)
-    return {"why-reading": (
+    return {"why-verdict-headline": headline, "why-reading": (
         f"Which link breaks, as far as the measurements go: {_link_a(trees)}; {trained}. The "
         f"oracle arm, which would tell a broken latent tree (b) from the rest, has these cells "
         f"ended: {done}" + (f"; it says that {said}." if said else "."))}

@@ -55,7 +55,7 @@ README_ROWS = (
     ("Why the executor does not help on the maze (beyond the paper)", "`xlvin reproduce "
      "executor-true-trees`, `executor-latent-trees`, `executor-probes`, `executor-oracle`",
      ("why-true-trees-headline", "why-latent-trees-headline", "why-probes-headline",
-      "why-oracle-headline"),
+      "why-oracle-headline", "why-verdict-headline"),
      "[mazes.md](docs/mazes.md#why-the-executor-does-not-help-and-where-it-might)"),
     ("Figure 2 (and 7): the continual maze, held-out 8x8 and 16x16", "`xlvin reproduce maze`",
      "maze-headline", "[mazes.md](docs/mazes.md)"),
