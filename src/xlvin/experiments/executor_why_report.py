@@ -53,7 +53,8 @@ def _link_b(latent: dict[str, Any]) -> tuple[str, bool | None]:
                               + ", so most of its moves land nearer another action's true "
                                 "successor than their own")
     elif hits["iqm_low"] > MOST:
-        broken, said = False, f"(b) holds at depth 1: {evidence}, most of its moves"
+        broken, said = False, (f"(b) holds at depth 1: {evidence}, so most of its moves land "
+                               "nearest their own true successor")
     else:
         broken, said = None, f"(b) is not shown to break or to hold: {evidence}"
     return f"{said}; {against_transe_alone(xlvin, alone)}", broken
