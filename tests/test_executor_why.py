@@ -31,9 +31,9 @@ def _probes_row(arm: str, changed: list[float], r2_h: list[float], r2_both: list
 def _write(results: Path, seeds: int, untrained_p: float, oracle_runs: list[dict],
            xlvin_hits: float | np.ndarray = 0.2, changed: float = 0.8) -> None:
     """The three measurements' results: XLVIN's and chi = 0's depth-1 hits@1 where the agent
-    moves about `xlvin_hits` (or those, per seed) and 0.48 over `seeds` seeds, another state's chi_s changing
-    XLVIN's greedy action on about `changed` of states, its V* probe's R^2 0.6 from [h_s, chi_s]
-    and 0.5 from h_s."""
+    moves about `xlvin_hits` (or those, per seed) and 0.48 over `seeds` seeds, another state's
+    chi_s changing XLVIN's greedy action on about `changed` of states, its V* probe's R^2 0.6
+    from [h_s, chi_s] and 0.5 from h_s."""
     folder = results / "why-executor"
     folder.mkdir(parents=True)
     comparisons = [
