@@ -91,6 +91,9 @@ def page_blocks(results: Path) -> dict[str, str]:
     trees, latent, probes = (read_json(path) for path in paths)
     seeds = [len(r["seeds"]) for r in latent["rows"] if r["depth"] == 1]
     seeds += [len(r["seeds"]) for r in probes["rows"]]
+    read = ({r.get("agent") for r in latent["rows"]} >= {ARMS[COMMITTED], ARMS[TRANSE_ALONE]}
+            and ARMS[COMMITTED] in {r.get("agent") for r in probes["rows"]})
+    seeds += [] if read else [0]  # an arm the reading needs has no cell measured yet
     fewest, most = min(seeds), max(seeds)
     if fewest < MIN_SEEDS:
         measured = f"{fewest}" + ("" if most == fewest else f" to {most}")
