@@ -13,7 +13,8 @@ from tests.tiny_runs import tiny_maze_runs
 from xlvin.cli import main
 from xlvin.envs.maze import AGENT, WALLS
 from xlvin.envs.maze_data import MOVES, maze_split
-from xlvin.experiments.executor_latent_trees import latent_tree_scores, maze_states_of
+from xlvin.experiments.executor_latent_trees import (latent_tree_scores, maze_states_of,
+                                                     uniform_guess)
 from xlvin.experiments.executor_latent_trees_report import markdown, page_blocks
 
 
@@ -52,6 +53,34 @@ def test_the_true_successor_oracle_hits_every_time_at_distance_zero() -> None:
     assert scores[0]["pairs"] == 8 * len(states.maze)  # depth 1: every action of every root
 
 
+def test_the_chance_level_is_one_over_the_distinct_successors_of_each_node() -> None:
+    """`uniform_guess` against a walk of the true trees cell by cell (the environment's rules:
+    a move into a wall or off the grid, or onto the goal, ends the episode)."""
+    mazes, count, depth = maze_split(8, "test"), 2, 3
+    states = maze_states_of(mazes, count)
+    sums = [[0.0, 0, 0.0, 0] for _ in range(depth)]  # chance, pairs; where it moves: the same
+    for obs, maze in zip(states.obs, states.maze):
+        walls, goal = mazes.walls[maze], tuple(mazes.goals[maze])
+        nodes = [divmod(int(obs[AGENT].argmax()), 8)]
+        for total in sums:
+            children = []
+            for r, c in nodes:
+                moves = [(r + dr, c + dc) for dr, dc in MOVES]
+                free = [0 <= m[0] < 8 and 0 <= m[1] < 8 and not walls[m] for m in moves]
+                targets = [m if ok else (r, c) for m, ok in zip(moves, free)]
+                chance = 1 / len(set(targets))
+                total[0], total[1] = total[0] + 8 * chance, total[1] + 8
+                total[2], total[3] = total[2] + sum(free) * chance, total[3] + sum(free)
+                children += [m for m, ok in zip(moves, free) if ok and m != goal]
+            nodes = children
+    guess = uniform_guess(states, depth)
+    assert [g["depth"] for g in guess] == [1, 2, 3]
+    for g, (chance, pairs, moved, moves) in zip(guess, sums):
+        assert g["hit"] == pytest.approx(chance / pairs, rel=1e-12)
+        assert g["moved_hit"] == pytest.approx(moved / moves, rel=1e-12)
+        assert 1 / 8 <= g["moved_hit"] < g["hit"] < 1
+
+
 def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
                                         capsys: pytest.CaptureFixture) -> None:
     results = tmp_path / "results" / "why-executor"
@@ -62,6 +91,7 @@ def test_reproduce_on_tiny_trained_runs(runs: Path, tmp_path: Path,
         f"wrote {results}/latent-trees.md, .json, .png from 3 cells; runs under {runs}\n")
     data = json.loads((results / "latent-trees.json").read_text())
     assert (results / "latent-trees.md").read_text() == markdown(data)
+    assert data["uniform_guess"] == uniform_guess(maze_states_of(maze_split(8, "test"), 3), 2)
     assert (results / "latent-trees.png").read_bytes().startswith(b"\x89PNG")
     assert [(r["arm"], r["seed"], r["policy"]) for r in data["runs"]] == [
         ("xlvin-32-b2", 100, "final"), ("xlvin-32-b2", 101, "after level 1"),

@@ -47,7 +47,9 @@ def _write(results: Path, seeds: int, untrained_p: float, oracle_runs: list[dict
     rows = [_latent_row(arm, depth, list(hits + spread))
             for arm, hits in (("XLVIN (maze executor)", xlvin_hits), ("XLVIN, chi = 0", 0.48))
             for depth in (1, 4)]
-    (folder / "latent-trees.json").write_text(json.dumps({"rows": rows}))
+    guess = [{"depth": 1, "hit": 0.36, "moved_hit": 0.25},
+             {"depth": 4, "hit": 0.2, "moved_hit": 0.2}]
+    (folder / "latent-trees.json").write_text(json.dumps({"rows": rows, "uniform_guess": guess}))
     probes = [_probes_row("XLVIN (maze executor)", list(changed + spread), list(0.5 + spread),
                           list(0.6 + spread)), {"arm": "PPO-32", "seeds": list(range(seeds + 1))}]
     (folder / "probes.json").write_text(json.dumps({"rows": probes}))
@@ -61,7 +63,8 @@ def _write(results: Path, seeds: int, untrained_p: float, oracle_runs: list[dict
         "link is shown to break or to hold"),
     (10, "(b) breaks, the latent tree is not the MDP's: where the agent moves, XLVIN's depth-1 "
          "prediction is nearest its own move's true successor on 20.0 [19.5, 20.5] % of moves "
-         "(10 seeds; on the true tree, 100 %)"),
+         "(10 seeds; on the true tree, 100 %), below chance (25.0 %: a guess drawn uniformly "
+         "among the node's distinct true successors)"),
 ])
 def test_the_trained_links_are_read_only_from_10_seeds_an_arm(seeds: int, said: str,
                                                                tmp_path: Path) -> None:
@@ -122,6 +125,7 @@ def test_the_reading_says_which_trained_link_breaks_by_the_intervals(tmp_path: P
         reading = why.page_blocks(folder)["why-reading"]
         assert said in reading and "is none of (b) and (c)." in reading
         assert "most of its moves land nearest their own" in reading or straddles == 0.5
+        assert "above chance (25.0 %" in reading
     _write(tmp_path / "unread", 10, 0.82, [], changed=0.0)
     reading = why.page_blocks(tmp_path / "unread")["why-reading"]
     assert "(c) breaks: the heads do not read chi_s" in reading

@@ -39,7 +39,7 @@ Fixed before the first run:
 """
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ from xlvin.io.saves import file_digest
 from xlvin.mdp.maze_graphs import maze_mdp, maze_states
 from xlvin.mdp.value_iteration import value_iteration
 from xlvin.nn.policy import ActorCritic
-from xlvin.nn.true_tree import maze_cells, true_successors
+from xlvin.nn.true_tree import MazeCells, maze_cells, true_successors
 from xlvin.process import torch_threads
 from xlvin.run.training import level_weights_file, load_run
 
@@ -180,6 +180,35 @@ def measured(earlier: list[dict[str, Any]]) -> Callable[[Any], bool]:
 Predict = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+@dataclass(frozen=True)
+class TrueLevel:
+    """The n expanded nodes at one depth of the roots' true trees (module docstring): those of
+    the level above's children (the roots at depth 1) whose true episode has not ended."""
+
+    live: torch.Tensor  # [n_above A] (depth 1: [B]) bool: which of those nodes are expanded
+    root: torch.Tensor  # [n] (long): each node's root
+    cell: torch.Tensor  # [n] (long): the agent's cell
+    target: torch.Tensor  # [n, A] (long): the true successor's cell of each action
+
+
+def true_levels(cells: MazeCells, depth: int) -> list[TrueLevel]:
+    """Depths 1 .. `depth` of the true trees of the roots of `cells`, every action of every
+    node expanded until its episode ends."""
+    actions = torch.arange(len(MOVES))
+    root = torch.arange(len(cells.agent))
+    cell, done = cells.agent, torch.zeros(len(root), dtype=torch.bool)
+    levels = []
+    for _ in range(depth):
+        live = ~done  # an ended episode's node is absorbing: not expanded
+        root, cell = root[live], cell[live]
+        n = len(root)
+        target, ended = true_successors(cells, root, cell, torch.zeros(n, dtype=torch.bool),
+                                        actions.expand(n, -1))  # [n, A] each
+        levels.append(TrueLevel(live, root, cell, target))
+        root, cell, done = root.repeat_interleave(len(actions)), target.flatten(), ended.flatten()
+    return levels
+
+
 @torch.no_grad()
 def score_tree(encoder: nn.Module, predict: Predict, obs: np.ndarray,
                depth: int) -> list[dict[str, np.ndarray]]:
@@ -194,17 +223,12 @@ def score_tree(encoder: nn.Module, predict: Predict, obs: np.ndarray,
     table = encoder(cells.observations)  # [M, k]
     spread = torch.stack([torch.pdist(table[row[row >= 0]]).mean()
                           for row in cells.rows])  # [B]
-    root = torch.arange(len(roots))
-    cell, done = cells.agent, torch.zeros(len(roots), dtype=torch.bool)
-    h = table[cells.rows[root, cell]]  # [n, k]: the roots' h_s
+    h = table[cells.rows[torch.arange(len(roots)), cells.agent]]  # [B, k]: the roots' h_s
     actions = torch.arange(len(MOVES))
     out = []
-    for _ in range(depth):
-        live = ~done  # an ended episode's node is absorbing: not expanded
-        root, cell, h = root[live], cell[live], h[live]
+    for level in true_levels(cells, depth):
+        root, cell, target, h = level.root, level.cell, level.target, h[level.live]
         n, a = len(root), len(actions)
-        target, ended = true_successors(cells, root, cell, torch.zeros(n, dtype=torch.bool),
-                                        actions.expand(n, -1))  # [n, A] each
         true = table[cells.rows[root[:, None], target]]  # [n, A, k]: z(s_a)
         predicted = predict(h.repeat_interleave(a, 0), actions.repeat(n)).view(n, a, -1)
         parent = table[cells.rows[root, cell]][:, None]  # [n, 1, k]: z(s), "no move"
@@ -217,9 +241,35 @@ def score_tree(encoder: nn.Module, predict: Predict, obs: np.ndarray,
         scored["moved"] = (target != cell[:, None]).flatten().numpy()
         scored["spread"] = spread[root].repeat_interleave(a).double().numpy()
         out.append(scored)
-        root, cell, done = root.repeat_interleave(a), target.flatten(), ended.flatten()
         h = predicted.flatten(0, 1)
     return out
+
+
+def maze_chunks(states: MazeStates) -> Iterator[np.ndarray]:
+    """The root observations of `states`, `CHUNK` mazes at a time."""
+    for start in range(0, int(states.maze.max()) + 1, CHUNK):
+        yield states.obs[(states.maze >= start) & (states.maze < start + CHUNK)]
+
+
+def uniform_guess(states: MazeStates, depth: int) -> list[dict[str, float]]:
+    """Per depth, the hits@1 a guess drawn uniformly among each node's distinct true successors
+    scores in expectation (1 / their number, per pair), over all pairs and where the agent
+    moves: the chance level of hits@1, the same for every agent."""
+    sums = [dict.fromkeys(("pairs", "moves", "hit", "moved_hit"), 0.0) for _ in range(depth)]
+    for obs in maze_chunks(states):
+        roots = torch.from_numpy(obs)
+        cells = maze_cells(roots, max(roots.shape[2:]))
+        for total, level in zip(sums, true_levels(cells, depth)):
+            same = level.target[:, :, None] == level.target[:, None, :]  # [n, A, A]
+            first = ~same.tril(-1).any(-1)  # [n, A]: the first action to each successor
+            chance = (1.0 / first.double().sum(-1, keepdim=True)).expand_as(first)  # [n, A]
+            moved = level.target != level.cell[:, None]
+            total["pairs"] += chance.numel()
+            total["moves"] += int(moved.sum())
+            total["hit"] += float(chance.sum())
+            total["moved_hit"] += float(chance[moved].sum())
+    return [{"depth": d + 1, "hit": t["hit"] / t["pairs"],
+             "moved_hit": t["moved_hit"] / t["moves"]} for d, t in enumerate(sums)]
 
 
 def latent_tree_scores(encoder: nn.Module, predict: Predict, states: MazeStates,
@@ -230,9 +280,8 @@ def latent_tree_scores(encoder: nn.Module, predict: Predict, states: MazeStates,
     distance, and the mean spread."""
     sums = [dict.fromkeys(("pairs", "moves", "hit", "moved_hit", "distance", "relative",
                            "stay_hit", "stay_relative", "spread"), 0.0) for _ in range(depth)]
-    for start in range(0, int(states.maze.max()) + 1, CHUNK):
-        rows = (states.maze >= start) & (states.maze < start + CHUNK)
-        for total, s in zip(sums, score_tree(encoder, predict, states.obs[rows], depth)):
+    for obs in maze_chunks(states):
+        for total, s in zip(sums, score_tree(encoder, predict, obs, depth)):
             total["pairs"] += len(s["hit"])
             total["moves"] += s["moved"].sum()
             total["hit"] += s["hit"].sum()

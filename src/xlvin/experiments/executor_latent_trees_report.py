@@ -1,14 +1,17 @@
 """The results of `xlvin.experiments.executor_latent_trees`: per arm and depth, the transition
 model's hits@1 and its distance to the true successors' encodings relative to their spread (and
-the no-move reference's), IQM over the seeds with 95 % bootstrap intervals;
-RESULTS/latent-trees.{md,json,png}, the table and figure rendered from the JSON alone
-(`markdown`, `plot`)."""
+the no-move reference's), IQM over the seeds with 95 % bootstrap intervals, beside the chance
+level of hits@1 (`uniform_guess`); RESULTS/latent-trees.{md,json,png}, the table and figure
+rendered from the JSON alone (`markdown`, `plot`)."""
 
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from xlvin.envs.maze_data import maze_split
+from xlvin.experiments.executor_latent_trees import (MAZE_SIZE, held_out_count, maze_states_of,
+                                                     uniform_guess)
 from xlvin.experiments.figures import pyplot
 from xlvin.experiments.maze_ablation import ARMS, COMMITTED, EXECUTOR_ARMS
 from xlvin.experiments.results import kept_records, write_files
@@ -77,6 +80,10 @@ def markdown(data: dict[str, Any]) -> str:
         "wall); distance: ||h + T(h, a) - z(s_a)|| over the mean distance between the "
         "encodings of two free cells of the maze. No move: the prediction "
         f"z(s), the true parent's encoding. Policy: {setup['policy']}. {setup['intervals']}.",
+        "", "Chance level: a guess drawn uniformly among each node's distinct true successors "
+        "hits in expectation on " + "; ".join(
+            f"depth {g['depth']} {100 * g['hit']:.1f} % (where the agent moves "
+            f"{100 * g['moved_hit']:.1f} %)" for g in data["uniform_guess"]) + ".",
         "", "| arm | depth | seeds | " + " | ".join(MEASURES.values()) + " |",
         "|---|---|---|" + "---|" * len(MEASURES),
     ]
@@ -97,12 +104,16 @@ RECORD = {"arm": one_of(ARMS.values()), "seed": int, "policy": str, "digest": Op
 def write_results(records: list[dict[str, Any]], results: Path) -> str:
     """RESULTS/latent-trees.{md,json,png} of the cells' records (`run_cell`; one depth and set of
     mazes) and those an earlier call wrote there of other cells (`kept_records`: run on
-    another machine, whose run directories are gone); the page."""
+    another machine, whose run directories are gone), with the chance level of hits@1 on the
+    same states (`uniform_guess`); the page."""
     records = records + kept_records(results / f"{STEM}.json", records, RECORD,
                                      ("depth", "mazes", "states"))
     order = list(ARMS.values())
     runs = sorted(records, key=lambda r: (order.index(r["arm"]), r["seed"]))
-    data = {"setup": setup(records), "rows": aggregate(records), "runs": runs}
+    first = records[0]
+    states = maze_states_of(maze_split(MAZE_SIZE, "test"), held_out_count(first["mazes"]))
+    data = {"setup": setup(records), "rows": aggregate(records),
+            "uniform_guess": uniform_guess(states, first["depth"]), "runs": runs}
     md = markdown(data)
     write_files(results, STEM, md, data)
     plot(data, results / f"{STEM}.png")
@@ -130,6 +141,10 @@ def plot(data: dict[str, Any], path: Path) -> None:
                         markersize=4, label=f"{arm} ({seed_count(len(rows[0]['seeds']))})")
             ax.plot(depths, [row[stay]["iqm"] * scale for row in rows], ":",
                     color=colours[arm], alpha=0.8)
+        if key == "hit":
+            guess = data["uniform_guess"]
+            ax.plot([g["depth"] for g in guess], [100 * g["hit"] for g in guess], "--",
+                    color="grey", label="a uniform guess (chance)")
         ax.set_xlabel("depth of the tree")
         ax.set_xticks(sorted({row["depth"] for row in data["rows"]}))
         ax.set_title(title, fontsize=9)
@@ -155,6 +170,17 @@ def against_transe_alone(row: dict[str, Any], alone: dict[str, Any]) -> str:
         row["arm"], TRANSE_ALONE, [100 * v for v in row["moved_hit"]["per_seed"]],
         [100 * v for v in alone["moved_hit"]["per_seed"]],
         protocol="transition models' hits@1 at depth 1 where the agent moves", measure="IQM %")
+
+
+def against_chance(row: dict[str, Any], data: dict[str, Any]) -> str:
+    """An arm's row of latent-trees.json against the chance level of hits@1 where the agent
+    moves at its depth (`uniform_guess`), worded by the row's 95 % interval."""
+    chance = next(g for g in data["uniform_guess"] if g["depth"] == row["depth"])["moved_hit"]
+    hits = row["moved_hit"]
+    where = ("below" if hits["iqm_high"] < chance else "above" if hits["iqm_low"] > chance
+             else "not separated from")
+    return (f"{where} chance ({100 * chance:.1f} %: a guess drawn uniformly among the node's "
+            "distinct true successors)")
 
 
 def page_blocks(results: Path) -> dict[str, str]:
@@ -195,5 +221,5 @@ def page_blocks(results: Path) -> dict[str, str]:
             "(b) Is the latent tree the MDP's? Where the agent moves, the prediction of XLVIN's "
             "transition model is nearest its own move's true successor (hits@1) on "
             f"{share_text(xlvin['moved_hit'], True)} % of depth-1 moves "
-            f"({seed_count(len(xlvin['seeds']))})"
+            f"({seed_count(len(xlvin['seeds']))}), {against_chance(xlvin, data)}"
             + ("." if alone is None else "; " + against_transe_alone(xlvin, alone) + "."))}

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from xlvin.experiments import oracle_report
-from xlvin.experiments.executor_latent_trees_report import (TRANSE_ALONE, against_transe_alone,
-                                                            depth_one)
+from xlvin.experiments.executor_latent_trees_report import (TRANSE_ALONE, against_chance,
+                                                            against_transe_alone, depth_one)
 from xlvin.experiments.executor_probes_report import chi_adds
 from xlvin.experiments.maze_ablation import ARMS, COMMITTED
 from xlvin.io.files import read_json
@@ -47,7 +47,8 @@ def _link_b(latent: dict[str, Any]) -> tuple[str, bool | None]:
     hits = xlvin["moved_hit"]
     evidence = (f"where the agent moves, XLVIN's depth-1 prediction is nearest its own move's "
                 f"true successor on {share_text(hits, True)} % of moves "
-                f"({seed_count(len(xlvin['seeds']))}; on the true tree, 100 %)")
+                f"({seed_count(len(xlvin['seeds']))}; on the true tree, 100 %), "
+                + against_chance(xlvin, latent))
     if hits["iqm_high"] < MOST:
         broken, said = True, ("(b) breaks, the latent tree is not the MDP's: " + evidence
                               + ", so most of its moves land nearer another action's true "
