@@ -131,6 +131,11 @@ def test_the_executors_contribution_is_xlvin_against_each_arm_that_changes_only_
     assert chi["steps_to_last"]["p"] == pytest.approx(0.5)  # the same cells: ties count half
     md = "\n".join(maze_ablation_report.contribution_markdown(contribution))
     assert "| XLVIN, untrained executor | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] |" in md
+    # each interval also family-wise over the 12 comparisons, never narrower
+    assert maze_ablation.FAMILY == 12
+    assert "family-wise over the 12 comparisons (Bonferroni: 99.58 %" in md
+    for p in (p for arm in contribution.values() for p in arm.values()):
+        assert p["family_low"] <= p["low"] <= p["p"] <= p["high"] <= p["family_high"]
 
 
 def write_cell(root: Path, rec: dict) -> None:
@@ -304,6 +309,13 @@ def test_the_pages_reading_of_the_study_says_only_what_its_verdicts_allow(
     assert said in reading, reading
     if chi_steps > 3000:  # chi = 0 slower than PPO-32: XLVIN is ahead of it on env steps
         assert "chi = 0: XLVIN ahead on the env steps to pass level 10" in reading
+        # every seed apart: it stays separated read as one family of 12
+        assert ("XLVIN stays ahead of chi = 0 on the env steps to pass level 10 (P = 1.00 "
+                "[1.00, 1.00], family-wise [1.00, 1.00]); ahead of chi = 0 on the area under "
+                "the level curve (P = 1.00 [1.00, 1.00], family-wise [1.00, 1.00]); no other "
+                "verdict stays separated.") in reading
+    else:  # no verdict separated alone: nothing read together
+        assert "Read together" not in reading
     assert reading.endswith(f"failed a level in {seeds} of {seeds} cells (level 2).")
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from xlvin.stats import (
     fisher_exact,
+    improvement_over,
     iqm,
     iqm_text,
     probability_of_improvement,
@@ -236,6 +237,21 @@ def test_improvement_interval_is_a_point_when_every_resample_agrees():
         0.5,
         0.5,
     )
+
+
+def test_a_family_wise_interval_is_the_bonferroni_one_and_holds_the_95_percent_one():
+    """One comparison of 12 read together: its interval at 1 - 0.05 / 12 (more resamples),
+    wider than the 95 % one on both sides; alone, no family-wise interval."""
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(0.4, 1.0, size=16), rng.normal(0.0, 1.0, size=17)
+    alone, together = improvement_over(x, y), improvement_over(x, y, family=12)
+    assert set(alone) == {"p", "low", "high"}
+    assert {k: together[k] for k in alone} == alone
+    assert together["family_low"] < alone["low"] < alone["p"] < alone["high"]
+    assert alone["high"] < together["family_high"]
+    _, low, high = probability_of_improvement_ci(x[:, None], y[:, None], reps=20_000,
+                                                 confidence=1 - 0.05 / 12)
+    assert (together["family_low"], together["family_high"]) == (low, high)
 
 
 # ---------------------------------------------------------------- summary of one cell

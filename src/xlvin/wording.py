@@ -55,10 +55,13 @@ def compare(x: str, y: str, *, protocol: str, seeds: str,
     return f"{verdict} ({protocol}, {seeds}: {evidence})"
 
 
-def separated(improvement: dict[str, float]) -> bool | None:
+def separated(improvement: dict[str, float], family: bool = False) -> bool | None:
     """The verdict of P(X > Y) = {"p", "low", "high"}: True where X is ahead (its 95 % interval
-    above 0.5), False where Y is (below), None where the two are not separated."""
-    return True if improvement["low"] > 0.5 else False if improvement["high"] < 0.5 else None
+    above 0.5), False where Y is (below), None where the two are not separated; by its
+    family-wise interval ("family_low", "family_high") where `family`."""
+    low, high = (improvement["family_low"], improvement["family_high"]) if family else (
+        improvement["low"], improvement["high"])
+    return True if low > 0.5 else False if high < 0.5 else None
 
 
 def seed_count(count: int) -> str:

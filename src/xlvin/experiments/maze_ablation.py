@@ -155,24 +155,31 @@ def aggregate(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _beats(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+def _beats(mine: dict[str, Any], theirs: dict[str, Any], family: int = 1) -> dict[str, Any]:
     """statistic -> P(a cell of arm `mine` beats one of arm `theirs`) with its 95 % bootstrap
-    interval (`improvement_over`), for each of `STATISTICS` both `aggregate` rows have cells of."""
+    interval (`improvement_over`, and its family-wise one in a `family` of comparisons), for
+    each of `STATISTICS` both `aggregate` rows have cells of."""
     out = {}
     for name, higher in STATISTICS.items():
         if mine[name] and theirs[name]:
             sign = 1.0 if higher else -1.0
             out[name] = improvement_over(sign * np.array(mine[name]["per_seed"]),
-                                         sign * np.array(theirs[name]["per_seed"]))
+                                         sign * np.array(theirs[name]["per_seed"]), family)
     return out
+
+
+#: The comparisons read together of what the executor contributes: XLVIN against each of
+#: `EXECUTOR_ARMS` on each of `STATISTICS`.
+FAMILY = len(EXECUTOR_ARMS) * len(STATISTICS)
 
 
 def executor_contribution(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each of `EXECUTOR_ARMS` with a cell ended -> P(XLVIN as committed beats it) on each of
-    `STATISTICS`, over the cells that ended (`aggregate`'s per-seed values): what the pre-trained
-    maze executor adds over an untrained one, one pre-trained on random graphs, and none."""
+    `STATISTICS`, over the cells that ended (`aggregate`'s per-seed values), with its interval
+    and its family-wise one over the `FAMILY` comparisons: what the pre-trained maze executor
+    adds over an untrained one, one pre-trained on random graphs, and none."""
     by_arm = {r["arm"]: r for r in rows}  # `aggregate` gives every arm a row
-    beats = {arm: _beats(by_arm[COMMITTED], by_arm[arm]) for arm in EXECUTOR_ARMS}
+    beats = {arm: _beats(by_arm[COMMITTED], by_arm[arm], FAMILY) for arm in EXECUTOR_ARMS}
     return {arm: b for arm, b in beats.items() if b}  # arms with no cell ended yet: none
 
 

@@ -17,6 +17,7 @@ from xlvin.experiments.maze_ablation import (
     BASELINE,
     COMMITTED,
     EXECUTOR_ARMS,
+    FAMILY,
     GEOMETRY,
     HORIZON,
     STATISTICS,
@@ -36,8 +37,14 @@ from xlvin.experiments.results import others, write_files
 from xlvin.experiments.shapes import Each, Holds, Optional, check, check_entries, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
-from xlvin.stats import improvement_over, improvement_text, iqm_text
+from xlvin.stats import improvement_over, improvement_text, interval_text, iqm_text
 from xlvin.wording import MIN_SEEDS, compare, seed_count, separated
+
+
+#: How the reading names each of `STATISTICS`.
+_STATISTIC_NAMES = {"steps_to_last": "the env steps to pass level 10",
+                    "area": "the area under the level curve",
+                    "held_out_8": "held-out 8x8 success", "held_out_16": "held-out 16x16 success"}
 
 
 def contribution_markdown(contribution: dict[str, dict[str, Any]]) -> list[str]:
@@ -49,6 +56,15 @@ def contribution_markdown(contribution: dict[str, dict[str, Any]]) -> list[str]:
              "held-out 16x16 |", "|---|---|---|---|---|"]
     for arm, p in contribution.items():
         cells = [improvement_text(p.get(name)) for name in STATISTICS]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines += ["", f"The same, each interval family-wise over the {FAMILY} comparisons "
+              f"(Bonferroni: {100 * (1 - 0.05 / FAMILY):.2f} %, so that all hold together at "
+              "95 %)", "", "| arm | " + " | ".join(_STATISTIC_NAMES[n] for n in STATISTICS)
+              + " |", "|---|---|---|---|---|"]
+    for arm, p in contribution.items():
+        cells = ["-" if name not in p else interval_text(
+            p[name]["p"], p[name]["family_low"], p[name]["family_high"], 2)
+            for name in STATISTICS]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -356,18 +372,36 @@ def page_blocks(results: Path) -> dict[str, str]:
             "maze-ablation-reading": _reading(rows, contribution, data["runs"])}
 
 
-#: How the reading names each of `STATISTICS`.
-_STATISTIC_NAMES = {"steps_to_last": "the env steps to pass level 10",
-                    "area": "the area under the level curve",
-                    "held_out_8": "held-out 8x8 success", "held_out_16": "held-out 16x16 success"}
-
-
-def _against_xlvin(rows: dict[str, dict[str, Any]], arm: str,
-                   contribution: dict[str, Any]) -> dict[str, bool | None]:
+def _against_xlvin(rows: dict[str, dict[str, Any]], arm: str, contribution: dict[str, Any],
+                   family: bool = False) -> dict[str, bool | None]:
     """statistic -> XLVIN ahead of `arm` (True), behind it (False), not separated (None), for
-    each of `STATISTICS` (in its order) that both have `MIN_SEEDS` cells or more of."""
-    return {name: separated(contribution[name]) for name in STATISTICS if name in contribution
+    each of `STATISTICS` (in its order) that both have `MIN_SEEDS` cells or more of; by the
+    family-wise intervals where `family`."""
+    return {name: separated(contribution[name], family) for name in STATISTICS
+            if name in contribution
             and min(rows[COMMITTED][name]["n"], rows[arm][name]["n"]) >= MIN_SEEDS}
+
+
+def _family_text(rows: dict[str, dict[str, Any]], contribution: dict[str, Any]) -> str:
+    """' Read together ...': which of XLVIN's verdicts against the executor arms stay separated
+    when their `FAMILY` comparisons are read as one family (Bonferroni); '' where none is
+    separated even alone."""
+    if all(v is None for arm, c in contribution.items()
+           for v in _against_xlvin(rows, arm, c).values()):
+        return ""
+    kept = [f"{'ahead of' if ahead else 'behind'} {arm.removeprefix('XLVIN, ')} on "
+            f"{_STATISTIC_NAMES[name]} (P = {improvement_text(c[name])}, family-wise "
+            f"[{c[name]['family_low']:.2f}, {c[name]['family_high']:.2f}])"
+            for arm, c in contribution.items()
+            for name, ahead in _against_xlvin(rows, arm, c, family=True).items()
+            if ahead is not None]
+    head = (f" Read together, as one family of {FAMILY} comparisons (XLVIN against each "
+            f"executor arm on each statistic; each interval widened to "
+            f"{100 * (1 - 0.05 / FAMILY):.2f} %, Bonferroni, so that all of them hold together "
+            "at 95 %), ")
+    if not kept:
+        return head + "none of these verdicts stays separated."
+    return head + "XLVIN stays " + "; ".join(kept) + "; no other verdict stays separated."
 
 
 def _listed(names: list[str]) -> str:
@@ -411,7 +445,8 @@ def _reading(rows: dict[str, dict[str, Any]], contribution: dict[str, Any],
     others = [v for arm, v in verdicts.items() if arm != "XLVIN, chi = 0"]
     zero = verdicts.get("XLVIN, chi = 0", {})
     against = (f"Against each executor arm, on the statistics with {MIN_SEEDS} cells or more "
-               f"a side (the others are not compared): {each}.")
+               f"a side (the others are not compared): {each}."
+               + _family_text(rows, contribution))
     if not (chi_over_ppo and others and all(v is None for o in others for v in o.values())):
         return (f"XLVIN is ahead of PPO-32 on the env steps to pass level 10; chi = 0 is "
                 f"{'' if chi_over_ppo else 'not '}ahead of PPO-32. {against}" + alone)
