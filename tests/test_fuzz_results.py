@@ -138,7 +138,8 @@ def quick_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(maze_report, "plot_stats", lambda curriculum, path: None)
     monkeypatch.setattr(maze_ablation, "summarize", functools.partial(summarize, reps=10))
     monkeypatch.setattr(maze_ablation, "improvement_over",
-                        lambda x, y: {"p": 0.5, "low": 0.0, "high": 1.0})
+                        lambda x, y, family=1: {"p": 0.5, "low": 0.0, "high": 1.0,
+                                                "family_low": 0.0, "family_high": 1.0})
 
 
 @functools.cache
