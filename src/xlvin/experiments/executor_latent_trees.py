@@ -19,7 +19,9 @@ expanded node's A predicted children are scored against the true children of its
   its own maze's spread).
 
 A reference is scored beside the transition model: the child predicted as its true parent's
-embedding z(s) ("no move"): a transition model that has learnt nothing of the moves.
+embedding z(s) ("no move"): a transition model that has learnt nothing of the moves. And the
+results give the chance level of hits@1 on the same trees, the same for every agent: a guess
+drawn uniformly among each node's distinct true successors (`uniform_guess`).
 
 The agents are the maze ablation's (`xlvin.experiments.maze_ablation`, the arms with a
 transition model), each cell (arm, seed) the run directory RUNS/maze/AGENT/seedS that a

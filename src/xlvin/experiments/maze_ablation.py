@@ -20,7 +20,9 @@ Per arm, over its finished cells: env steps to pass the last level (a cell that 
 counts at `HORIZON`, worse than any that finishes), the area under its level curve (levels passed
 against env steps, up to `HORIZON`, as a fraction of all levels), the held-out success after the
 last level; each an IQM with its 95 % bootstrap interval and P(arm > PPO-32) (fewer steps,
-larger area, higher success). RESULTS/maze.{md,json,png}.
+larger area, higher success); and what the executor contributes, P(XLVIN as committed > each
+arm that changes only its executor) on each statistic, with its 95 % interval and its
+family-wise one over those `FAMILY` comparisons (Bonferroni). RESULTS/maze.{md,json,png}.
 """
 
 import functools
