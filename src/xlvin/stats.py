@@ -186,6 +186,12 @@ def summarize(scores_1d: np.ndarray | Sequence[float], reps: int = 2000, seed: i
 FAMILY_REPS = 20_000
 
 
+def family_confidence(family: int) -> float:
+    """The confidence of each interval of a `family` of comparisons read together, so that all
+    of them hold together at 95 % (Bonferroni): 1 - 0.05 / family."""
+    return 1 - 0.05 / family
+
+
 def improvement_over(x_runs: Sequence[float], y_runs: Sequence[float],
                      family: int = 1) -> dict[str, float]:
     """{"p", "low", "high"}: P(X > Y) over the runs of one task, with its 95 % stratified
@@ -199,7 +205,7 @@ def improvement_over(x_runs: Sequence[float], y_runs: Sequence[float],
     out = {"p": p, "low": low, "high": high}
     if family > 1:
         _, out["family_low"], out["family_high"] = probability_of_improvement_ci(
-            x, y, reps=FAMILY_REPS, confidence=1 - 0.05 / family)
+            x, y, reps=FAMILY_REPS, confidence=family_confidence(family))
     return out
 
 

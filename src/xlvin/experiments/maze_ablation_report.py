@@ -37,7 +37,8 @@ from xlvin.experiments.results import others, write_files
 from xlvin.experiments.shapes import Each, Holds, Optional, check, check_entries, one_of
 from xlvin.io.files import atomic_savefig, read_json
 from xlvin.io.run_dir import reading_results
-from xlvin.stats import improvement_over, improvement_text, interval_text, iqm_text
+from xlvin.stats import (family_confidence, improvement_over, improvement_text, interval_text,
+                         iqm_text)
 from xlvin.wording import MIN_SEEDS, compare, seed_count, separated
 
 
@@ -58,7 +59,7 @@ def contribution_markdown(contribution: dict[str, dict[str, Any]]) -> list[str]:
         cells = [improvement_text(p.get(name)) for name in STATISTICS]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines += ["", f"The same, each interval family-wise over the {FAMILY} comparisons "
-              f"(Bonferroni: {100 * (1 - 0.05 / FAMILY):.2f} %, so that all hold together at "
+              f"(Bonferroni: {100 * family_confidence(FAMILY):.2f} %, so that all hold together at "
               "95 %)", "", "| arm | " + " | ".join(_STATISTIC_NAMES[n] for n in STATISTICS)
               + " |", "|---|---|---|---|---|"]
     for arm, p in contribution.items():
@@ -397,8 +398,8 @@ def _family_text(rows: dict[str, dict[str, Any]], contribution: dict[str, Any]) 
             if ahead is not None]
     head = (f" Read together, as one family of {FAMILY} comparisons (XLVIN against each "
             f"executor arm on each statistic; each interval widened to "
-            f"{100 * (1 - 0.05 / FAMILY):.2f} %, Bonferroni, so that all of them hold together "
-            "at 95 %), ")
+            f"{100 * family_confidence(FAMILY):.2f} %, Bonferroni, so that all of them hold "
+            "together at 95 %), ")
     if not kept:
         return head + "none of these verdicts stays separated."
     return head + "XLVIN stays " + "; ".join(kept) + "; no other verdict stays separated."
